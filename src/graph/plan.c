@@ -1,0 +1,308 @@
+/* The in-memory plan: lifetime, name tables, and each rank's view of it.
+ *
+ * gcoll_plan_rank_view implements the "Meaning" section of
+ * docs/plan-format.md; the streaming file reader implements the same
+ * contract independently, and tests compare the two. */
+#include "plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- lifetime ----------------------------------------------------------- */
+
+struct gcoll_plan *gcoll_plan_new(void) {
+  struct gcoll_plan *p = calloc(1, sizeof(*p));
+  if (p == NULL) return NULL;
+  p->version = GCOLL_PLAN_VERSION;
+  p->job.id = p->job.step = -1;
+  p->t2_root = -1;
+  return p;
+}
+
+static void free_nodes(struct gcoll_plan *p) {
+  if (p->node_host != NULL)
+    for (int n = 0; n < p->nnodes; n++) free(p->node_host[n]);
+  free(p->node_host);
+  free(p->node_class);
+  free(p->node_first_rank);
+  free(p->ring_node_order);
+  free(p->t1_parent);
+  free(p->t2_parent);
+  p->node_host = NULL;
+  p->node_class = p->node_first_rank = p->ring_node_order = NULL;
+  p->t1_parent = p->t2_parent = NULL;
+  p->nnodes = 0;
+}
+
+void gcoll_plan_free(struct gcoll_plan *plan) {
+  if (plan == NULL) return;
+  free_nodes(plan);
+  free(plan);
+}
+
+int gcoll_plan_alloc_nodes(struct gcoll_plan *plan, int nnodes) {
+  if (plan == NULL || nnodes < 1 || nnodes > GCOLL_MAX_NODES) return -1;
+  free_nodes(plan);
+  size_t n = (size_t)nnodes;
+  plan->node_host = calloc(n, sizeof(char *));
+  plan->node_class = calloc(n, sizeof(int));
+  plan->node_first_rank = calloc(n, sizeof(int));
+  plan->ring_node_order = calloc(n, sizeof(int));
+  plan->t1_parent = calloc(n, sizeof(int));
+  plan->t2_parent = calloc(n, sizeof(int));
+  if (!plan->node_host || !plan->node_class || !plan->node_first_rank || !plan->ring_node_order ||
+      !plan->t1_parent || !plan->t2_parent) {
+    free_nodes(plan);
+    return -1;
+  }
+  plan->nnodes = nnodes;
+  return 0;
+}
+
+/* ---- name tables -------------------------------------------------------- */
+
+static const char *const edge_names[] = {"none", "self", "shm", "p2p", "net"};
+static const char *const coll_names[GCOLL_NCOLLS] = {"allreduce", "broadcast", "reduce",
+                                                     "allgather", "reducescatter"};
+static const char *const algo_names[GCOLL_NALGOS] = {"ring", "tree", "nvls"};
+static const char *const proto_names[GCOLL_NPROTOS] = {"simple", "ll", "ll128"};
+
+#define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static const char *name_of(const char *const *names, int n, int v) {
+  return v >= 0 && v < n ? names[v] : "?";
+}
+
+static int index_of(const char *const *names, int n, const char *s) {
+  if (s == NULL) return -1;
+  for (int i = 0; i < n; i++)
+    if (strcmp(names[i], s) == 0) return i;
+  return -1;
+}
+
+const char *gcoll_edge_name(enum gcoll_edge e) { return name_of(edge_names, NELEM(edge_names), (int)e); }
+const char *gcoll_coll_name(enum gcoll_coll c) { return name_of(coll_names, GCOLL_NCOLLS, (int)c); }
+const char *gcoll_algo_name(enum gcoll_algo a) { return name_of(algo_names, GCOLL_NALGOS, (int)a); }
+const char *gcoll_proto_name(enum gcoll_proto p) { return name_of(proto_names, GCOLL_NPROTOS, (int)p); }
+int gcoll_edge_from_name(const char *s) { return index_of(edge_names, NELEM(edge_names), s); }
+int gcoll_coll_from_name(const char *s) { return index_of(coll_names, GCOLL_NCOLLS, s); }
+int gcoll_algo_from_name(const char *s) { return index_of(algo_names, GCOLL_NALGOS, s); }
+int gcoll_proto_from_name(const char *s) { return index_of(proto_names, GCOLL_NPROTOS, s); }
+
+const struct gcoll_tuning_entry *gcoll_rank_view_tuning(const struct gcoll_rank_view *view,
+                                                        enum gcoll_coll coll, uint64_t bytes) {
+  if (view == NULL || (unsigned)coll >= GCOLL_NCOLLS) return NULL;
+  int n = view->ntuning[coll];
+  if (n <= 0 || n > GCOLL_MAX_TUNING) return NULL;
+  for (int i = 0; i < n; i++)
+    if (bytes <= view->tuning[coll][i].max_bytes) return &view->tuning[coll][i];
+  return &view->tuning[coll][n - 1];
+}
+
+/* ---- rank view ---------------------------------------------------------- */
+
+int gcoll_plan_node_of_rank(const struct gcoll_plan *plan, int rank) {
+  if (plan == NULL || plan->nnodes < 1 || rank < 0 || rank >= plan->nranks) return -1;
+  int lo = 0, hi = plan->nnodes - 1;
+  while (lo < hi) {  /* last node whose first rank is <= rank */
+    int mid = lo + (hi - lo + 1) / 2;
+    if (plan->node_first_rank[mid] <= rank) lo = mid;
+    else hi = mid - 1;
+  }
+  int k = plan->node_class[lo];
+  if (k < 0 || k >= plan->nclasses || rank < plan->node_first_rank[lo] ||
+      rank >= plan->node_first_rank[lo] + plan->classes[k].nlocal)
+    return -1;
+  return lo;
+}
+
+static const struct gcoll_plan_class *class_of(const struct gcoll_plan *p, int node) {
+  return &p->classes[p->node_class[node]];
+}
+
+static int position_in(const int *perm, int n, int v) {
+  for (int i = 0; i < n; i++)
+    if (perm[i] == v) return i;
+  return -1;
+}
+
+/* Checks what the view relies on, so a damaged plan gives an error rather
+ * than an out-of-bounds read. */
+static int check_node(const struct gcoll_plan *p, int node, char *err, size_t errlen) {
+  if (node < 0 || node >= p->nnodes || p->node_class[node] < 0 || p->node_class[node] >= p->nclasses) {
+    snprintf(err, errlen, "plan: node %d has no valid topology class", node);
+    return -1;
+  }
+  int L = class_of(p, node)->nlocal;
+  if (L < 1 || L > GCOLL_MAX_LOCAL_RANKS) {
+    snprintf(err, errlen, "plan: node %d has %d local ranks", node, L);
+    return -1;
+  }
+  return 0;
+}
+
+static void fill_ring(const struct gcoll_plan *p, int node, int ring_pos, int s, int c,
+                      struct gcoll_rank_view *v) {
+  const struct gcoll_plan_class *k = class_of(p, node);
+  const struct gcoll_intra_channel *ch = &k->graph.ch[s];
+  int L = k->nlocal, F = p->node_first_rank[node], n = p->nnodes;
+  struct gcoll_ring_link *r = &v->ring[c];
+  int i = position_in(ch->ring, L, v->local_rank);
+  memset(r, 0, sizeof(*r));
+  if (p->nranks == 1) {
+    r->prev = r->next = v->rank;
+    r->prev_edge = r->next_edge = GCOLL_EDGE_SELF;
+  } else {
+    if (i > 0) {
+      r->prev = F + ch->ring[i - 1];
+      r->prev_edge = k->intra_edge;
+    } else {
+      int pn = p->ring_node_order[(ring_pos - 1 + n) % n];
+      const struct gcoll_plan_class *pk = class_of(p, pn);
+      r->prev = p->node_first_rank[pn] + pk->graph.ch[s].ring[pk->nlocal - 1];
+      r->prev_edge = pn == node ? k->intra_edge : GCOLL_EDGE_NET;
+    }
+    if (i < L - 1) {
+      r->next = F + ch->ring[i + 1];
+      r->next_edge = k->intra_edge;
+    } else {
+      int nn = p->ring_node_order[(ring_pos + 1) % n];
+      const struct gcoll_plan_class *nk = class_of(p, nn);
+      r->next = p->node_first_rank[nn] + nk->graph.ch[s].ring[0];
+      r->next_edge = nn == node ? k->intra_edge : GCOLL_EDGE_NET;
+    }
+  }
+  if (i == 0) snprintf(r->nic_in, sizeof(r->nic_in), "%s", ch->ring_nic_in_name);
+  if (i == L - 1) snprintf(r->nic_out, sizeof(r->nic_out), "%s", ch->ring_nic_out_name);
+}
+
+static int tree_endpoint(const struct gcoll_plan *p, int node, int s) {
+  return p->node_first_rank[node] + class_of(p, node)->graph.ch[s].chain[0];
+}
+
+static void fill_tree(const struct gcoll_plan *p, int node, int s, int c, int S,
+                      const int *kids1, int nk1, const int *kids2, int nk2,
+                      struct gcoll_rank_view *v) {
+  const struct gcoll_plan_class *k = class_of(p, node);
+  const struct gcoll_intra_channel *ch = &k->graph.ch[s];
+  int L = k->nlocal, F = p->node_first_rank[node];
+  int which = c < S ? 1 : 2;
+  const int *parent = which == 1 ? p->t1_parent : p->t2_parent;
+  const int *kids = which == 1 ? kids1 : kids2;
+  int nkids = which == 1 ? nk1 : nk2;
+  struct gcoll_tree_link *t = &v->tree[c];
+  memset(t, 0, sizeof(*t));
+  t->tree = which;
+  t->parent = -1;
+  for (int j = 0; j < GCOLL_MAX_TREE_ARITY; j++) t->children[j] = -1;
+  int i = position_in(ch->chain, L, v->local_rank);
+  if (i > 0) {
+    t->parent = F + ch->chain[i - 1];
+    t->parent_edge = k->intra_edge;
+  } else if (parent[node] >= 0) {
+    t->parent = tree_endpoint(p, parent[node], s);
+    t->parent_edge = GCOLL_EDGE_NET;
+  }
+  if (i < L - 1) {
+    t->child_edge[t->nchildren] = k->intra_edge;
+    t->children[t->nchildren++] = F + ch->chain[i + 1];
+  }
+  if (i == 0) {
+    for (int j = 0; j < nkids && t->nchildren < GCOLL_MAX_TREE_ARITY; j++) {
+      t->child_edge[t->nchildren] = GCOLL_EDGE_NET;
+      t->children[t->nchildren++] = tree_endpoint(p, kids[j], s);
+    }
+    snprintf(t->nic, sizeof(t->nic), "%s", ch->chain_nic_name);
+  }
+}
+
+/* Children of `node` in a tree, increasing node index; more than two would
+ * break the arity limit and is reported. */
+static int tree_children(const int *parent, int nnodes, int node, int *kids, char *err,
+                         size_t errlen, int which) {
+  int n = 0;
+  for (int m = 0; m < nnodes; m++)
+    if (parent[m] == node) {
+      if (n == 2) {
+        snprintf(err, errlen, "plan: node %d has more than 2 children in tree t%d", node, which);
+        return -1;
+      }
+      kids[n++] = m;
+    }
+  return n;
+}
+
+int gcoll_plan_rank_view(const struct gcoll_plan *plan, int rank, struct gcoll_rank_view *view,
+                         char *err, size_t errlen) {
+  if (plan == NULL || view == NULL) {
+    snprintf(err, errlen, "no plan");
+    return -1;
+  }
+  int node = gcoll_plan_node_of_rank(plan, rank);
+  if (node < 0) {
+    snprintf(err, errlen, "rank %d is not in the plan (%d ranks)", rank, plan->nranks);
+    return -1;
+  }
+  int S = plan->nchannels / 2;
+  if (S < 1 || 2 * S != plan->nchannels || plan->nchannels > GCOLL_MAX_CHANNELS) {
+    snprintf(err, errlen, "plan: %d channels, must be even and 2 to %d", plan->nchannels,
+             GCOLL_MAX_CHANNELS);
+    return -1;
+  }
+  for (int m = 0; m < plan->nnodes; m++)
+    if (check_node(plan, m, err, errlen)) return -1;
+  for (int k = 0; k < plan->nclasses; k++)
+    if (plan->classes[k].graph.nchannels < S) {
+      snprintf(err, errlen, "plan: topology '%s' has %d searched channels, need %d",
+               plan->classes[k].name, plan->classes[k].graph.nchannels, S);
+      return -1;
+    }
+  int ring_pos = position_in(plan->ring_node_order, plan->nnodes, node);
+  if (ring_pos < 0) {
+    snprintf(err, errlen, "plan: node %d is missing from ring.node_order", node);
+    return -1;
+  }
+  int kids1[2], kids2[2];
+  int nk1 = tree_children(plan->t1_parent, plan->nnodes, node, kids1, err, errlen, 1);
+  int nk2 = tree_children(plan->t2_parent, plan->nnodes, node, kids2, err, errlen, 2);
+  if (nk1 < 0 || nk2 < 0) return -1;
+
+  const struct gcoll_plan_class *k = class_of(plan, node);
+  int local = rank - plan->node_first_rank[node];
+  for (int s = 0; s < S; s++)
+    if (position_in(k->graph.ch[s].ring, k->nlocal, local) < 0 ||
+        position_in(k->graph.ch[s].chain, k->nlocal, local) < 0) {
+      snprintf(err, errlen, "plan: topology '%s' channel %d: local rank %d missing from ring or chain",
+               k->name, s, local);
+      return -1;
+    }
+  if (k->graph.nvls_nheads < 0 || k->graph.nvls_nheads > GCOLL_MAX_NVLS_HEADS) {
+    snprintf(err, errlen, "plan: topology '%s' has %d NVLS heads", k->name, k->graph.nvls_nheads);
+    return -1;
+  }
+  memset(view, 0, sizeof(*view));
+  view->rank = rank;
+  view->nranks = plan->nranks;
+  view->node = node;
+  view->nnodes = plan->nnodes;
+  view->local_rank = local;
+  view->local_nranks = k->nlocal;
+  if (plan->node_host != NULL && plan->node_host[node] != NULL)
+    snprintf(view->host, sizeof(view->host), "%s", plan->node_host[node]);
+  snprintf(view->topology, sizeof(view->topology), "%s", k->name);
+  view->topology_hash = k->hash;
+  view->job_id = plan->job.id;
+  view->step_id = plan->job.step;
+  view->nchannels = plan->nchannels;
+  for (int c = 0; c < plan->nchannels; c++) {
+    fill_ring(plan, node, ring_pos, c % S, c, view);
+    fill_tree(plan, node, c % S, c, S, kids1, nk1, kids2, nk2, view);
+  }
+  view->nvls_nheads = k->graph.nvls_nheads;
+  for (int h = 0; h < view->nvls_nheads; h++)
+    view->nvls_heads[h] = plan->node_first_rank[node] + k->graph.nvls_heads[h];
+  memcpy(view->ntuning, plan->ntuning, sizeof(view->ntuning));
+  memcpy(view->tuning, plan->tuning, sizeof(view->tuning));
+  return 0;
+}

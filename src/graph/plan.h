@@ -1,0 +1,178 @@
+/* The whole-job plan in memory: topology classes with their intra-node
+ * channels, nodes, the global ring order, the double binary tree over nodes
+ * and the tuning table. Built by plan_build.c, written by plan_yaml_write.c,
+ * read back whole by plan_yaml_read.c (verify/show/diff), and read one rank
+ * at a time by plan_rank_view.c. */
+#ifndef GCOLL_GRAPH_PLAN_H
+#define GCOLL_GRAPH_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gcoll_plan.h"
+#include "topo.h"
+
+#define GCOLL_MAX_LOCAL_RANKS 256   /* ranks per node (cores on CPU nodes) */
+#define GCOLL_MAX_SEARCH_CHANNELS (GCOLL_MAX_CHANNELS / 2)  /* before duplication */
+#define GCOLL_MAX_CLASSES 64
+#define GCOLL_MAX_RANKS (1 << 24)
+#define GCOLL_MAX_NODES (1 << 20)
+
+/* ---- intra-node search (search.c) ------------------------------------- */
+
+/* One channel inside one node: the local-rank order of the ring and where
+ * it enters/leaves the node, and the tree chain and its NIC. Local rank i
+ * drives GPU i on GPU nodes. nic_* are NIC device indices in the topology
+ * (gcoll_topo.nic[]) or -1 (no NIC / single node). */
+struct gcoll_intra_channel {
+  int ring[GCOLL_MAX_LOCAL_RANKS];
+  int ring_nic_in, ring_nic_out;
+  int chain[GCOLL_MAX_LOCAL_RANKS];   /* chain[0] is the node's tree endpoint */
+  int chain_nic;
+  /* NIC names ("" when none): what plan files carry, since a plan read from
+   * a file has no gcoll_topo to resolve the indices above against. */
+  char ring_nic_in_name[32], ring_nic_out_name[32], chain_nic_name[32];
+};
+
+/* Result of the search for one topology class. */
+struct gcoll_intra_graph {
+  int nlocal;                  /* local ranks */
+  int nchannels;               /* searched channels, before duplication */
+  double ring_bw;              /* GB/s per channel the search achieved, intra */
+  double net_bw;               /* GB/s per channel out of the node, 0 if none */
+  enum gcoll_path_type ring_worst_path;  /* worst hop type used by rings */
+  struct gcoll_intra_channel ch[GCOLL_MAX_SEARCH_CHANNELS];
+  int nvls_nheads;             /* 0 when no NVSwitch multicast */
+  int nvls_heads[GCOLL_MAX_NVLS_HEADS];  /* local ranks */
+};
+
+/* Searches channels for `nlocal` local ranks on `topo` (paths computed).
+ * For GPU topologies nlocal must be <= ngpu (local rank i = GPU i). For
+ * CPU-only topologies ranks are placed round-robin-free: in blocks over the
+ * sockets, and the ring keeps each socket's ranks together. multi_node says
+ * whether rings must enter and leave by NICs. max_channels caps the count. */
+int gcoll_search_intra(const struct gcoll_topo *topo, int nlocal, int multi_node,
+                       int max_channels, struct gcoll_intra_graph *out,
+                       char *err, size_t errlen);
+
+/* ---- trees (btree.c) --------------------------------------------------- */
+
+/* Binary tree over n nodes with root 0 that alternates leaves and interior
+ * nodes (seed 000's bit rules). -1 where absent. */
+void gcoll_btree(int n, int node, int *parent, int *child0, int *child1);
+
+enum gcoll_t2_construction { GCOLL_T2_MIRROR = 0, GCOLL_T2_SHIFT };
+/* The construction the double binary tree uses for n nodes: mirror for even
+ * n, shift for odd n (NCCL 2.7.8 had these swapped). */
+enum gcoll_t2_construction gcoll_dtree_construction(int n);
+/* Second tree of the double binary tree. */
+void gcoll_dtree_t2(int n, int node, int *parent, int *child0, int *child1);
+
+/* ---- the plan ---------------------------------------------------------- */
+
+struct gcoll_plan_class {
+  char name[GCOLL_PLAN_NAME_MAX];
+  uint32_t hash;
+  int nlocal;                  /* ranks per node of this class */
+  enum gcoll_edge intra_edge;  /* SHM on CPU nodes, P2P on GPU nodes */
+  struct gcoll_intra_graph graph;
+};
+
+struct gcoll_plan_job {
+  int64_t id, step;            /* -1 when unknown */
+  char created[32];            /* RFC 3339 UTC */
+};
+
+struct gcoll_plan {
+  int version;
+  char generator[64];
+  struct gcoll_plan_job job;
+  int nranks;
+  int nnodes;
+  int nchannels;               /* after duplication: 2 * searched */
+  int nclasses;
+  struct gcoll_plan_class classes[GCOLL_MAX_CLASSES];
+  /* Per node (nnodes entries each). Node n holds ranks
+   * [node_first_rank[n], node_first_rank[n] + classes[node_class[n]].nlocal). */
+  char **node_host;
+  int *node_class;
+  int *node_first_rank;
+  /* Global ring: order in which nodes are visited (same for all channels). */
+  int *ring_node_order;
+  /* Double binary tree over nodes: parent per node, -1 at the root. */
+  int t1_root, t2_root;
+  int *t1_parent, *t2_parent;
+  enum gcoll_t2_construction t2_construction;
+  int ntuning[GCOLL_NCOLLS];
+  struct gcoll_tuning_entry tuning[GCOLL_NCOLLS][GCOLL_MAX_TUNING];
+};
+
+/* Inputs of gcoll_plan_build: per node its topology (several nodes may point
+ * to the same gcoll_topo) and host name, and the ranks per node. */
+struct gcoll_plan_input {
+  int nnodes;
+  const struct gcoll_topo **node_topo;   /* nnodes entries */
+  const char **node_host;                /* nnodes entries, or NULL: node%05d */
+  int ranks_per_node;                    /* 0: number of GPUs (GPU nodes) */
+  int max_channels;                      /* 0: default */
+  int64_t job_id, step_id;               /* -1 when unknown */
+};
+
+struct gcoll_plan *gcoll_plan_new(void);
+void gcoll_plan_free(struct gcoll_plan *plan);
+/* Allocates the per-node arrays for nnodes nodes. */
+int gcoll_plan_alloc_nodes(struct gcoll_plan *plan, int nnodes);
+
+/* Computes the whole plan (classes, search, ring, trees, tuning). */
+struct gcoll_plan *gcoll_plan_build(const struct gcoll_plan_input *in,
+                                    char *err, size_t errlen);
+
+/* Tuning (tuning.c): fills plan->tuning from the latency/bandwidth model. */
+void gcoll_plan_tune(struct gcoll_plan *plan);
+
+/* Derived per-rank facts, computed from the in-memory plan. */
+int gcoll_plan_node_of_rank(const struct gcoll_plan *plan, int rank);
+/* Fills the same view gcoll_plan_load_rank_view() reads from a file. */
+int gcoll_plan_rank_view(const struct gcoll_plan *plan, int rank,
+                         struct gcoll_rank_view *view, char *err, size_t errlen);
+
+/* YAML. Write is atomic (temp file + fsync + rename). */
+int gcoll_plan_write_file(const struct gcoll_plan *plan, const char *path,
+                          char *err, size_t errlen);
+int gcoll_plan_write_stream(const struct gcoll_plan *plan, void *FILE_stream,
+                            char *err, size_t errlen);
+struct gcoll_plan *gcoll_plan_read_file(const char *path, char *err, size_t errlen);
+struct gcoll_plan *gcoll_plan_read_mem(const char *buf, size_t len, const char *what,
+                                       char *err, size_t errlen);
+
+/* Checks every invariant; returns 0 or -1 with the first broken one. */
+int gcoll_plan_verify(const struct gcoll_plan *plan, char *err, size_t errlen);
+
+/* Slurm-style host lists (hostlist.c): "n[001-004],gpu7" <-> names. */
+int gcoll_hostlist_expand(const char *list, char ***hosts, int *nhosts,
+                          char *err, size_t errlen);
+void gcoll_hostlist_free(char **hosts, int nhosts);
+/* Compresses hosts[0..n) into a Slurm host list string (malloc'd) that
+ * expands back to exactly that sequence; NULL when n <= 0, out of memory, or
+ * a name cannot appear in a host list (empty, or has ',', '[', ']', spaces). */
+char *gcoll_hostlist_compress(char *const *hosts, int n);
+/* Number of hosts a list expands to, without expanding it. */
+int gcoll_hostlist_count(const char *list, int *nhosts, char *err, size_t errlen);
+/* The idx-th host of a list, without expanding the others. */
+int gcoll_hostlist_nth(const char *list, int idx, char *out, size_t outlen,
+                       char *err, size_t errlen);
+/* Longest m <= n such that hosts[0..m) compress into ONE host expression
+ * (no top-level comma) of at most maxlen characters; 0 if hosts[0] cannot. */
+int gcoll_hostlist_single_run(char *const *hosts, int n, size_t maxlen);
+
+/* Reader internals shared by plan_yaml_read.c and plan_rank_view.c. With
+ * host_rank < 0 every node's host is expanded into node_host; otherwise host
+ * lists stay compressed and node_host[] is NULL for every node except the
+ * one holding host_rank (so gcoll_plan_free and gcoll_plan_rank_view work
+ * unchanged), whose name is also written to host_out. */
+struct ydoc;
+struct gcoll_plan *gcoll_plan_from_ydoc(const struct ydoc *doc, int host_rank,
+                                        char *host_out, size_t host_outlen,
+                                        char *err, size_t errlen);
+
+#endif

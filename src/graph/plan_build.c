@@ -1,0 +1,213 @@
+/* Computes the whole plan from the nodes' topologies: classes, one search
+ * per class, the global ring, the double binary tree and tuning.
+ *
+ * Cost is O(nodes + classes x search): nodes sharing a gcoll_topo pointer
+ * with the previous node are not rehashed, and nothing per node depends on
+ * the channel count. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+#include "plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "0.1.0"
+#endif
+
+static int default_nlocal(const struct gcoll_topo *t) {
+  if (t->ngpu > 0) return t->ngpu;
+  long cores = 0;
+  for (int s = 0; s < t->ncpu; s++) cores += t->dev[t->cpu[s]].u.cpu.cores;
+  if (cores < 1) return 1;
+  return cores > GCOLL_MAX_LOCAL_RANKS ? GCOLL_MAX_LOCAL_RANKS : (int)cores;
+}
+
+static int class_name_taken(const struct gcoll_plan *p, const char *name) {
+  for (int k = 0; k < p->nclasses; k++)
+    if (strcmp(p->classes[k].name, name) == 0) return 1;
+  return 0;
+}
+
+/* Class names come from topology names; two different topologies that
+ * share a name get "-2", "-3", ... so names stay unique in the file. */
+static void unique_class_name(const struct gcoll_plan *p, const char *base, char *out) {
+  char stem[GCOLL_PLAN_NAME_MAX - 8];
+  snprintf(stem, sizeof(stem), "%s", base[0] ? base : "topology");
+  snprintf(out, GCOLL_PLAN_NAME_MAX, "%s", stem);
+  for (int i = 2; class_name_taken(p, out); i++) snprintf(out, GCOLL_PLAN_NAME_MAX, "%s-%d", stem, i);
+}
+
+struct class_src {
+  const struct gcoll_topo *topo;   /* first node's topology: the one searched */
+};
+
+static int add_class(struct gcoll_plan *p, struct class_src *src, const struct gcoll_topo *t,
+                     uint32_t hash, int ranks_per_node, char *err, size_t errlen) {
+  if (p->nclasses >= GCOLL_MAX_CLASSES) {
+    snprintf(err, errlen, "more than %d distinct node topologies", GCOLL_MAX_CLASSES);
+    return -1;
+  }
+  int nlocal = ranks_per_node > 0 ? ranks_per_node : default_nlocal(t);
+  if (t->ngpu > 0 && nlocal > t->ngpu) {
+    snprintf(err, errlen, "topology '%s': %d ranks per node but only %d GPUs", t->name, nlocal, t->ngpu);
+    return -1;
+  }
+  if (nlocal > GCOLL_MAX_LOCAL_RANKS) {
+    snprintf(err, errlen, "%d ranks per node, at most %d", nlocal, GCOLL_MAX_LOCAL_RANKS);
+    return -1;
+  }
+  struct gcoll_plan_class *k = &p->classes[p->nclasses];
+  memset(k, 0, sizeof(*k));
+  unique_class_name(p, t->name, k->name);
+  k->hash = hash;
+  k->nlocal = nlocal;
+  k->intra_edge = t->ngpu > 0 ? GCOLL_EDGE_P2P : GCOLL_EDGE_SHM;
+  src[p->nclasses].topo = t;
+  return p->nclasses++;
+}
+
+static int find_class(const struct gcoll_plan *p, uint32_t hash) {
+  for (int k = 0; k < p->nclasses; k++)
+    if (p->classes[k].hash == hash) return k;
+  return -1;
+}
+
+static int assign_classes(struct gcoll_plan *p, const struct gcoll_plan_input *in,
+                          struct class_src *src, char *err, size_t errlen) {
+  const struct gcoll_topo *prev = NULL;
+  int prev_class = -1;
+  long long rank = 0;
+  for (int n = 0; n < in->nnodes; n++) {
+    const struct gcoll_topo *t = in->node_topo[n];
+    if (t == NULL) {
+      snprintf(err, errlen, "node %d has no topology", n);
+      return -1;
+    }
+    int k = prev_class;
+    if (t != prev) {
+      uint32_t h = gcoll_topo_hash(t);
+      k = find_class(p, h);
+      if (k < 0) k = add_class(p, src, t, h, in->ranks_per_node, err, errlen);
+      if (k < 0) return -1;
+      prev = t;
+      prev_class = k;
+    }
+    p->node_class[n] = k;
+    p->node_first_rank[n] = (int)rank;
+    rank += p->classes[k].nlocal;
+    if (rank > GCOLL_MAX_RANKS) {
+      snprintf(err, errlen, "more than %d ranks in the job", GCOLL_MAX_RANKS);
+      return -1;
+    }
+  }
+  p->nranks = (int)rank;
+  return 0;
+}
+
+static int search_classes(struct gcoll_plan *p, const struct class_src *src, int max_channels,
+                          char *err, size_t errlen) {
+  int S = GCOLL_MAX_SEARCH_CHANNELS;
+  for (int k = 0; k < p->nclasses; k++) {
+    struct gcoll_plan_class *c = &p->classes[k];
+    char why[256];
+    if (gcoll_search_intra(src[k].topo, c->nlocal, p->nnodes > 1, max_channels, &c->graph, why,
+                           sizeof(why)) != 0) {
+      snprintf(err, errlen, "topology '%s': %s", c->name, why);
+      return -1;
+    }
+    if (c->graph.nchannels < S) S = c->graph.nchannels;
+  }
+  /* Every rank runs every channel, so all classes use the smallest count. */
+  for (int k = 0; k < p->nclasses; k++) p->classes[k].graph.nchannels = S;
+  p->nchannels = 2 * S;
+  return 0;
+}
+
+static int fill_hosts(struct gcoll_plan *p, const char **hosts, char *err, size_t errlen) {
+  for (int n = 0; n < p->nnodes; n++) {
+    char buf[GCOLL_PLAN_HOST_MAX];
+    if (hosts != NULL && hosts[n] != NULL) {
+      size_t len = strlen(hosts[n]);
+      if (len == 0 || len >= GCOLL_PLAN_HOST_MAX) {
+        snprintf(err, errlen, "node %d: host name must be 1 to %d characters", n, GCOLL_PLAN_HOST_MAX - 1);
+        return -1;
+      }
+      p->node_host[n] = strdup(hosts[n]);
+    } else {
+      snprintf(buf, sizeof(buf), "node%05d", n);
+      p->node_host[n] = strdup(buf);
+    }
+    if (p->node_host[n] == NULL) {
+      snprintf(err, errlen, "out of memory for host names");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static void build_trees(struct gcoll_plan *p) {
+  int n = p->nnodes, c0, c1;
+  p->t1_root = 0;
+  p->t2_root = 0;
+  p->t2_construction = gcoll_dtree_construction(n);
+  for (int i = 0; i < n; i++) {
+    p->ring_node_order[i] = i;
+    gcoll_btree(n, i, &p->t1_parent[i], &c0, &c1);
+    gcoll_dtree_t2(n, i, &p->t2_parent[i], &c0, &c1);
+    if (p->t2_parent[i] < 0) p->t2_root = i;
+  }
+}
+
+static void stamp(struct gcoll_plan *p, const struct gcoll_plan_input *in) {
+  snprintf(p->generator, sizeof(p->generator), "gcoll %s", PACKAGE_VERSION);
+  p->job.id = in->job_id >= 0 ? in->job_id : -1;
+  p->job.step = in->step_id >= 0 ? in->step_id : -1;
+  time_t now = time(NULL);
+  struct tm tm;
+  if (gmtime_r(&now, &tm) == NULL ||
+      strftime(p->job.created, sizeof(p->job.created), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+    p->job.created[0] = '\0';
+}
+
+struct gcoll_plan *gcoll_plan_build(const struct gcoll_plan_input *in, char *err, size_t errlen) {
+  if (in == NULL || in->node_topo == NULL) {
+    snprintf(err, errlen, "no nodes to plan");
+    return NULL;
+  }
+  if (in->nnodes < 1 || in->nnodes > GCOLL_MAX_NODES) {
+    snprintf(err, errlen, "%d nodes, must be 1 to %d", in->nnodes, GCOLL_MAX_NODES);
+    return NULL;
+  }
+  if (in->ranks_per_node < 0 || in->ranks_per_node > GCOLL_MAX_LOCAL_RANKS) {
+    snprintf(err, errlen, "ranks per node %d, must be 0 (auto) to %d", in->ranks_per_node,
+             GCOLL_MAX_LOCAL_RANKS);
+    return NULL;
+  }
+  if (in->max_channels < 0 || in->max_channels > GCOLL_MAX_SEARCH_CHANNELS) {
+    snprintf(err, errlen, "channel limit %d, must be 0 (auto) to %d", in->max_channels,
+             GCOLL_MAX_SEARCH_CHANNELS);
+    return NULL;
+  }
+  struct gcoll_plan *p = gcoll_plan_new();
+  struct class_src *src = calloc(GCOLL_MAX_CLASSES, sizeof(*src));
+  if (p == NULL || src == NULL || gcoll_plan_alloc_nodes(p, in->nnodes) != 0) {
+    snprintf(err, errlen, "out of memory for %d nodes", in->nnodes);
+    goto fail;
+  }
+  if (assign_classes(p, in, src, err, errlen) || search_classes(p, src, in->max_channels, err, errlen) ||
+      fill_hosts(p, in->node_host, err, errlen))
+    goto fail;
+  build_trees(p);
+  stamp(p, in);
+  gcoll_plan_tune(p);
+  free(src);
+  return p;
+fail:
+  free(src);
+  gcoll_plan_free(p);
+  return NULL;
+}

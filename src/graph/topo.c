@@ -1,0 +1,181 @@
+/* Topology model: building, lookup, names and the content hash. */
+#include "topo.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct gcoll_topo *gcoll_topo_new(const char *name) {
+  struct gcoll_topo *t = calloc(1, sizeof(*t));
+  if (t == NULL) return NULL;
+  snprintf(t->name, sizeof(t->name), "%s", name ? name : "");
+  return t;
+}
+
+void gcoll_topo_free(struct gcoll_topo *topo) {
+  if (topo == NULL) return;
+  free(topo->paths);
+  free(topo);
+}
+
+int gcoll_topo_find(const struct gcoll_topo *topo, const char *name) {
+  for (int i = 0; i < topo->ndev; i++)
+    if (strcmp(topo->dev[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* Appends `idx` to the per-type index list, respecting its capacity. */
+static int index_list_add(struct gcoll_topo *t, enum gcoll_dev_type type, int idx,
+                          char *err, size_t errlen) {
+  int *list, *count, cap;
+  switch (type) {
+    case GCOLL_DEV_CPU: list = t->cpu; count = &t->ncpu; cap = GCOLL_TOPO_MAX_NODES; break;
+    case GCOLL_DEV_PCI: list = t->pci; count = &t->npci; cap = GCOLL_TOPO_MAX_NODES; break;
+    case GCOLL_DEV_GPU: list = t->gpu; count = &t->ngpu; cap = GCOLL_TOPO_MAX_GPUS; break;
+    case GCOLL_DEV_NIC: list = t->nic; count = &t->nnic; cap = GCOLL_TOPO_MAX_NICS; break;
+    case GCOLL_DEV_NVS: list = t->nvs; count = &t->nnvs; cap = 4; break;
+    default:
+      snprintf(err, errlen, "unknown device type %d", (int)type);
+      return -1;
+  }
+  if (*count >= cap) {
+    snprintf(err, errlen, "more than %d %s devices", cap, gcoll_dev_type_name(type));
+    return -1;
+  }
+  list[*count] = idx;
+  return (*count)++;
+}
+
+int gcoll_topo_add_dev(struct gcoll_topo *topo, enum gcoll_dev_type type, const char *name,
+                       int parent, char *err, size_t errlen) {
+  if (topo->ndev >= GCOLL_TOPO_MAX_NODES) {
+    snprintf(err, errlen, "more than %d devices in one node", GCOLL_TOPO_MAX_NODES);
+    return -1;
+  }
+  if (name == NULL || name[0] == '\0' || strlen(name) >= GCOLL_NAME_MAX) {
+    snprintf(err, errlen, "device name must be 1 to %d characters", GCOLL_NAME_MAX - 1);
+    return -1;
+  }
+  if (gcoll_topo_find(topo, name) >= 0) {
+    snprintf(err, errlen, "device '%s' defined twice", name);
+    return -1;
+  }
+  if (parent < -1 || parent >= topo->ndev) {
+    snprintf(err, errlen, "device '%s': parent index %d does not exist", name, parent);
+    return -1;
+  }
+  int idx = topo->ndev;
+  int sub = index_list_add(topo, type, idx, err, errlen);
+  if (sub < 0) return -1;
+  struct gcoll_topo_dev *d = &topo->dev[idx];
+  memset(d, 0, sizeof(*d));
+  d->type = type;
+  d->index = sub;
+  d->parent = parent;
+  snprintf(d->name, sizeof(d->name), "%s", name);
+  topo->ndev++;
+  return idx;
+}
+
+static int add_half_link(struct gcoll_topo *t, int from, int to, enum gcoll_link_type type,
+                         int count, double bw, char *err, size_t errlen) {
+  struct gcoll_topo_dev *d = &t->dev[from];
+  for (int i = 0; i < d->nlinks; i++)
+    if (d->links[i].peer == to && d->links[i].type == type) {
+      /* Several lanes listed separately aggregate into one link. */
+      d->links[i].count += count;
+      d->links[i].bw += bw;
+      return 0;
+    }
+  if (d->nlinks >= GCOLL_TOPO_MAX_LINKS) {
+    snprintf(err, errlen, "device '%s' has more than %d links", d->name, GCOLL_TOPO_MAX_LINKS);
+    return -1;
+  }
+  d->links[d->nlinks].type = type;
+  d->links[d->nlinks].peer = to;
+  d->links[d->nlinks].count = count;
+  d->links[d->nlinks].bw = bw;
+  d->nlinks++;
+  return 0;
+}
+
+int gcoll_topo_add_link(struct gcoll_topo *topo, int a, int b, enum gcoll_link_type type,
+                        int count, double bw, char *err, size_t errlen) {
+  if (a < 0 || b < 0 || a >= topo->ndev || b >= topo->ndev || a == b) {
+    snprintf(err, errlen, "link between invalid devices %d and %d", a, b);
+    return -1;
+  }
+  if (!(bw > 0) || bw > 1e6 || count < 1 || count > 1024) {
+    snprintf(err, errlen, "link %s-%s: bandwidth must be in (0, 1e6] GB/s and count in [1, 1024]",
+             topo->dev[a].name, topo->dev[b].name);
+    return -1;
+  }
+  if (add_half_link(topo, a, b, type, count, bw, err, errlen)) return -1;
+  return add_half_link(topo, b, a, type, count, bw, err, errlen);
+}
+
+const struct gcoll_topo_path *gcoll_topo_path(const struct gcoll_topo *topo, int from, int to) {
+  if (topo->paths == NULL || from < 0 || to < 0 || from >= topo->ndev || to >= topo->ndev)
+    return NULL;
+  return &topo->paths[(size_t)from * (size_t)topo->ndev + (size_t)to];
+}
+
+/* FNV-1a over the canonical content: device kinds, attributes, parents and
+ * links in index order. The name is left out on purpose: two nodes built
+ * alike are one class whatever their files were called. */
+static uint32_t fnv(uint32_t h, const void *p, size_t n) {
+  const unsigned char *c = p;
+  for (size_t i = 0; i < n; i++) {
+    h ^= c[i];
+    h *= 16777619u;
+  }
+  return h;
+}
+
+static uint32_t fnv_int(uint32_t h, long long v) { return fnv(h, &v, sizeof(v)); }
+
+/* Bandwidths are hashed at 1/1000 GB/s so the text round trip is stable. */
+static uint32_t fnv_bw(uint32_t h, double bw) { return fnv_int(h, (long long)(bw * 1000.0 + 0.5)); }
+
+uint32_t gcoll_topo_hash(const struct gcoll_topo *topo) {
+  uint32_t h = 2166136261u;
+  h = fnv_int(h, topo->ndev);
+  for (int i = 0; i < topo->ndev; i++) {
+    const struct gcoll_topo_dev *d = &topo->dev[i];
+    h = fnv_int(h, d->type);
+    h = fnv(h, d->name, strlen(d->name));
+    h = fnv(h, d->busid, strlen(d->busid));
+    h = fnv_int(h, d->parent);
+    switch (d->type) {
+      case GCOLL_DEV_CPU: h = fnv_int(h, d->u.cpu.cores); h = fnv_int(h, d->u.cpu.numa); break;
+      case GCOLL_DEV_GPU: h = fnv_int(h, d->u.gpu.sms); h = fnv_int(h, d->u.gpu.cc); break;
+      case GCOLL_DEV_NIC: h = fnv_int(h, d->u.nic.port); h = fnv_bw(h, d->u.nic.gbps); break;
+      case GCOLL_DEV_NVS: h = fnv_int(h, d->u.nvs.multicast); break;
+      default: break;
+    }
+    h = fnv_int(h, d->nlinks);
+    for (int l = 0; l < d->nlinks; l++) {
+      h = fnv_int(h, d->links[l].type);
+      h = fnv_int(h, d->links[l].peer);
+      h = fnv_int(h, d->links[l].count);
+      h = fnv_bw(h, d->links[l].bw);
+    }
+  }
+  return h;
+}
+
+const char *gcoll_path_type_name(enum gcoll_path_type t) {
+  static const char *names[GCOLL_PATH_NTYPES] = {"LOC", "NVL", "NVB", "PIX", "PXB",
+                                                 "PHB", "SYS", "NET", "DIS"};
+  return (unsigned)t < GCOLL_PATH_NTYPES ? names[t] : "?";
+}
+
+const char *gcoll_dev_type_name(enum gcoll_dev_type t) {
+  static const char *names[GCOLL_DEV_NTYPES] = {"cpu", "pci", "gpu", "nic", "nvswitch"};
+  return (unsigned)t < GCOLL_DEV_NTYPES ? names[t] : "?";
+}
+
+const char *gcoll_link_type_name(enum gcoll_link_type t) {
+  static const char *names[GCOLL_LINK_NTYPES] = {"nvlink", "pci", "sys"};
+  return (unsigned)t < GCOLL_LINK_NTYPES ? names[t] : "?";
+}

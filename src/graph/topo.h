@@ -1,0 +1,137 @@
+/* Node topology model: the devices of one node, the links between them and
+ * the best path between every pair. Pure data + computation; the only I/O is
+ * YAML (topo_yaml.c) and detection (topo_detect.c). */
+#ifndef GCOLL_GRAPH_TOPO_H
+#define GCOLL_GRAPH_TOPO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GCOLL_TOPO_VERSION 1
+#define GCOLL_TOPO_MAX_NODES 128   /* devices of all kinds in one node */
+#define GCOLL_TOPO_MAX_LINKS 24    /* links out of one device */
+#define GCOLL_TOPO_MAX_GPUS 16
+#define GCOLL_TOPO_MAX_NICS 32
+#define GCOLL_TOPO_MAX_HOPS 12     /* longest device-to-device path kept */
+#define GCOLL_NAME_MAX 32          /* device names: "gpu3", "mlx5_0", "eth0" */
+#define GCOLL_BUSID_MAX 16         /* "0000:1b:00.0" + NUL */
+
+enum gcoll_dev_type {
+  GCOLL_DEV_CPU = 0,  /* a socket / NUMA node: root of a PCI hierarchy */
+  GCOLL_DEV_PCI,      /* a PCIe switch (or host bridge below a CPU) */
+  GCOLL_DEV_GPU,
+  GCOLL_DEV_NIC,      /* an RDMA port, or a TCP interface on CPU-only nodes */
+  GCOLL_DEV_NVS,      /* an NVSwitch fabric, modelled as one device */
+  GCOLL_DEV_NTYPES
+};
+
+enum gcoll_link_type {
+  GCOLL_LINK_NVL = 0, /* NVLink (GPU-GPU or GPU-NVSwitch); count = lanes */
+  GCOLL_LINK_PCI,     /* PCIe (CPU-switch, switch-switch, switch-device) */
+  GCOLL_LINK_SYS,     /* inter-socket interconnect (UPI / xGMI) */
+  GCOLL_LINK_NTYPES
+};
+
+/* Path classes, best first, with NCCL's names since users know them. */
+enum gcoll_path_type {
+  GCOLL_PATH_LOC = 0, /* same device */
+  GCOLL_PATH_NVL,     /* NVLink, direct or through NVSwitch */
+  GCOLL_PATH_NVB,     /* NVLink through an intermediate GPU */
+  GCOLL_PATH_PIX,     /* at most one PCIe switch */
+  GCOLL_PATH_PXB,     /* several PCIe switches, no CPU */
+  GCOLL_PATH_PHB,     /* through a CPU host bridge */
+  GCOLL_PATH_SYS,     /* across sockets */
+  GCOLL_PATH_NET,     /* across nodes (never inside a topology) */
+  GCOLL_PATH_DIS,     /* disconnected */
+  GCOLL_PATH_NTYPES
+};
+
+struct gcoll_topo_link {
+  enum gcoll_link_type type;
+  int peer;        /* index into gcoll_topo.dev */
+  int count;       /* NVLink lanes; 1 for PCI/SYS */
+  double bw;       /* GB/s, one direction, whole link (all lanes) */
+};
+
+struct gcoll_topo_dev {
+  enum gcoll_dev_type type;
+  int index;                    /* index within its type: gpu 0..n-1, nic 0.. */
+  char name[GCOLL_NAME_MAX];    /* "cpu0", "sw2", "gpu5", "mlx5_3", "nvs" */
+  char busid[GCOLL_BUSID_MAX];  /* PCI address, "" when none */
+  int parent;                   /* PCI parent device (CPU or PCI), -1 at root */
+  union {
+    struct { int cores; int numa; } cpu;
+    struct { int sms; int cc; /* compute capability*10: 90 */ } gpu;
+    struct { int port; double gbps; /* line rate */ } nic;
+    struct { int multicast; /* NVLS capable (NVSwitch gen3+) */ } nvs;
+  } u;
+  int nlinks;
+  struct gcoll_topo_link links[GCOLL_TOPO_MAX_LINKS];
+};
+
+/* Best path from one device to another: widest (max bottleneck bandwidth),
+ * then fewest hops. hop_link[i] is the link index taken out of hop_dev[i]. */
+struct gcoll_topo_path {
+  enum gcoll_path_type type;
+  double bw;                         /* bottleneck, GB/s; 0 when DIS */
+  int nhops;
+  int hop_dev[GCOLL_TOPO_MAX_HOPS];
+  int hop_link[GCOLL_TOPO_MAX_HOPS];
+};
+
+struct gcoll_topo {
+  char name[64];                /* class name in plans: "dgx-h100" */
+  int ndev;
+  struct gcoll_topo_dev dev[GCOLL_TOPO_MAX_NODES];
+  /* Index lists by type, in index order (ngpu GPUs: gpu[i] is dev index). */
+  int ncpu, npci, ngpu, nnic, nnvs;
+  int cpu[GCOLL_TOPO_MAX_NODES], pci[GCOLL_TOPO_MAX_NODES];
+  int gpu[GCOLL_TOPO_MAX_GPUS], nic[GCOLL_TOPO_MAX_NICS], nvs[4];
+  /* ndev*ndev, filled by gcoll_topo_compute_paths(); NULL before. */
+  struct gcoll_topo_path *paths;
+};
+
+/* Lifetime. gcoll_topo_new returns a zeroed topology named `name`. */
+struct gcoll_topo *gcoll_topo_new(const char *name);
+void gcoll_topo_free(struct gcoll_topo *topo);
+
+/* Building (used by the YAML reader, detection and tests). Return the new
+ * device index, or -1 with a reason in err when a limit is hit. */
+int gcoll_topo_add_dev(struct gcoll_topo *topo, enum gcoll_dev_type type,
+                       const char *name, int parent, char *err, size_t errlen);
+/* Adds a link in both directions. */
+int gcoll_topo_add_link(struct gcoll_topo *topo, int a, int b,
+                        enum gcoll_link_type type, int count, double bw,
+                        char *err, size_t errlen);
+int gcoll_topo_find(const struct gcoll_topo *topo, const char *name);
+
+/* Computes every pair's path; must be called after the last add. */
+int gcoll_topo_compute_paths(struct gcoll_topo *topo, char *err, size_t errlen);
+const struct gcoll_topo_path *gcoll_topo_path(const struct gcoll_topo *topo,
+                                              int from, int to);
+
+/* Stable hash of the topology's content (not its name): nodes whose hashes
+ * are equal share one topology class in a plan. */
+uint32_t gcoll_topo_hash(const struct gcoll_topo *topo);
+
+const char *gcoll_path_type_name(enum gcoll_path_type t);   /* "NVL", ... */
+const char *gcoll_dev_type_name(enum gcoll_dev_type t);     /* "gpu", ... */
+const char *gcoll_link_type_name(enum gcoll_link_type t);   /* "nvlink", ... */
+
+/* YAML (topo_yaml_read.c / topo_yaml_write.c). Errors are one line:
+ * "FILE:LINE: field 'x': reason". */
+struct gcoll_topo *gcoll_topo_read_file(const char *path, char *err, size_t errlen);
+struct gcoll_topo *gcoll_topo_read_mem(const char *buf, size_t len,
+                                       const char *what, char *err, size_t errlen);
+int gcoll_topo_write_file(const struct gcoll_topo *topo, const char *path,
+                          char *err, size_t errlen);  /* atomic */
+/* Writes to an open stream (stdout for `gcoll-plan topo`). */
+int gcoll_topo_write_stream(const struct gcoll_topo *topo, void *FILE_stream,
+                            char *err, size_t errlen);
+
+/* Detection of the running machine (topo_detect.c): hwloc for CPUs/NUMA/PCI,
+ * the CUDA driver and NVML through dlopen, libibverbs when built with it,
+ * TCP interfaces otherwise. Never fails for lack of GPUs. */
+struct gcoll_topo *gcoll_topo_detect(char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,351 @@
+/* gcoll-plan generate: node topologies + job shape -> plan file. */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "launcher/plan_cli.h"
+
+const char plan_usage_generate[] =
+    "usage: gcoll-plan generate --topo TOPO[,TOPO...] [--nodes N] [--hosts LIST]\n"
+    "                           [--ranks-per-node K] [--channels C]\n"
+    "                           [--job-id J] [--step-id S] [-q] -o FILE\n"
+    "\n"
+    "Computes the communication plan of a job and writes it atomically.\n"
+    "\n"
+    "  -t, --topo TOPO[,...]   node topologies. Each TOPO is a topology file, a\n"
+    "                          bare name (dgx-h100) looked up as NAME.yaml in\n"
+    "                          $GCOLL_TOPO_DIR, the installed topology directory,\n"
+    "                          then the source tree's etc/topologies, or a\n"
+    "                          directory of per-node files 0.yaml .. N-1.yaml\n"
+    "                          (node i uses i.yaml; as the SPANK plugin writes\n"
+    "                          them). With several TOPOs node i uses\n"
+    "                          TOPO[i mod count].\n"
+    "  -N, --nodes N           number of nodes (default: the number of files in a\n"
+    "                          topology directory, else of --hosts names)\n"
+    "  -H, --hosts LIST        Slurm host list naming the nodes in order\n"
+    "                          (n[001-016]); must expand to exactly N names.\n"
+    "                          Default: node00000, node00001, ...\n"
+    "  -k, --ranks-per-node K  ranks per node (default: the GPUs of each node;\n"
+    "                          required for CPU-only topologies' core count)\n"
+    "  -c, --channels C        upper bound on channels (default: the library's)\n"
+    "  -j, --job-id J          Slurm job id recorded in the plan\n"
+    "  -s, --step-id S         Slurm step id recorded in the plan\n"
+    "  -o, --output FILE       plan file to write ('-' for standard output)\n"
+    "  -q, --quiet             no summary line on standard error\n"
+    "  -h, --help              this help\n"
+    "\n"
+    "Exit status: 0 written, 1 failure (the output is left untouched), 2 usage.\n";
+
+#define CMD "generate"
+
+struct generate_opts {
+  const char *topo;
+  long long nodes;           /* 0: unset */
+  const char *hosts;
+  long long ranks_per_node;  /* 0: default */
+  long long channels;        /* 0: default */
+  long long job_id, step_id; /* -1: unset */
+  const char *output;
+  int quiet;
+};
+
+/* Distinct topologies and which one each node uses: nodes with identical
+ * content share one gcoll_topo so that thousands of per-node files cost the
+ * memory (and path computation) of one. */
+struct topo_set {
+  int ntopos;
+  struct gcoll_topo **topos;
+  int nnodes;
+  int *node_topo;            /* index into topos, per node */
+};
+
+static void topo_set_free(struct topo_set *s) {
+  for (int i = 0; i < s->ntopos; i++) gcoll_topo_free(s->topos[i]);
+  free(s->topos);
+  free(s->node_topo);
+  memset(s, 0, sizeof(*s));
+}
+
+/* Adds topo (taking ownership) unless an identical one is known; returns
+ * its index, or -1 when out of memory. */
+static int topo_set_add(struct topo_set *s, struct gcoll_topo *topo, int *cap) {
+  uint32_t h = gcoll_topo_hash(topo);
+  for (int i = 0; i < s->ntopos; i++) {
+    if (gcoll_topo_hash(s->topos[i]) == h && strcmp(s->topos[i]->name, topo->name) == 0) {
+      gcoll_topo_free(topo);
+      return i;
+    }
+  }
+  if (s->ntopos == *cap) {
+    int ncap = *cap ? 2 * *cap : 4;
+    struct gcoll_topo **t = realloc(s->topos, (size_t)ncap * sizeof(*t));
+    if (t == NULL) {
+      gcoll_topo_free(topo);
+      return -1;
+    }
+    s->topos = t;
+    *cap = ncap;
+  }
+  s->topos[s->ntopos] = topo;
+  return s->ntopos++;
+}
+
+static int compute_all_paths(struct topo_set *s, char *err, size_t errlen) {
+  for (int i = 0; i < s->ntopos; i++) {
+    struct gcoll_topo *t = s->topos[i];
+    if (t->paths == NULL && gcoll_topo_compute_paths(t, err, errlen) != 0) return -1;
+  }
+  return 0;
+}
+
+/* "17.yaml" -> 17; -1 for any other name. */
+static long node_file_index(const char *name) {
+  size_t n = strlen(name);
+  if (n < 6 || n > 5 + 9 || strcmp(name + n - 5, ".yaml") != 0) return -1;
+  long v = 0;
+  for (size_t i = 0; i < n - 5; i++) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    v = v * 10 + (name[i] - '0');
+  }
+  /* "007.yaml" would alias 7.yaml: the plugin writes plain numbers. */
+  if (name[0] == '0' && n - 5 > 1) return -1;
+  return v;
+}
+
+/* Counts the per-node files of dir and checks they are exactly
+ * 0.yaml .. count-1.yaml. */
+static int count_node_files(const char *dir, int *count, char *err, size_t errlen) {
+  DIR *d = opendir(dir);
+  if (d == NULL) {
+    snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+    return -1;
+  }
+  long n = 0, maxidx = -1;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    long idx = node_file_index(e->d_name);
+    if (idx < 0) continue;
+    n++;
+    if (idx > maxidx) maxidx = idx;
+  }
+  closedir(d);
+  if (n == 0) {
+    snprintf(err, errlen, "%s: no per-node topology files (0.yaml, 1.yaml, ...)", dir);
+    return -1;
+  }
+  if (maxidx != n - 1 || n > GCOLL_MAX_NODES) {
+    snprintf(err, errlen,
+             "%s: per-node topology files must be numbered 0.yaml..%ld.yaml without gaps "
+             "(found %ld files, highest %ld.yaml)", dir, n - 1, n, maxidx);
+    return -1;
+  }
+  *count = (int)n;
+  return 0;
+}
+
+static int load_dir(const char *dir, int nnodes, struct topo_set *s, char *err,
+                    size_t errlen) {
+  int cap = 0;
+  s->nnodes = nnodes;
+  s->node_topo = calloc((size_t)nnodes, sizeof(int));
+  if (s->node_topo == NULL) {
+    snprintf(err, errlen, "out of memory for %d nodes", nnodes);
+    return -1;
+  }
+  for (int i = 0; i < nnodes; i++) {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%d.yaml", dir, i);
+    struct gcoll_topo *t = gcoll_topo_read_file(path, err, errlen);
+    if (t == NULL) return -1;
+    if ((s->node_topo[i] = topo_set_add(s, t, &cap)) < 0) {
+      snprintf(err, errlen, "out of memory reading %.512s", path);
+      return -1;
+    }
+  }
+  return compute_all_paths(s, err, errlen);
+}
+
+static int load_list(const char *list, int nnodes, struct topo_set *s, char *err,
+                     size_t errlen) {
+  char *copy = strdup(list);
+  int *file_topo = NULL, nfiles = 0, cap = 0, rc = -1;
+  if (copy == NULL) goto oom;
+  file_topo = calloc(strlen(list) / 2 + 1, sizeof(int));
+  if (file_topo == NULL) goto oom;
+  char *save = NULL;
+  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    struct gcoll_topo *t = cli_load_topo(tok, err, errlen);
+    if (t == NULL) goto out;
+    if ((file_topo[nfiles++] = topo_set_add(s, t, &cap)) < 0) goto oom;
+  }
+  if (nfiles == 0) {
+    snprintf(err, errlen, "--topo: empty topology list");
+    goto out;
+  }
+  s->nnodes = nnodes;
+  s->node_topo = calloc((size_t)nnodes, sizeof(int));
+  if (s->node_topo == NULL) goto oom;
+  for (int i = 0; i < nnodes; i++) s->node_topo[i] = file_topo[i % nfiles];
+  rc = compute_all_paths(s, err, errlen);
+  goto out;
+oom:
+  snprintf(err, errlen, "out of memory reading topologies");
+out:
+  free(file_topo);
+  free(copy);
+  return rc;
+}
+
+static int is_directory(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int parse_opts(int argc, char **argv, struct generate_opts *o) {
+  static const struct option longopts[] = {
+      {"topo", required_argument, NULL, 't'},
+      {"nodes", required_argument, NULL, 'N'},
+      {"hosts", required_argument, NULL, 'H'},
+      {"ranks-per-node", required_argument, NULL, 'k'},
+      {"channels", required_argument, NULL, 'c'},
+      {"job-id", required_argument, NULL, 'j'},
+      {"step-id", required_argument, NULL, 's'},
+      {"output", required_argument, NULL, 'o'},
+      {"quiet", no_argument, NULL, 'q'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  memset(o, 0, sizeof(*o));
+  o->job_id = o->step_id = -1;
+  cli_getopt_reset();
+  int c;
+  while ((c = getopt_long(argc, argv, ":t:N:H:k:c:j:s:o:qh", longopts, NULL)) != -1) {
+    switch (c) {
+    case 't': o->topo = optarg; break;
+    case 'N':
+      if (cli_parse_long(CMD, "--nodes", optarg, 1, GCOLL_MAX_NODES, &o->nodes)) return 2;
+      break;
+    case 'H': o->hosts = optarg; break;
+    case 'k':
+      if (cli_parse_long(CMD, "--ranks-per-node", optarg, 1, GCOLL_MAX_LOCAL_RANKS,
+                         &o->ranks_per_node))
+        return 2;
+      break;
+    case 'c':
+      if (cli_parse_long(CMD, "--channels", optarg, 1, GCOLL_MAX_CHANNELS, &o->channels))
+        return 2;
+      break;
+    case 'j':
+      if (cli_parse_long(CMD, "--job-id", optarg, 0, INT64_MAX, &o->job_id)) return 2;
+      break;
+    case 's':
+      if (cli_parse_long(CMD, "--step-id", optarg, 0, INT64_MAX, &o->step_id)) return 2;
+      break;
+    case 'o': o->output = optarg; break;
+    case 'q': o->quiet = 1; break;
+    case 'h': return -1;
+    default: return cli_bad_option(CMD, c, argv);
+    }
+  }
+  if (optind < argc) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+  if (o->topo == NULL) return cli_usage_error(CMD, "missing --topo");
+  if (o->output == NULL) return cli_usage_error(CMD, "missing -o FILE; use '-o -' for standard output");
+  return 0;
+}
+
+/* Settles the node count from --nodes, the topology directory and
+ * --hosts, which must all agree. */
+static int resolve_node_count(const struct generate_opts *o, const char *dir,
+                              int nhosts, int *nnodes) {
+  char err[PLAN_CLI_ERRLEN];
+  int n = (int)o->nodes;
+  if (dir != NULL) {
+    int nfiles;
+    if (count_node_files(dir, &nfiles, err, sizeof(err)) != 0) return cli_fail("%s", err);
+    if (n != 0 && n != nfiles)
+      return cli_fail("--nodes is %d but %s holds %d per-node topology files", n, dir,
+                      nfiles);
+    n = nfiles;
+  }
+  if (o->hosts != NULL) {
+    if (n != 0 && nhosts != n)
+      return cli_fail("--hosts '%s' expands to %d host%s, but the job has %d node%s",
+                      o->hosts, nhosts, nhosts == 1 ? "" : "s", n, n == 1 ? "" : "s");
+    n = nhosts;
+  }
+  if (n == 0) return cli_usage_error(CMD, "missing --nodes");
+  *nnodes = n;
+  return 0;
+}
+
+static int build_and_write(const struct generate_opts *o, const struct topo_set *s,
+                           char **hosts) {
+  char err[PLAN_CLI_ERRLEN];
+  int rc = PLAN_EXIT_FAIL;
+  const struct gcoll_topo **node_topo = calloc((size_t)s->nnodes, sizeof(*node_topo));
+  if (node_topo == NULL) return cli_fail("out of memory for %d nodes", s->nnodes);
+  for (int i = 0; i < s->nnodes; i++) node_topo[i] = s->topos[s->node_topo[i]];
+  struct gcoll_plan_input in = {
+      .nnodes = s->nnodes,
+      .node_topo = node_topo,
+      .node_host = (const char **)hosts,
+      .ranks_per_node = (int)o->ranks_per_node,
+      .max_channels = (int)o->channels,
+      .job_id = o->job_id,
+      .step_id = o->step_id,
+  };
+  struct gcoll_plan *plan = gcoll_plan_build(&in, err, sizeof(err));
+  if (plan == NULL) {
+    cli_fail("%s", err);
+    goto out;
+  }
+  int wrc = strcmp(o->output, "-") == 0
+                ? gcoll_plan_write_stream(plan, stdout, err, sizeof(err))
+                : gcoll_plan_write_file(plan, o->output, err, sizeof(err));
+  if (wrc != 0) {
+    cli_fail("%s", err);
+    goto out;
+  }
+  if (!o->quiet) {
+    char summary[256];
+    cli_plan_summary(plan, summary, sizeof(summary));
+    fprintf(stderr, "%s: %s\n", cli_path_name(o->output), summary);
+  }
+  rc = PLAN_EXIT_OK;
+out:
+  gcoll_plan_free(plan);
+  free(node_topo);
+  return rc;
+}
+
+int plan_cmd_generate(int argc, char **argv) {
+  struct generate_opts o;
+  int prc = parse_opts(argc, argv, &o);
+  if (prc < 0) return cli_print_usage(plan_usage_generate);
+  if (prc > 0) return prc;
+
+  char err[PLAN_CLI_ERRLEN];
+  char **hosts = NULL;
+  int nhosts = 0, nnodes = 0, rc;
+  struct topo_set set = {0};
+  const char *dir = is_directory(o.topo) ? o.topo : NULL;
+
+  if (o.hosts != NULL && gcoll_hostlist_expand(o.hosts, &hosts, &nhosts, err, sizeof(err)) != 0)
+    return cli_fail("--hosts: %s", err);
+  rc = resolve_node_count(&o, dir, nhosts, &nnodes);
+  if (rc != 0) goto out;
+  int lrc = dir ? load_dir(dir, nnodes, &set, err, sizeof(err))
+                : load_list(o.topo, nnodes, &set, err, sizeof(err));
+  if (lrc != 0) {
+    rc = cli_fail("%s", err);
+    goto out;
+  }
+  rc = build_and_write(&o, &set, hosts);
+out:
+  topo_set_free(&set);
+  if (hosts) gcoll_hostlist_free(hosts, nhosts);
+  return rc;
+}

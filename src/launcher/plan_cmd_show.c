@@ -1,0 +1,219 @@
+/* gcoll-plan show: a human summary of a plan, or one rank's view exactly as
+ * the runtime loads it. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launcher/plan_cli.h"
+
+const char plan_usage_show[] =
+    "usage: gcoll-plan show PLAN [--rank R]\n"
+    "\n"
+    "Without --rank: summarises the plan (job, ranks, nodes, topology classes\n"
+    "with their per-channel ring orders and NICs, trees, tuning table).\n"
+    "With --rank R: prints rank R's view, loaded the way the runtime loads it\n"
+    "(gcoll_plan_load_rank_view): its node, and per channel its ring neighbours\n"
+    "and tree parent/children with the edge kind of each link.\n"
+    "\n"
+    "  -r, --rank R   show rank R's view (0 <= R < ranks)\n"
+    "  -h, --help     this help\n"
+    "\n"
+    "Exit status: 0 shown, 1 unreadable plan or rank out of range, 2 usage.\n";
+
+#define CMD "show"
+#define SHOW_MAX_RUNS 20      /* node runs listed before eliding */
+#define SHOW_MAX_RANGES 32    /* ring node order items before eliding */
+
+static void print_job(const char *path, const struct gcoll_plan *plan) {
+  printf("plan:      %s (format %d, written by %s)\n", path, plan->version,
+         plan->generator[0] ? plan->generator : "unknown");
+  if (plan->job.id >= 0 || plan->job.step >= 0 || plan->job.created[0]) {
+    printf("job:       ");
+    if (plan->job.id >= 0) printf("id %" PRId64 ", ", plan->job.id);
+    if (plan->job.step >= 0) printf("step %" PRId64 ", ", plan->job.step);
+    printf("created %s\n", plan->job.created[0] ? plan->job.created : "unknown");
+  } else {
+    printf("job:       none recorded\n");
+  }
+  printf("ranks:     %d on %d node%s, %d channels (%d searched per class, each used twice)\n",
+         plan->nranks, plan->nnodes, plan->nnodes == 1 ? "" : "s", plan->nchannels,
+         plan->nchannels / 2);
+}
+
+static void print_perm(const int *v, int n) {
+  printf("[");
+  for (int i = 0; i < n; i++) printf("%s%d", i ? " " : "", v[i]);
+  printf("]");
+}
+
+static void print_class(const struct gcoll_plan *plan, int k) {
+  const struct gcoll_plan_class *cls = &plan->classes[k];
+  const struct gcoll_intra_graph *g = &cls->graph;
+  int nodes = 0;
+  for (int n = 0; n < plan->nnodes; n++) nodes += plan->node_class[n] == k;
+  printf("  %s: hash %08" PRIx32 ", %d node%s, %d local rank%s, intra %s\n", cls->name,
+         cls->hash, nodes, nodes == 1 ? "" : "s", cls->nlocal, cls->nlocal == 1 ? "" : "s",
+         gcoll_edge_name(cls->intra_edge));
+  printf("    bandwidth per channel: ring %.1f GB/s, net %.1f GB/s\n", g->ring_bw, g->net_bw);
+  for (int s = 0; s < g->nchannels; s++) {
+    const struct gcoll_intra_channel *ch = &g->ch[s];
+    printf("    ring %2d: ", s);
+    print_perm(ch->ring, cls->nlocal);
+    if (ch->ring_nic_in_name[0] || ch->ring_nic_out_name[0])
+      printf("  nic in %s out %s", ch->ring_nic_in_name[0] ? ch->ring_nic_in_name : "-",
+             ch->ring_nic_out_name[0] ? ch->ring_nic_out_name : "-");
+    printf("\n");
+  }
+  for (int s = 0; s < g->nchannels; s++) {
+    const struct gcoll_intra_channel *ch = &g->ch[s];
+    printf("    tree %2d: chain ", s);
+    print_perm(ch->chain, cls->nlocal);
+    if (ch->chain_nic_name[0]) printf("  nic %s", ch->chain_nic_name);
+    printf("\n");
+  }
+  if (g->nvls_nheads > 0) {
+    printf("    nvls heads: ");
+    print_perm(g->nvls_heads, g->nvls_nheads);
+    printf("\n");
+  }
+}
+
+/* Prints runs of consecutive nodes of one class as the plan file groups
+ * them, with their hosts compressed to a Slurm host list. */
+static void print_nodes(const struct gcoll_plan *plan) {
+  printf("nodes:\n");
+  int runs = 0;
+  for (int a = 0; a < plan->nnodes;) {
+    int b = a;
+    while (b + 1 < plan->nnodes && plan->node_class[b + 1] == plan->node_class[a]) b++;
+    if (runs == SHOW_MAX_RUNS) {
+      int left = 0;
+      for (int n = a; n < plan->nnodes; n = b + 1, left++) {
+        b = n;
+        while (b + 1 < plan->nnodes && plan->node_class[b + 1] == plan->node_class[n]) b++;
+      }
+      printf("  ... %d more run%s of nodes\n", left, left == 1 ? "" : "s");
+      return;
+    }
+    const struct gcoll_plan_class *cls = &plan->classes[plan->node_class[a]];
+    char *hosts = gcoll_hostlist_compress(plan->node_host + a, b - a + 1);
+    int last_rank = plan->node_first_rank[b] + cls->nlocal - 1;
+    if (a == b)
+      printf("  node %d", a);
+    else
+      printf("  nodes %d-%d", a, b);
+    printf(": %s, %s, ranks %d-%d\n", hosts ? hosts : "(out of memory)", cls->name,
+           plan->node_first_rank[a], last_rank);
+    free(hosts);
+    runs++;
+    a = b + 1;
+  }
+}
+
+static void print_summary(const char *path, const struct gcoll_plan *plan) {
+  print_job(path, plan);
+  printf("topology classes: %d\n", plan->nclasses);
+  for (int k = 0; k < plan->nclasses; k++) print_class(plan, k);
+  print_nodes(plan);
+  printf("ring:      node order ");
+  cli_print_ranges(stdout, plan->ring_node_order, plan->nnodes, SHOW_MAX_RANGES);
+  printf("\n");
+  printf("tree:      double binary, t1 root node %d, t2 root node %d (%s construction)\n",
+         plan->t1_root, plan->t2_root,
+         plan->t2_construction == GCOLL_T2_MIRROR ? "mirror" : "shift");
+  printf("tuning:\n");
+  cli_print_tuning(stdout, "  ", plan->ntuning, plan->tuning);
+}
+
+static void print_edge_rank(int rank, enum gcoll_edge e) {
+  if (rank < 0)
+    printf("none");
+  else
+    printf("%d (%s)", rank, gcoll_edge_name(e));
+}
+
+static void print_rank_view(const struct gcoll_rank_view *v) {
+  printf("rank %d of %d\n", v->rank, v->nranks);
+  printf("node:      %d of %d, host %s\n", v->node, v->nnodes, v->host);
+  printf("local:     rank %d of %d\n", v->local_rank, v->local_nranks);
+  printf("topology:  %s (hash %08" PRIx32 ")\n", v->topology, v->topology_hash);
+  if (v->job_id >= 0 || v->step_id >= 0) {
+    printf("job:       ");
+    if (v->job_id >= 0) printf("id %" PRId64 "%s", v->job_id, v->step_id >= 0 ? ", " : "");
+    if (v->step_id >= 0) printf("step %" PRId64, v->step_id);
+    printf("\n");
+  }
+  printf("channels:  %d\n", v->nchannels);
+  for (int c = 0; c < v->nchannels && c < GCOLL_MAX_CHANNELS; c++) {
+    const struct gcoll_ring_link *r = &v->ring[c];
+    printf("ring %2d: prev ", c);
+    print_edge_rank(r->prev, r->prev_edge);
+    printf(" -> %d -> next ", v->rank);
+    print_edge_rank(r->next, r->next_edge);
+    if (r->nic_in[0]) printf("  nic_in %s", r->nic_in);
+    if (r->nic_out[0]) printf("  nic_out %s", r->nic_out);
+    printf("\n");
+  }
+  for (int c = 0; c < v->nchannels && c < GCOLL_MAX_CHANNELS; c++) {
+    const struct gcoll_tree_link *t = &v->tree[c];
+    printf("tree %2d (t%d): parent ", c, t->tree);
+    print_edge_rank(t->parent, t->parent_edge);
+    printf(" children [");
+    for (int i = 0; i < t->nchildren && i < GCOLL_MAX_TREE_ARITY; i++) {
+      if (i) printf(", ");
+      print_edge_rank(t->children[i], t->child_edge[i]);
+    }
+    printf("]");
+    if (t->nic[0]) printf("  nic %s", t->nic);
+    printf("\n");
+  }
+  if (v->nvls_nheads > 0) {
+    printf("nvls heads:");
+    for (int i = 0; i < v->nvls_nheads && i < GCOLL_MAX_NVLS_HEADS; i++)
+      printf(" %d", v->nvls_heads[i]);
+    printf("\n");
+  } else {
+    printf("nvls:      none\n");
+  }
+  printf("tuning:\n");
+  cli_print_tuning(stdout, "  ", v->ntuning, v->tuning);
+}
+
+int plan_cmd_show(int argc, char **argv) {
+  static const struct option longopts[] = {{"rank", required_argument, NULL, 'r'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
+  long long rank = -1;
+  cli_getopt_reset();
+  int c;
+  while ((c = getopt_long(argc, argv, ":r:h", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'r':
+      if (cli_parse_long(CMD, "--rank", optarg, 0, GCOLL_MAX_RANKS - 1, &rank))
+        return PLAN_EXIT_USAGE;
+      break;
+    case 'h': return cli_print_usage(plan_usage_show);
+    default: return cli_bad_option(CMD, c, argv);
+    }
+  }
+  if (optind >= argc) return cli_usage_error(CMD, "missing PLAN file");
+  if (optind + 1 < argc) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind + 1]);
+  const char *path = argv[optind];
+  char err[PLAN_CLI_ERRLEN];
+
+  if (rank >= 0) {
+    struct gcoll_rank_view *view = calloc(1, sizeof(*view));
+    if (view == NULL) return cli_fail("out of memory");
+    int rc = gcoll_plan_load_rank_view(path, (int)rank, view, err, sizeof(err));
+    if (rc == 0) print_rank_view(view);
+    free(view);
+    return rc == 0 ? PLAN_EXIT_OK : cli_fail("%s", err);
+  }
+  struct gcoll_plan *plan = gcoll_plan_read_file(path, err, sizeof(err));
+  if (plan == NULL) return cli_fail("%s", err);
+  print_summary(path, plan);
+  gcoll_plan_free(plan);
+  return PLAN_EXIT_OK;
+}

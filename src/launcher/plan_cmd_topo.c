@@ -1,0 +1,143 @@
+/* gcoll-plan topo: print a node topology (detected or read from a file), its
+ * path matrix, or its content hash. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launcher/plan_cli.h"
+
+#define CMD "topo"
+
+const char plan_usage_topo[] =
+    "usage: gcoll-plan topo (--detect | TOPO) [--paths | --hash]\n"
+    "\n"
+    "Prints a node topology as normalized YAML: the running machine's\n"
+    "(--detect: hwloc, NVML/CUDA driver, RDMA devices) or TOPO's, where TOPO is\n"
+    "a file or a bare name (dgx-h100) looked up as NAME.yaml in $GCOLL_TOPO_DIR,\n"
+    "the installed topology directory, then the source tree's etc/topologies.\n"
+    "Save the detected one with  gcoll-plan topo --detect > mynode.yaml.\n"
+    "\n"
+    "  -d, --detect   detect this machine's topology\n"
+    "  -p, --paths    print the path matrix between GPUs and NICs instead (like\n"
+    "                 'nvidia-smi topo -m'): path type and bottleneck GB/s\n"
+    "  -x, --hash     print only the topology's content hash (the 'hash' of its\n"
+    "                 class in plans)\n"
+    "  -h, --help     this help\n"
+    "\n"
+    "Exit status: 0 printed, 1 unreadable topology or detection failure, 2 usage.\n";
+
+enum topo_output { TOPO_YAML, TOPO_PATHS, TOPO_HASH };
+
+/* The devices the matrix shows: GPUs and NICs, or CPUs and NICs on nodes
+ * without GPUs so that CPU-only nodes still show where their NICs are. */
+static int matrix_devices(const struct gcoll_topo *t, int *dev) {
+  int n = 0;
+  if (t->ngpu > 0)
+    for (int i = 0; i < t->ngpu; i++) dev[n++] = t->gpu[i];
+  else
+    for (int i = 0; i < t->ncpu; i++) dev[n++] = t->cpu[i];
+  for (int i = 0; i < t->nnic; i++) dev[n++] = t->nic[i];
+  return n;
+}
+
+static void path_cell(const struct gcoll_topo *t, int from, int to, char *buf, size_t len) {
+  if (from == to) {
+    snprintf(buf, len, "X");
+    return;
+  }
+  const struct gcoll_topo_path *p = gcoll_topo_path(t, from, to);
+  if (p == NULL || p->type == GCOLL_PATH_DIS)
+    snprintf(buf, len, "DIS");
+  else
+    snprintf(buf, len, "%s %g", gcoll_path_type_name(p->type), p->bw);
+}
+
+static void print_paths(const struct gcoll_topo *t) {
+  int dev[GCOLL_TOPO_MAX_NODES + GCOLL_TOPO_MAX_NICS];
+  int n = matrix_devices(t, dev);
+  int width = 4;
+  char cell[64];
+  for (int i = 0; i < n; i++) {
+    int w = (int)strlen(t->dev[dev[i]].name);
+    if (w > width) width = w;
+    for (int j = 0; j < n; j++) {
+      path_cell(t, dev[i], dev[j], cell, sizeof(cell));
+      if ((int)strlen(cell) > width) width = (int)strlen(cell);
+    }
+  }
+  printf("%-*s", width, "");
+  for (int j = 0; j < n; j++) printf("  %-*s", width, t->dev[dev[j]].name);
+  printf("\n");
+  for (int i = 0; i < n; i++) {
+    printf("%-*s", width, t->dev[dev[i]].name);
+    for (int j = 0; j < n; j++) {
+      path_cell(t, dev[i], dev[j], cell, sizeof(cell));
+      printf("  %-*s", width, cell);
+    }
+    printf("\n");
+  }
+  printf("\nEach cell: path type and bottleneck bandwidth (GB/s, one direction).\n"
+         "  NVL  NVLink, direct or through NVSwitch\n"
+         "  NVB  NVLink through an intermediate GPU\n"
+         "  PIX  at most one PCIe switch\n"
+         "  PXB  several PCIe switches, no CPU\n"
+         "  PHB  through a CPU host bridge\n"
+         "  SYS  across CPU sockets (UPI / xGMI)\n"
+         "  DIS  disconnected\n");
+}
+
+int plan_cmd_topo(int argc, char **argv) {
+  static const struct option longopts[] = {{"detect", no_argument, NULL, 'd'},
+                                           {"paths", no_argument, NULL, 'p'},
+                                           {"hash", no_argument, NULL, 'x'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
+  int detect = 0;
+  enum topo_output what = TOPO_YAML;
+  cli_getopt_reset();
+  int c;
+  while ((c = getopt_long(argc, argv, ":dpxh", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'd': detect = 1; break;
+    case 'p':
+    case 'x':
+      if (what != TOPO_YAML) return cli_usage_error(CMD, "--paths and --hash exclude each other");
+      what = c == 'p' ? TOPO_PATHS : TOPO_HASH;
+      break;
+    case 'h': return cli_print_usage(plan_usage_topo);
+    default: return cli_bad_option(CMD, c, argv);
+    }
+  }
+  int nargs = argc - optind;
+  if (detect && nargs > 0)
+    return cli_usage_error(CMD, "--detect and a topology file exclude each other");
+  if (!detect && nargs == 0) return cli_usage_error(CMD, "needs --detect or a topology file");
+  if (nargs > 1) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind + 1]);
+
+  char err[PLAN_CLI_ERRLEN];
+  struct gcoll_topo *topo;
+  if (detect) {
+    topo = gcoll_topo_detect(err, sizeof(err));
+    if (topo != NULL && topo->paths == NULL &&
+        gcoll_topo_compute_paths(topo, err, sizeof(err)) != 0) {
+      gcoll_topo_free(topo);
+      topo = NULL;
+    }
+    if (topo == NULL) return cli_fail("detection failed: %s", err);
+  } else {
+    topo = cli_load_topo(argv[optind], err, sizeof(err));
+    if (topo == NULL) return cli_fail("%s", err);
+  }
+  int rc = PLAN_EXIT_OK;
+  switch (what) {
+  case TOPO_HASH: printf("%08" PRIx32 "\n", gcoll_topo_hash(topo)); break;
+  case TOPO_PATHS: print_paths(topo); break;
+  case TOPO_YAML:
+    if (gcoll_topo_write_stream(topo, stdout, err, sizeof(err)) != 0) rc = cli_fail("%s", err);
+    break;
+  }
+  gcoll_topo_free(topo);
+  return rc;
+}

@@ -1,0 +1,372 @@
+#!/bin/bash
+# End-to-end tests of the gcoll-plan command-line tool. Run by `make check`
+# (top_srcdir / top_builddir come from AM_TESTS_ENVIRONMENT) or by hand:
+#   top_srcdir=/path/to/src top_builddir=/path/to/build tests/cli/test_cli.sh
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
+top_builddir=${top_builddir:-.}
+BIN=${GCOLL_PLAN_BIN:-$top_builddir/gcoll-plan}
+TOPOS="$top_srcdir/etc/topologies"
+export GCOLL_TOPO_DIR="${GCOLL_TOPO_DIR:-$TOPOS}"
+
+if [ ! -x "$BIN" ]; then
+  echo "test_cli: no executable $BIN" >&2
+  exit 1
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gcoll-cli.XXXXXX") || exit 1
+trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+
+# run CMD...: stdout -> $tmp/out, stderr -> $tmp/err, status -> $rc
+rc=0
+run() { "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?; }
+errtext() { head -c 400 "$tmp/err"; }
+
+# expect_rc NAME STATUS CMD...
+expect_rc() {
+  local name=$1 want=$2
+  shift 2
+  run "$@"
+  if [ "$rc" -eq "$want" ]; then ok; else bad "$name: exit $rc, expected $want; stderr: $(errtext)"; fi
+}
+
+# expect_err NAME STATUS MESSAGE CMD...: the exact one-line message on stderr
+expect_err() {
+  local name=$1 want=$2 msg=$3
+  shift 3
+  run "$@"
+  if [ "$rc" -ne "$want" ]; then
+    bad "$name: exit $rc, expected $want; stderr: $(errtext)"
+  elif [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ "$(cat "$tmp/err")" != "$msg" ]; then
+    bad "$name: stderr is '$(errtext)', expected '$msg'"
+  else
+    ok
+  fi
+}
+
+# expect_err_prefix NAME STATUS PREFIX CMD...: one line starting with PREFIX
+expect_err_prefix() {
+  local name=$1 want=$2 prefix=$3
+  shift 3
+  run "$@"
+  local line
+  line=$(cat "$tmp/err")
+  if [ "$rc" -ne "$want" ]; then
+    bad "$name: exit $rc, expected $want; stderr: $(errtext)"
+  elif [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ "${line#"$prefix"}" = "$line" ]; then
+    bad "$name: stderr is '$(errtext)', expected a line starting '$prefix'"
+  else
+    ok
+  fi
+}
+
+# check NAME CONDITION...: evaluates a test(1) expression
+check() {
+  local name=$1
+  shift
+  if "$@"; then ok; else bad "$name"; fi
+}
+
+# Ranks per node a topology file implies: its GPUs, or its cores when it has
+# none (ranks are CPU cores on CPU-only nodes).
+local_ranks_of() {
+  local f=$TOPOS/$1.yaml ngpu
+  ngpu=$(grep -c '^ *- *{ *name: *gpu' "$f")
+  if [ "$ngpu" -gt 0 ]; then
+    echo "$ngpu"
+  else
+    sed -n 's/.*cores: *\([0-9]*\).*/\1/p' "$f" | awk '{ s += $1 } END { print s }'
+  fi
+}
+
+# value_of LABEL: the field after "LABEL" in `show --rank` output ($tmp/out)
+ring_next() { awk -v c="$2" '$1 == "ring" && $2 == c":" { for (i = 1; i <= NF; i++) if ($i == "next") print $(i + 1) }' "$1"; }
+ring_prev() { awk -v c="$2" '$1 == "ring" && $2 == c":" { for (i = 1; i <= NF; i++) if ($i == "prev") print $(i + 1) }' "$1"; }
+
+# ---- help, version, dispatch ------------------------------------------------
+expect_rc "--help" 0 "$BIN" --help
+check "--help lists commands" grep -q '^  generate' "$tmp/out"
+expect_rc "--version" 0 "$BIN" --version
+check "--version names gcoll" grep -q '^gcoll-plan (gcoll) ' "$tmp/out"
+expect_err "unknown command" 2 "gcoll-plan: unknown command 'frobnicate' (see 'gcoll-plan --help')" \
+  "$BIN" frobnicate
+expect_rc "no command" 2 "$BIN"
+for cmd in generate show verify diff dot topo; do
+  expect_rc "$cmd --help" 0 "$BIN" "$cmd" --help
+  cp "$tmp/out" "$tmp/help1"
+  check "$cmd --help starts with usage" grep -q "^usage: gcoll-plan $cmd" "$tmp/help1"
+  expect_rc "help $cmd" 0 "$BIN" help "$cmd"
+  check "help $cmd equals $cmd --help" cmp -s "$tmp/out" "$tmp/help1"
+  expect_rc "$cmd -h" 0 "$BIN" "$cmd" -h
+  check "$cmd -h equals $cmd --help" cmp -s "$tmp/out" "$tmp/help1"
+  expect_err "$cmd bad option" 2 \
+    "gcoll-plan: $cmd: unrecognized option '--no-such-option' (see 'gcoll-plan $cmd --help')" \
+    "$BIN" "$cmd" --no-such-option
+done
+expect_err "help unknown" 1 "gcoll-plan: help: unknown command 'nope' (see 'gcoll-plan --help')" \
+  "$BIN" help nope
+
+# ---- generate / verify / show for every reference topology ------------------
+for topo in dgx-h100 dgx-a100 pcie-2s-4gpu cpu-only; do
+  L=$(local_ranks_of "$topo")
+  for n in 1 2 3 16; do
+    p="$tmp/$topo-$n.yaml"
+    R=$((n * L))
+    expect_rc "generate $topo x$n" 0 "$BIN" generate --topo "$topo" --nodes "$n" -o "$p"
+    [ "$rc" -eq 0 ] || continue
+    line=$(cat "$tmp/err")
+    nodes_word=nodes
+    [ "$n" -eq 1 ] && nodes_word=node
+    ranks_word=ranks
+    [ "$R" -eq 1 ] && ranks_word=rank
+    case "$line" in
+    "$p: $R $ranks_word, $n $nodes_word, 1 topology class, "*" channels") ok ;;
+    *) bad "generate $topo x$n summary: '$line' (expected $R ranks, $n nodes)" ;;
+    esac
+    expect_rc "verify $topo x$n" 0 "$BIN" verify "$p" --nodes "$n" --ranks "$R"
+    case "$(cat "$tmp/out")" in
+    "$p: OK ($R $ranks_word, $n $nodes_word, 1 topology class, "*) ok ;;
+    *) bad "verify $topo x$n output: $(cat "$tmp/out")" ;;
+    esac
+    last=$((R - 1))
+    expect_rc "show --rank $last $topo x$n" 0 "$BIN" show "$p" --rank "$last"
+    check "show --rank $last header" grep -q "^rank $last of $R\$" "$tmp/out"
+    check "show --rank $last node" grep -q "^node: *$((n - 1)) of $n," "$tmp/out"
+    check "show --rank $last local" grep -q "^local: *rank $((L - 1)) of $L\$" "$tmp/out"
+    expect_err_prefix "show --rank $R $topo x$n out of range" 1 "gcoll-plan: " \
+      "$BIN" show "$p" --rank "$R"
+    expect_rc "show $topo x$n" 0 "$BIN" show "$p"
+    check "show $topo x$n names class" grep -q "^  $topo: hash [0-9a-f]\{8\}, $n node" "$tmp/out"
+    check "show $topo x$n has tuning" grep -q "^  allreduce " "$tmp/out"
+  done
+done
+
+# The tool's rank views must form rings: following `next` on channel 0 from
+# rank 0 visits every rank once and comes back, and prev(next(r)) = r.
+p="$tmp/dgx-h100-2.yaml"
+R=16
+seen=" "
+r=0
+ring_ok=1
+for _ in $(seq 1 $R); do
+  "$BIN" show "$p" --rank "$r" >"$tmp/view" 2>/dev/null || { ring_ok=0; break; }
+  case "$seen" in *" $r "*) ring_ok=0; break ;; esac
+  seen="$seen$r "
+  nx=$(ring_next "$tmp/view" 0)
+  "$BIN" show "$p" --rank "$nx" >"$tmp/view2" 2>/dev/null || { ring_ok=0; break; }
+  [ "$(ring_prev "$tmp/view2" 0)" = "$r" ] || { ring_ok=0; break; }
+  r=$nx
+done
+check "channel 0 ring through show --rank is one cycle of $R ranks" [ "$ring_ok" -eq 1 ] -a "$r" = 0
+check "ring crosses nodes over the network" grep -q 'ring  0: .*(net)' <("$BIN" show "$p" --rank 0; "$BIN" show "$p" --rank 7; "$BIN" show "$p" --rank 8; "$BIN" show "$p" --rank 15)
+
+# ---- generate: output to stdout, topology lists, hosts, job ids -------------
+expect_rc "generate -o -" 0 "$BIN" generate --topo dgx-h100 --nodes 2 -q -o -
+check "generate -o - writes the plan" grep -q '^gcoll-plan: 1' "$tmp/out"
+check "generate -q is quiet" [ ! -s "$tmp/err" ]
+cp "$tmp/out" "$tmp/stdout.yaml"
+expect_rc "verify plan from stdout" 0 "$BIN" verify "$tmp/stdout.yaml"
+
+L_pcie=$(local_ranks_of pcie-2s-4gpu)
+p="$tmp/mixed.yaml"
+expect_rc "generate with two topologies" 0 "$BIN" generate --topo dgx-h100,pcie-2s-4gpu \
+  --nodes 3 --hosts 'n[001-003]' -o "$p"
+check "two topologies: 2 classes" grep -q ", 2 topology classes, " "$tmp/err"
+expect_rc "verify mixed" 0 "$BIN" verify "$p" --hosts 'n[001-003]' --nodes 3 --ranks $((16 + L_pcie))
+# Nodes cycle through the list: node 1 is pcie-2s-4gpu, node 2 dgx-h100 again.
+expect_rc "show mixed node 1" 0 "$BIN" show "$p" --rank 8
+check "node 1 uses the second topology" grep -q "^topology: *pcie-2s-4gpu " "$tmp/out"
+check "node 1 host from --hosts" grep -q "^node: *1 of 3, host n002\$" "$tmp/out"
+expect_rc "show mixed node 2" 0 "$BIN" show "$p" --rank $((8 + L_pcie))
+check "node 2 cycles back to the first topology" grep -q "^topology: *dgx-h100 " "$tmp/out"
+
+expect_err "verify --ranks mismatch" 1 \
+  "gcoll-plan: $p: not for this job: plan has $((16 + L_pcie)) ranks, job has 8" \
+  "$BIN" verify "$p" --ranks 8
+expect_err "verify --nodes mismatch" 1 "gcoll-plan: $p: not for this job: plan has 3 nodes, job has 2" \
+  "$BIN" verify "$p" --nodes 2
+expect_err "verify --hosts count" 1 \
+  "gcoll-plan: $p: not for this job: plan has 3 nodes, job has 4 hosts (n[001-004])" \
+  "$BIN" verify "$p" --hosts 'n[001-004]'
+expect_err "verify --hosts order" 1 \
+  "gcoll-plan: $p: not for this job: node 0 is host n001 in the plan but n002 in the job" \
+  "$BIN" verify "$p" --hosts 'n002,n001,n003'
+
+# Per-node topology directory, as the SPANK plugin writes it.
+d="$tmp/pernode"
+mkdir "$d"
+cp "$TOPOS/dgx-h100.yaml" "$d/0.yaml"
+cp "$TOPOS/dgx-h100.yaml" "$d/1.yaml"
+cp "$TOPOS/pcie-2s-4gpu.yaml" "$d/2.yaml"
+expect_rc "generate from directory" 0 "$BIN" generate --topo "$d" -o "$tmp/dir.yaml"
+check "directory: node count from files" grep -q ": $((16 + L_pcie)) ranks, 3 nodes, 2 topology classes, " "$tmp/err"
+expect_rc "verify directory plan" 0 "$BIN" verify "$tmp/dir.yaml" --nodes 3
+# Files 0,1,2 = dgx-h100, dgx-h100, pcie: not the list's cycling order, so
+# build the list plan that matches the directory node for node.
+"$BIN" generate --topo dgx-h100,dgx-h100,pcie-2s-4gpu --nodes 3 -q -o "$tmp/list3.yaml"
+expect_rc "directory plan equals the equivalent list plan" 0 "$BIN" diff "$tmp/dir.yaml" "$tmp/list3.yaml"
+"$BIN" generate --topo dgx-h100,dgx-h100,pcie-2s-4gpu --nodes 3 --hosts 'n[001-003]' -q -o "$tmp/list3h.yaml"
+expect_rc "diff dir vs hosts (hosts differ)" 1 "$BIN" diff "$tmp/dir.yaml" "$tmp/list3h.yaml"
+check "diff reports node hosts" grep -q "^node host: 3 nodes differ: 0 (.* -> n001), 1 (.* -> n002), 2 (.* -> n003)\$" "$tmp/out"
+check "diff reports only the hosts" [ "$(grep -vc '^---\|^+++\|^node host' "$tmp/out")" -eq 0 ]
+expect_err "directory vs --nodes" 1 "gcoll-plan: --nodes is 4 but $d holds 3 per-node topology files" \
+  "$BIN" generate --topo "$d" --nodes 4 -o "$tmp/x.yaml"
+rm "$d/1.yaml"
+expect_err "directory with a gap" 1 \
+  "gcoll-plan: $d: per-node topology files must be numbered 0.yaml..1.yaml without gaps (found 2 files, highest 2.yaml)" \
+  "$BIN" generate --topo "$d" -o "$tmp/x.yaml"
+
+# ---- generate: errors ---------------------------------------------------------
+expect_err "missing -o" 2 \
+  "gcoll-plan: generate: missing -o FILE; use '-o -' for standard output (see 'gcoll-plan generate --help')" \
+  "$BIN" generate --topo dgx-h100 --nodes 2
+expect_err "missing --topo" 2 "gcoll-plan: generate: missing --topo (see 'gcoll-plan generate --help')" \
+  "$BIN" generate --nodes 2 -o "$tmp/x.yaml"
+expect_err "missing --nodes" 2 "gcoll-plan: generate: missing --nodes (see 'gcoll-plan generate --help')" \
+  "$BIN" generate --topo dgx-h100 -o "$tmp/x.yaml"
+expect_err "bad --nodes" 2 \
+  "gcoll-plan: generate: --nodes: 'two' is not an integer (see 'gcoll-plan generate --help')" \
+  "$BIN" generate --topo dgx-h100 --nodes two -o "$tmp/x.yaml"
+expect_err "zero --nodes" 2 \
+  "gcoll-plan: generate: --nodes: 0 is out of range 1..1048576 (see 'gcoll-plan generate --help')" \
+  "$BIN" generate --topo dgx-h100 --nodes 0 -o "$tmp/x.yaml"
+expect_err "--nodes without value" 2 \
+  "gcoll-plan: generate: option '--nodes' needs a value (see 'gcoll-plan generate --help')" \
+  "$BIN" generate --topo dgx-h100 -o "$tmp/x.yaml" --nodes
+expect_err "nonexistent topology file" 1 "gcoll-plan: $tmp/nosuch.yaml: cannot open: No such file or directory" \
+  "$BIN" generate --topo "$tmp/nosuch.yaml" --nodes 2 -o "$tmp/x.yaml"
+expect_err_prefix "unknown topology name" 1 \
+  "gcoll-plan: topology 'nosuch': no such file, and no nosuch.yaml in \$GCOLL_TOPO_DIR ($GCOLL_TOPO_DIR), " \
+  "$BIN" generate --topo nosuch --nodes 2 -o "$tmp/x.yaml"
+expect_err "host count mismatch" 1 \
+  "gcoll-plan: --hosts 'n[1-3]' expands to 3 hosts, but the job has 2 nodes" \
+  "$BIN" generate --topo dgx-h100 --nodes 2 --hosts 'n[1-3]' -o "$tmp/x.yaml"
+check "failed generate wrote nothing" [ ! -e "$tmp/x.yaml" ]
+
+# A failed generate leaves an existing plan untouched.
+p="$tmp/keep.yaml"
+"$BIN" generate --topo dgx-h100 --nodes 2 -q -o "$p" && cp "$p" "$tmp/keep.orig"
+printf 'gcoll-topo: 1\nname: broken\ncpus: [{name: cpu0, cores: many}]\n' >"$tmp/broken.yaml"
+expect_err_prefix "broken topology" 1 "gcoll-plan: $tmp/broken.yaml:3: " \
+  "$BIN" generate --topo "dgx-h100,$tmp/broken.yaml" --nodes 2 -o "$p"
+check "plan untouched after a bad topology" cmp -s "$p" "$tmp/keep.orig"
+expect_rc "bad hosts" 1 "$BIN" generate --topo dgx-h100 --nodes 2 --hosts 'n[1-' -o "$p"
+check "plan untouched after bad hosts" cmp -s "$p" "$tmp/keep.orig"
+if [ "$(id -u)" -ne 0 ]; then
+  chmod a-w "$tmp"
+  expect_rc "unwritable directory" 1 "$BIN" generate --topo dgx-h100 --nodes 3 -o "$p"
+  chmod u+w "$tmp"
+  check "plan untouched after an unwritable directory" cmp -s "$p" "$tmp/keep.orig"
+  check "no temporary left behind" [ -z "$(ls "$tmp" | grep '\.tmp\.')" ]
+else
+  echo "test_cli: running as root, skipping the unwritable-directory case"
+fi
+
+# ---- verify: corrupted plans --------------------------------------------------
+p="$tmp/dgx-h100-3.yaml"
+line=$(grep -n '^ranks:' "$p" | cut -d: -f1)
+sed 's/^ranks: .*/ranks: banana/' "$p" >"$tmp/corrupt.yaml"
+expect_err_prefix "verify corrupted plan" 1 "gcoll-plan: $tmp/corrupt.yaml:$line: " \
+  "$BIN" verify "$tmp/corrupt.yaml"
+check "corruption message names the field" grep -q "ranks" "$tmp/err"
+line=$(grep -n '^ring:' "$p" | cut -d: -f1)
+sed 's/^ring: .*/ring: {node_order: 0-1}/' "$p" >"$tmp/short-ring.yaml"
+run "$BIN" verify "$tmp/short-ring.yaml"
+check "verify rejects a ring missing a node (exit $rc)" [ "$rc" -eq 1 ]
+check "  ... with one line" [ "$(wc -l <"$tmp/err")" -eq 1 ]
+expect_err_prefix "verify missing file" 1 "gcoll-plan: $tmp/none.yaml: cannot open: " \
+  "$BIN" verify "$tmp/none.yaml"
+expect_err "verify without file" 2 "gcoll-plan: verify: missing PLAN file (see 'gcoll-plan verify --help')" \
+  "$BIN" verify
+
+# ---- diff -----------------------------------------------------------------------
+a="$tmp/a.yaml"
+b="$tmp/b.yaml"
+"$BIN" generate --topo dgx-h100 --nodes 4 --job-id 7 --step-id 0 -q -o "$a"
+sleep 1
+"$BIN" generate --topo dgx-h100 --nodes 4 --job-id 7 --step-id 0 -q -o "$b"
+expect_rc "diff regenerated plan (created differs)" 0 "$BIN" diff "$a" "$b"
+check "diff of equivalent plans prints nothing" [ ! -s "$tmp/out" ]
+expect_rc "diff self" 0 "$BIN" diff "$a" "$a"
+"$BIN" generate --topo dgx-h100 --nodes 4 --job-id 8 --step-id 0 -q -o "$b"
+expect_rc "diff job id" 1 "$BIN" diff "$a" "$b"
+check "diff names the job id change" grep -qx "job id: 7 -> 8" "$tmp/out"
+"$BIN" generate --topo dgx-h100 --nodes 5 --job-id 7 --step-id 0 -q -o "$b"
+expect_rc "diff node count" 1 "$BIN" diff "$a" "$b"
+check "diff names the node count change" grep -qx "nodes: 4 -> 5" "$tmp/out"
+check "diff names the rank count change" grep -qx "ranks: 32 -> 40" "$tmp/out"
+"$BIN" generate --topo pcie-2s-4gpu --nodes 4 --job-id 7 --step-id 0 -q -o "$b"
+expect_rc "diff topology" 1 "$BIN" diff "$a" "$b"
+check "diff: class removed" grep -q "^- class dgx-h100 " "$tmp/out"
+check "diff: class added" grep -q "^+ class pcie-2s-4gpu " "$tmp/out"
+check "diff: node classes summarised" grep -q "^node class: 4 nodes differ: 0 (dgx-h100 -> pcie-2s-4gpu)" "$tmp/out"
+"$BIN" generate --topo dgx-h100 --nodes 40 -q -o "$a"
+"$BIN" generate --topo dgx-h100 --nodes 40 --hosts 'h[100-139]' -q -o "$b"
+expect_rc "diff hosts" 1 "$BIN" diff "$a" "$b"
+check "diff summarises long lists" grep -q "^node host: 40 nodes differ: .*, \.\.\. (30 more)\$" "$tmp/out"
+expect_rc "diff -q" 1 "$BIN" diff -q "$a" "$b"
+check "diff -q prints nothing" [ ! -s "$tmp/out" ]
+expect_rc "diff unreadable" 2 "$BIN" diff "$a" "$tmp/none.yaml"
+expect_rc "diff one file" 2 "$BIN" diff "$a"
+
+# ---- dot ----------------------------------------------------------------------
+p="$tmp/dgx-h100-3.yaml"
+expect_rc "dot ring" 0 "$BIN" dot "$p"
+check "dot: 24 ring edges" [ "$(grep -c ' -> r[0-9]* \[color=' "$tmp/out")" -eq 24 ]
+check "dot: 3 clusters" [ "$(grep -c 'subgraph cluster_' "$tmp/out")" -eq 3 ]
+check "dot: 3 network ring edges" [ "$(grep -c 'color=red\]' "$tmp/out")" -eq 3 ]
+cp "$tmp/out" "$tmp/ring.dot"
+expect_rc "dot tree" 0 "$BIN" dot "$p" --tree --channel 1
+# A spanning tree over 24 ranks has 23 edges.
+check "dot: 23 tree edges" [ "$(grep -c 'style=dashed' "$tmp/out")" -eq 23 ]
+cp "$tmp/out" "$tmp/tree.dot"
+expect_rc "dot ring+tree" 0 "$BIN" dot "$p" --tree --ring
+check "dot: 47 edges for ring and tree" [ "$(grep -c ' -> ' "$tmp/out")" -eq 47 ]
+expect_err "dot too many ranks" 1 \
+  "gcoll-plan: $p: 24 ranks is more than --max-ranks 16; pass --max-ranks 24 to draw it anyway" \
+  "$BIN" dot "$p" --max-ranks 16
+expect_rc "dot bad channel" 1 "$BIN" dot "$p" --channel 31
+if command -v dot >/dev/null 2>&1; then
+  for g in ring tree; do
+    if dot -Tsvg "$tmp/$g.dot" >"$tmp/$g.svg" 2>"$tmp/dot.err" && grep -q '<svg' "$tmp/$g.svg"; then
+      ok
+    else
+      bad "dot -Tsvg rejects the $g graph: $(head -c 300 "$tmp/dot.err")"
+    fi
+  done
+else
+  echo "test_cli: graphviz 'dot' not installed, skipping the rendering check"
+fi
+
+# ---- topo -----------------------------------------------------------------------
+for topo in dgx-h100 dgx-a100 pcie-2s-4gpu cpu-only; do
+  expect_rc "topo $topo" 0 "$BIN" topo "$topo"
+  cp "$tmp/out" "$tmp/norm.yaml"
+  expect_rc "topo $topo --hash" 0 "$BIN" topo "$topo" --hash
+  h=$(cat "$tmp/out")
+  check "topo $topo hash is 8 hex digits" grep -qx '[0-9a-f]\{8\}' "$tmp/out"
+  expect_rc "topo normalized --hash" 0 "$BIN" topo "$tmp/norm.yaml" --hash
+  check "normalized $topo keeps its hash" [ "$(cat "$tmp/out")" = "$h" ]
+  "$BIN" generate --topo "$topo" --nodes 2 -q -o "$tmp/h.yaml"
+  check "plan class hash = topo --hash ($topo)" grep -q "hash: \"\{0,1\}$h\"\{0,1\}" "$tmp/h.yaml"
+  expect_rc "topo $topo --paths" 0 "$BIN" topo "$topo" --paths
+done
+check "--paths of dgx-h100 shows NVLink between GPUs" grep -q '^gpu0 .*NVL' <("$BIN" topo dgx-h100 --paths)
+check "--paths of dgx-h100 lists NICs" grep -q 'mlx5_0' <("$BIN" topo dgx-h100 --paths)
+expect_rc "topo --paths --hash" 2 "$BIN" topo dgx-h100 --paths --hash
+expect_rc "topo without input" 2 "$BIN" topo
+expect_rc "topo --detect with file" 2 "$BIN" topo --detect dgx-h100
+expect_rc "topo --detect" 0 "$BIN" topo --detect
+if [ "$rc" -eq 0 ]; then
+  cp "$tmp/out" "$tmp/detected.yaml"
+  expect_rc "detected topology reads back" 0 "$BIN" topo "$tmp/detected.yaml" --hash
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
