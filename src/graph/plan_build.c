@@ -35,10 +35,19 @@ static int class_name_taken(const struct gcoll_plan *p, const char *name) {
 /* Class names come from topology names; two different topologies that
  * share a name get "-2", "-3", ... so names stay unique in the file. */
 static void unique_class_name(const struct gcoll_plan *p, const char *base, char *out) {
+  /* The stem leaves room for "-" and up to 6 digits (GCOLL_MAX_CLASSES). */
   char stem[GCOLL_PLAN_NAME_MAX - 8];
-  snprintf(stem, sizeof(stem), "%s", base[0] ? base : "topology");
-  snprintf(out, GCOLL_PLAN_NAME_MAX, "%s", stem);
-  for (int i = 2; class_name_taken(p, out); i++) snprintf(out, GCOLL_PLAN_NAME_MAX, "%s-%d", stem, i);
+  size_t len = strlen(base[0] ? base : "topology");
+  if (len >= sizeof(stem)) len = sizeof(stem) - 1;
+  memcpy(stem, base[0] ? base : "topology", len);
+  stem[len] = '\0';
+  memcpy(out, stem, len + 1);
+  for (int i = 2; class_name_taken(p, out) && i <= GCOLL_MAX_CLASSES + 1; i++) {
+    char suffix[8];
+    snprintf(suffix, sizeof(suffix), "-%d", i % 1000000);
+    memcpy(out, stem, len);
+    memcpy(out + len, suffix, strlen(suffix) + 1);
+  }
 }
 
 struct class_src {

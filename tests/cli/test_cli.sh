@@ -163,7 +163,7 @@ for _ in $(seq 1 $R); do
   [ "$(ring_prev "$tmp/view2" 0)" = "$r" ] || { ring_ok=0; break; }
   r=$nx
 done
-check "channel 0 ring through show --rank is one cycle of $R ranks" [ "$ring_ok" -eq 1 ] -a "$r" = 0
+check "channel 0 ring through show --rank is one cycle of $R ranks" test "$ring_ok" -eq 1 -a "$r" = 0
 check "ring crosses nodes over the network" grep -q 'ring  0: .*(net)' <("$BIN" show "$p" --rank 0; "$BIN" show "$p" --rank 7; "$BIN" show "$p" --rank 8; "$BIN" show "$p" --rank 15)
 
 # ---- generate: output to stdout, topology lists, hosts, job ids -------------

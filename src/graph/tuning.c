@@ -1,0 +1,284 @@
+/* The tuning table: for each collective, which algorithm, protocol and
+ * channel count to use by message size.
+ *
+ * The model is seed 000's: time = latency + bytes / algorithm bandwidth,
+ * evaluated for every candidate at every power-of-two size; consecutive
+ * sizes with the same winner become one row. All constants live in
+ * gcoll_tuning_defaults so a site can override them (gcoll_tuning_set,
+ * GCOLL_TUNING in gcoll-plan) without touching the model. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "tuning.h"
+
+/* Constants. Latencies in microseconds, efficiencies are fractions of the
+ * searched channel bandwidth. GPU figures are of the magnitude NCCL's model
+ * uses (kernel launch + flag polling per step); host figures reflect a
+ * shared-memory/TCP step costing a few microseconds of CPU time. */
+const struct gcoll_tuning_model gcoll_tuning_defaults = {
+  .exec = {
+    [GCOLL_EXEC_GPU] = {
+      /* Simple pays a flag write and memory fence per step, so its per-step
+       * latency is high; LL and LL128 carry flags inside the data. */
+      .base_lat = {  /* [algo][proto]: simple, ll, ll128 */
+        [GCOLL_ALGO_RING] = {8.0, 6.5, 12.0},
+        [GCOLL_ALGO_TREE] = {8.0, 7.0, 14.0},
+        [GCOLL_ALGO_NVLS] = {12.0, 0, 0},
+      },
+      .intra_lat = {
+        [GCOLL_ALGO_RING] = {3.5, 0.6, 1.5},
+        [GCOLL_ALGO_TREE] = {4.0, 0.6, 1.3},
+        [GCOLL_ALGO_NVLS] = {1.0, 0, 0},
+      },
+      .net_lat = {
+        [GCOLL_ALGO_RING] = {14.0, 2.7, 4.0},
+        [GCOLL_ALGO_TREE] = {14.0, 5.0, 8.5},
+        [GCOLL_ALGO_NVLS] = {0, 0, 0},
+      },
+      .proto_eff = {1.0, 0.25, 0.92},
+      .algo_eff = {1.0, 0.92, 1.0},
+      .proto_ok = {1, 1, 1},
+      .min_channel_bytes = 32768,
+    },
+    [GCOLL_EXEC_HOST] = {
+      .base_lat = {
+        [GCOLL_ALGO_RING] = {8.0, 4.0, 0},
+        [GCOLL_ALGO_TREE] = {8.0, 4.0, 0},
+        [GCOLL_ALGO_NVLS] = {0, 0, 0},
+      },
+      .intra_lat = {
+        [GCOLL_ALGO_RING] = {1.5, 0.8, 0},
+        [GCOLL_ALGO_TREE] = {1.5, 0.8, 0},
+        [GCOLL_ALGO_NVLS] = {0, 0, 0},
+      },
+      .net_lat = {
+        [GCOLL_ALGO_RING] = {25.0, 20.0, 0},
+        [GCOLL_ALGO_TREE] = {25.0, 20.0, 0},
+        [GCOLL_ALGO_NVLS] = {0, 0, 0},
+      },
+      /* LL on the host halves the bytes moved (flag word next to each data
+       * word) but needs no separate flag write and fence. */
+      .proto_eff = {1.0, 0.5, 0},
+      .algo_eff = {1.0, 0.92, 0},
+      .proto_ok = {1, 1, 0},
+      .min_channel_bytes = 262144,
+    },
+  },
+  .nvls_ratio = 5.0 / 6.0,
+  .default_bw = 10.0,
+};
+
+/* Facts about the job the model needs, taken from the plan. */
+struct job_shape {
+  int nranks, nnodes, max_local, nchannels;
+  double bw_ch;        /* GB/s per channel, the bottleneck of intra and net */
+  int nvls;            /* every node has NVLS heads and there is one node */
+  enum gcoll_exec exec;
+};
+
+static struct job_shape shape_of(const struct gcoll_plan *p, const struct gcoll_tuning_model *m) {
+  struct job_shape s = {.nranks = p->nranks, .nnodes = p->nnodes, .nchannels = p->nchannels};
+  double bw = INFINITY;
+  int all_gpu = p->nclasses > 0, all_nvls = p->nclasses > 0;
+  for (int k = 0; k < p->nclasses; k++) {
+    const struct gcoll_plan_class *c = &p->classes[k];
+    const struct gcoll_intra_graph *g = &c->graph;
+    if (c->nlocal > s.max_local) s.max_local = c->nlocal;
+    if (g->ring_bw > 0 && g->ring_bw < bw) bw = g->ring_bw;
+    if (p->nnodes > 1 && g->net_bw > 0 && g->net_bw < bw) bw = g->net_bw;
+    if (c->intra_edge != GCOLL_EDGE_P2P) all_gpu = 0;
+    if (g->nvls_nheads == 0) all_nvls = 0;
+  }
+  s.bw_ch = isfinite(bw) ? bw : m->default_bw;
+  s.exec = all_gpu ? GCOLL_EXEC_GPU : GCOLL_EXEC_HOST;
+  s.nvls = all_gpu && all_nvls && p->nnodes == 1 && p->nranks > 1;
+  return s;
+}
+
+static int ceil_log2(int n) {
+  int d = 0;
+  while ((1 << d) < n) d++;
+  return d;
+}
+
+static int algo_allowed(enum gcoll_coll coll, enum gcoll_algo a, const struct job_shape *s) {
+  if (a == GCOLL_ALGO_RING) return 1;
+  if (coll != GCOLL_COLL_ALLREDUCE) return 0;
+  if (a == GCOLL_ALGO_TREE) return s->nranks > 1;
+  return s->nvls;
+}
+
+/* Predicted time in microseconds of one collective of `bytes` bytes. */
+double gcoll_tuning_predict(const struct gcoll_tuning_model *m, enum gcoll_exec exec,
+                            enum gcoll_coll coll, enum gcoll_algo a, enum gcoll_proto p,
+                            int nranks, int nnodes, int nlocal, int nch, double bw_ch,
+                            uint64_t bytes) {
+  const struct gcoll_tuning_exec *e = &m->exec[exec];
+  if (nranks <= 1) return e->base_lat[GCOLL_ALGO_RING][p];
+  int steps, inter;
+  double ratio;
+  switch (a) {
+  case GCOLL_ALGO_TREE:
+    inter = 2 * ceil_log2(nnodes);
+    steps = inter + 2 * (nlocal - 1);
+    ratio = 0.5;   /* every byte goes up and then down */
+    break;
+  case GCOLL_ALGO_NVLS:
+    inter = 0;
+    steps = 2;
+    ratio = m->nvls_ratio;
+    break;
+  default:
+    if (coll == GCOLL_COLL_ALLREDUCE) {
+      steps = 2 * (nranks - 1);
+      inter = nnodes > 1 ? 2 * nnodes : 0;
+    } else if (coll == GCOLL_COLL_ALLGATHER || coll == GCOLL_COLL_REDUCESCATTER) {
+      steps = nranks - 1;
+      inter = nnodes - 1;
+    } else {
+      steps = nranks;
+      inter = nnodes;
+    }
+    ratio = (double)nranks / steps;
+    break;
+  }
+  double lat = e->base_lat[a][p] + (steps - inter) * e->intra_lat[a][p] + inter * e->net_lat[a][p];
+  double busbw = nch * bw_ch * e->proto_eff[p] * e->algo_eff[a];  /* GB/s = 1e3 bytes/us */
+  double algbw = busbw * ratio;
+  return lat + (double)bytes / (algbw * 1e3);
+}
+
+/* Channels for a message: enough that each gets min_channel_bytes, a power
+ * of two, at most the plan's count. Small messages gain nothing from more
+ * channels but pay their synchronisation. */
+static int channels_for(const struct gcoll_tuning_exec *e, int max, uint64_t bytes) {
+  int n = 1;
+  while (n * 2 <= max && bytes / (uint64_t)(n * 2) >= e->min_channel_bytes) n *= 2;
+  return n;
+}
+
+static int same_choice(const struct gcoll_tuning_entry *a, const struct gcoll_tuning_entry *b) {
+  return a->algo == b->algo && a->proto == b->proto && a->nchannels == b->nchannels;
+}
+
+/* The row count is bounded by GCOLL_MAX_TUNING: when the model flips more
+ * often than that, the extra boundaries at the small end are merged into
+ * their larger neighbour (the larger size's choice is the safer one). */
+static void tune_coll(struct gcoll_plan *plan, const struct gcoll_tuning_model *m,
+                      const struct job_shape *s, enum gcoll_coll coll) {
+  const struct gcoll_tuning_exec *e = &m->exec[s->exec];
+  struct gcoll_tuning_entry rows[64];
+  int nrows = 0;
+  for (int lg = GCOLL_TUNING_MIN_LOG2; lg <= GCOLL_TUNING_MAX_LOG2; lg++) {
+    uint64_t bytes = (uint64_t)1 << lg;
+    struct gcoll_tuning_entry best = {0};
+    double best_t = INFINITY;
+    int nch = channels_for(e, s->nchannels, bytes);
+    for (int a = 0; a < GCOLL_NALGOS; a++) {
+      if (!algo_allowed(coll, (enum gcoll_algo)a, s)) continue;
+      for (int p = 0; p < GCOLL_NPROTOS; p++) {
+        if (!e->proto_ok[p] || (a == GCOLL_ALGO_NVLS && p != GCOLL_PROTO_SIMPLE)) continue;
+        double t = gcoll_tuning_predict(m, s->exec, coll, (enum gcoll_algo)a,
+                                        (enum gcoll_proto)p, s->nranks, s->nnodes,
+                                        s->max_local, nch, s->bw_ch, bytes);
+        if (t < best_t) {
+          best_t = t;
+          best = (struct gcoll_tuning_entry){bytes, (enum gcoll_algo)a, (enum gcoll_proto)p, nch};
+        }
+      }
+    }
+    if (nrows > 0 && same_choice(&rows[nrows - 1], &best))
+      rows[nrows - 1].max_bytes = bytes;
+    else
+      rows[nrows++] = best;
+  }
+  rows[nrows - 1].max_bytes = UINT64_MAX;
+  int skip = nrows > GCOLL_MAX_TUNING ? nrows - GCOLL_MAX_TUNING : 0;
+  /* Dropping the first `skip` rows' boundaries: their sizes fall into the
+   * first kept row, which therefore covers from 0. */
+  for (int r = 0; r < nrows - skip; r++) plan->tuning[coll][r] = rows[r + skip];
+  plan->ntuning[coll] = nrows - skip;
+}
+
+void gcoll_plan_tune_with(struct gcoll_plan *plan, const struct gcoll_tuning_model *m) {
+  struct job_shape s = shape_of(plan, m);
+  for (int c = 0; c < GCOLL_NCOLLS; c++) tune_coll(plan, m, &s, (enum gcoll_coll)c);
+}
+
+void gcoll_plan_tune(struct gcoll_plan *plan) { gcoll_plan_tune_with(plan, &gcoll_tuning_defaults); }
+
+/* ---- overrides --------------------------------------------------------- */
+
+static int parse_double(const char *s, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end != '\0' || !isfinite(v) || v < 0) return -1;
+  *out = v;
+  return 0;
+}
+
+/* One "exec.algo.proto.field=value" or "exec.field=value" or "field=value". */
+static int set_one(struct gcoll_tuning_model *m, char *item, char *err, size_t errlen) {
+  char *eq = strchr(item, '=');
+  if (eq == NULL) {
+    snprintf(err, errlen, "tuning override '%s': expected key=value", item);
+    return -1;
+  }
+  *eq = '\0';
+  double v;
+  if (parse_double(eq + 1, &v) != 0) {
+    snprintf(err, errlen, "tuning override '%s': '%s' is not a non-negative number", item, eq + 1);
+    return -1;
+  }
+  char *parts[5];
+  int np = 0;
+  for (char *save = NULL, *tok = strtok_r(item, ".", &save); tok && np < 5;
+       tok = strtok_r(NULL, ".", &save))
+    parts[np++] = tok;
+  if (np == 1 && strcmp(parts[0], "nvls_ratio") == 0) { m->nvls_ratio = v; return 0; }
+  if (np == 1 && strcmp(parts[0], "default_bw") == 0) { m->default_bw = v; return 0; }
+  int ex = np >= 2 ? (strcmp(parts[0], "gpu") == 0 ? GCOLL_EXEC_GPU
+                      : strcmp(parts[0], "host") == 0 ? GCOLL_EXEC_HOST : -1) : -1;
+  if (ex < 0) goto unknown;
+  struct gcoll_tuning_exec *e = &m->exec[ex];
+  if (np == 2 && strcmp(parts[1], "min_channel_bytes") == 0 && v >= 1) {
+    e->min_channel_bytes = (uint64_t)v;
+    return 0;
+  }
+  if (np == 3 && strcmp(parts[2], "eff") == 0) {
+    int a = gcoll_algo_from_name(parts[1]), p = gcoll_proto_from_name(parts[1]);
+    if (a >= 0) { e->algo_eff[a] = v; return 0; }
+    if (p >= 0) { e->proto_eff[p] = v; return 0; }
+  }
+  if (np == 4) {
+    int a = gcoll_algo_from_name(parts[1]), p = gcoll_proto_from_name(parts[2]);
+    if (a >= 0 && p >= 0) {
+      if (strcmp(parts[3], "base_lat") == 0) { e->base_lat[a][p] = v; return 0; }
+      if (strcmp(parts[3], "intra_lat") == 0) { e->intra_lat[a][p] = v; return 0; }
+      if (strcmp(parts[3], "net_lat") == 0) { e->net_lat[a][p] = v; return 0; }
+    }
+  }
+unknown:
+  snprintf(err, errlen, "tuning override: unknown key '%s' (see docs/plan-format.md#tuning)", item);
+  return -1;
+}
+
+int gcoll_tuning_set(struct gcoll_tuning_model *m, const char *spec, char *err, size_t errlen) {
+  if (spec == NULL || *spec == '\0') return 0;
+  char *copy = strdup(spec);
+  if (copy == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  int rc = 0;
+  for (char *save = NULL, *item = strtok_r(copy, ",", &save); item && rc == 0;
+       item = strtok_r(NULL, ",", &save))
+    rc = set_one(m, item, err, errlen);
+  free(copy);
+  return rc;
+}

@@ -1,0 +1,53 @@
+/* The tuning model behind the plan's tuning table (tuning.c). */
+#ifndef GCOLL_GRAPH_TUNING_H
+#define GCOLL_GRAPH_TUNING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gcoll_plan.h"
+
+/* Sizes the model evaluates: 2^6 = 64 B to 2^34 = 16 GiB. */
+#define GCOLL_TUNING_MIN_LOG2 6
+#define GCOLL_TUNING_MAX_LOG2 34
+
+/* Who executes the collective: GPU kernels or host threads. The job is GPU
+ * only when every node class is. */
+enum gcoll_exec { GCOLL_EXEC_GPU = 0, GCOLL_EXEC_HOST, GCOLL_NEXECS };
+
+struct gcoll_tuning_exec {
+  double base_lat[GCOLL_NALGOS][GCOLL_NPROTOS];   /* us per collective */
+  double intra_lat[GCOLL_NALGOS][GCOLL_NPROTOS];  /* us per step inside a node */
+  double net_lat[GCOLL_NALGOS][GCOLL_NPROTOS];    /* us per step across nodes */
+  double proto_eff[GCOLL_NPROTOS];                /* share of channel bw carrying data */
+  double algo_eff[GCOLL_NALGOS];
+  int proto_ok[GCOLL_NPROTOS];                    /* protocol exists on this executor */
+  uint64_t min_channel_bytes;                     /* bytes per channel before adding one */
+};
+
+struct gcoll_tuning_model {
+  struct gcoll_tuning_exec exec[GCOLL_NEXECS];
+  double nvls_ratio;   /* NVLS algorithm bandwidth / bus bandwidth */
+  double default_bw;   /* GB/s per channel when the search reported none */
+};
+
+extern const struct gcoll_tuning_model gcoll_tuning_defaults;
+
+/* Predicted time (us) of one collective; exposed for tests and `gcoll-plan
+ * show --tuning`. bw_ch is GB/s per channel. */
+double gcoll_tuning_predict(const struct gcoll_tuning_model *m, enum gcoll_exec exec,
+                            enum gcoll_coll coll, enum gcoll_algo a, enum gcoll_proto p,
+                            int nranks, int nnodes, int nlocal, int nch, double bw_ch,
+                            uint64_t bytes);
+
+/* Applies overrides "key=value[,key=value...]" to m. Keys:
+ *   gpu|host.ALGO.PROTO.base_lat|intra_lat|net_lat, gpu|host.ALGO.eff,
+ *   gpu|host.PROTO.eff, gpu|host.min_channel_bytes, nvls_ratio, default_bw.
+ * Returns 0, or -1 with a one-line reason; m is unchanged up to the bad key. */
+int gcoll_tuning_set(struct gcoll_tuning_model *m, const char *spec, char *err, size_t errlen);
+
+struct gcoll_plan;
+/* Fills plan->tuning from model m (gcoll_plan_tune uses the defaults). */
+void gcoll_plan_tune_with(struct gcoll_plan *plan, const struct gcoll_tuning_model *m);
+
+#endif
