@@ -99,6 +99,18 @@ static int add_half_link(struct gcoll_topo *t, int from, int to, enum gcoll_link
   return 0;
 }
 
+/* Whether `from` can take a link to `to`: an existing link of that type
+ * only aggregates, a new one needs a free slot. */
+static int has_room(const struct gcoll_topo *t, int from, int to, enum gcoll_link_type type,
+                    char *err, size_t errlen) {
+  const struct gcoll_topo_dev *d = &t->dev[from];
+  for (int i = 0; i < d->nlinks; i++)
+    if (d->links[i].peer == to && d->links[i].type == type) return 1;
+  if (d->nlinks < GCOLL_TOPO_MAX_LINKS) return 1;
+  snprintf(err, errlen, "device '%s' has more than %d links", d->name, GCOLL_TOPO_MAX_LINKS);
+  return 0;
+}
+
 int gcoll_topo_add_link(struct gcoll_topo *topo, int a, int b, enum gcoll_link_type type,
                         int count, double bw, char *err, size_t errlen) {
   if (a < 0 || b < 0 || a >= topo->ndev || b >= topo->ndev || a == b) {
@@ -110,6 +122,10 @@ int gcoll_topo_add_link(struct gcoll_topo *topo, int a, int b, enum gcoll_link_t
              topo->dev[a].name, topo->dev[b].name);
     return -1;
   }
+  /* Both ends are checked before either is touched: a link recorded at one
+   * end only would make paths asymmetric. */
+  if (!has_room(topo, a, b, type, err, errlen) || !has_room(topo, b, a, type, err, errlen))
+    return -1;
   if (add_half_link(topo, a, b, type, count, bw, err, errlen)) return -1;
   return add_half_link(topo, b, a, type, count, bw, err, errlen);
 }

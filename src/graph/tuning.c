@@ -235,6 +235,8 @@ static int set_one(struct gcoll_tuning_model *m, char *item, char *err, size_t e
     snprintf(err, errlen, "tuning override '%s': '%s' is not a non-negative number", item, eq + 1);
     return -1;
   }
+  char key[128];
+  snprintf(key, sizeof(key), "%s", item);  /* strtok_r below cuts item up */
   char *parts[5];
   int np = 0;
   for (char *save = NULL, *tok = strtok_r(item, ".", &save); tok && np < 5;
@@ -264,7 +266,7 @@ static int set_one(struct gcoll_tuning_model *m, char *item, char *err, size_t e
     }
   }
 unknown:
-  snprintf(err, errlen, "tuning override: unknown key '%s' (see docs/plan-format.md#tuning)", item);
+  snprintf(err, errlen, "tuning override: unknown key '%s' (see docs/plan-format.md#tuning)", key);
   return -1;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "graph/tuning.h"
 #include "launcher/plan_cli.h"
 
 const char plan_usage_generate[] =
@@ -38,6 +39,8 @@ const char plan_usage_generate[] =
     "  -q, --quiet             no summary line on standard error\n"
     "  -h, --help              this help\n"
     "\n"
+    "Environment: GCOLL_TUNING=key=value,... overrides constants of the tuning\n"
+    "model (docs/plan-format.md, 'Tuning').\n\n"
     "Exit status: 0 written, 1 failure (the output is left untouched), 2 usage.\n";
 
 #define CMD "generate"
@@ -301,6 +304,16 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
   if (plan == NULL) {
     cli_fail("%s", err);
     goto out;
+  }
+  /* Site calibration of the tuning model, without a rebuild. */
+  const char *tuning = getenv("GCOLL_TUNING");
+  if (tuning != NULL && *tuning != '\0') {
+    struct gcoll_tuning_model model = gcoll_tuning_defaults;
+    if (gcoll_tuning_set(&model, tuning, err, sizeof(err)) != 0) {
+      cli_fail("GCOLL_TUNING: %s", err);
+      goto out;
+    }
+    gcoll_plan_tune_with(plan, &model);
   }
   int wrc = strcmp(o->output, "-") == 0
                 ? gcoll_plan_write_stream(plan, stdout, err, sizeof(err))
