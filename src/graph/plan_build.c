@@ -44,7 +44,7 @@ static void unique_class_name(const struct gcoll_plan *p, const char *base, char
   memcpy(out, stem, len + 1);
   for (int i = 2; class_name_taken(p, out) && i <= GCOLL_MAX_CLASSES + 1; i++) {
     char suffix[8];
-    snprintf(suffix, sizeof(suffix), "-%d", i % 1000000);
+    snprintf(suffix, sizeof(suffix), "-%u", (unsigned)i % 1000000u);
     memcpy(out, stem, len);
     memcpy(out + len, suffix, strlen(suffix) + 1);
   }

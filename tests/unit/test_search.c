@@ -467,7 +467,7 @@ static void test_random_topologies(void **state) {
   unsigned long long seed = 0x9e3779b97f4a7c15ULL;
   struct gcoll_intra_graph *g = graph_new(), *again = graph_new();
   char err[256];
-  for (int iter = 0; iter < 2000; iter++) {
+  for (int iter = 0; iter < 600; iter++) {
     struct gcoll_topo *t = random_topo(&seed);
     int counts[] = {1, t->ngpu, 1 + rnd(&seed, t->ngpu)};
     for (size_t i = 0; i < 3; i++)
@@ -486,6 +486,41 @@ static void test_random_topologies(void **state) {
   free(again);
 }
 
+/* CPU-only nodes with two sockets: ranks are split in blocks over the
+ * sockets, so every channel crosses the socket link once each way, and all
+ * channels together must fit in it. */
+static void test_cpu_two_sockets(void **state) {
+  (void)state;
+  unsigned long long seed = 42;
+  struct gcoll_intra_graph *g = graph_new();
+  char err[256];
+  for (int iter = 0; iter < 300; iter++) {
+    struct gcoll_topo *t = gcoll_topo_new("cpu-2s");
+    assert_non_null(t);
+    int c0 = add(t, GCOLL_DEV_CPU, "cpu", 0, -1), c1 = add(t, GCOLL_DEV_CPU, "cpu", 1, -1);
+    int cores0 = 1 + rnd(&seed, 64), cores1 = 1 + rnd(&seed, 64);
+    t->dev[c0].u.cpu.cores = cores0;
+    t->dev[c1].u.cpu.cores = cores1;
+    double sys_bw = 1 + rnd(&seed, 80);
+    link_or_fail(t, c0, c1, GCOLL_LINK_SYS, 1, sys_bw);
+    int nic = add(t, GCOLL_DEV_NIC, "eth", 0, c0 + rnd(&seed, 2));
+    t->dev[nic].u.nic.gbps = 10.0 * (1 + rnd(&seed, 20));
+    link_or_fail(t, t->dev[nic].parent, nic, GCOLL_LINK_PCI, 1, 16);
+    assert_int_equal(gcoll_topo_compute_paths(t, err, sizeof(err)), 0);
+    int n = 1 + rnd(&seed, GCOLL_MAX_LOCAL_RANKS), mn = rnd(&seed, 2), lim = rnd(&seed, 4);
+    if (run_search(t, n, mn, lim, g, err, sizeof(err)) != 0) fail_msg("cpu-2s nlocal=%d: %s", n, err);
+    check_graph(t, n, mn, lim, g);
+    /* Both sockets get ranks when each one's proportional share is >= 1. */
+    int both = (long)n * cores0 >= cores0 + cores1 && (long)n * cores1 >= cores0 + cores1;
+    if (both) assert_int_equal(g->ring_worst_path, GCOLL_PATH_SYS);
+    if (g->ring_worst_path == GCOLL_PATH_SYS)
+      assert_true(g->nchannels * g->ring_bw <= sys_bw * (1 + 1e-9));
+    if (n == 1) assert_true(g->ring_worst_path < GCOLL_PATH_SYS);
+    gcoll_topo_free(t);
+  }
+  free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reference_gpu_topologies),
@@ -496,6 +531,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_rejects_bad_counts),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_random_topologies),
+      cmocka_unit_test(test_cpu_two_sockets),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
