@@ -28,8 +28,15 @@ struct hl_range {
   int width;
 };
 
+/* The list is quoted with control characters shown as '?': a hostile list
+ * holding a newline must not split the one-line message. */
 static int hl_error(char *err, size_t errlen, const char *list, const char *reason) {
-  if (err && errlen) snprintf(err, errlen, "host list '%.60s': %s", list, reason);
+  char shown[61];
+  size_t n = 0;
+  for (; n < sizeof(shown) - 1 && list[n] != '\0'; n++)
+    shown[n] = (unsigned char)list[n] < 0x20 || list[n] == 0x7f ? '?' : list[n];
+  shown[n] = '\0';
+  if (err && errlen) snprintf(err, errlen, "host list '%s': %s", shown, reason);
   return -1;
 }
 

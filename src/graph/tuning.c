@@ -146,6 +146,9 @@ double gcoll_tuning_predict(const struct gcoll_tuning_model *m, enum gcoll_exec 
     ratio = (double)nranks / steps;
     break;
   }
+  /* Seed 000 counts 2*nnodes network steps for ring allreduce; with one
+   * rank per node that exceeds the 2*(n-1) steps there are. */
+  if (inter > steps) inter = steps;
   double lat = e->base_lat[a][p] + (steps - inter) * e->intra_lat[a][p] + inter * e->net_lat[a][p];
   double busbw = nch * bw_ch * e->proto_eff[p] * e->algo_eff[a];  /* GB/s = 1e3 bytes/us */
   double algbw = busbw * ratio;
@@ -175,9 +178,11 @@ static void tune_coll(struct gcoll_plan *plan, const struct gcoll_tuning_model *
   int nrows = 0;
   for (int lg = GCOLL_TUNING_MIN_LOG2; lg <= GCOLL_TUNING_MAX_LOG2; lg++) {
     uint64_t bytes = (uint64_t)1 << lg;
-    struct gcoll_tuning_entry best = {0};
-    double best_t = INFINITY;
     int nch = channels_for(e, s->nchannels, bytes);
+    /* Overrides can make every candidate infinite (all efficiencies 0):
+     * ring/simple then stands, so the row stays a usable one. */
+    struct gcoll_tuning_entry best = {bytes, GCOLL_ALGO_RING, GCOLL_PROTO_SIMPLE, nch};
+    double best_t = INFINITY;
     for (int a = 0; a < GCOLL_NALGOS; a++) {
       if (!algo_allowed(coll, (enum gcoll_algo)a, s)) continue;
       for (int p = 0; p < GCOLL_NPROTOS; p++) {
@@ -236,19 +241,33 @@ static int set_one(struct gcoll_tuning_model *m, char *item, char *err, size_t e
     return -1;
   }
   char key[128];
-  snprintf(key, sizeof(key), "%s", item);  /* strtok_r below cuts item up */
+  snprintf(key, sizeof(key), "%s", item);  /* the split below cuts item up */
+  /* Split by hand: strtok would let "gpu..ring.eff" pass as gpu.ring.eff. */
   char *parts[5];
   int np = 0;
-  for (char *save = NULL, *tok = strtok_r(item, ".", &save); tok && np < 5;
-       tok = strtok_r(NULL, ".", &save))
+  for (char *tok = item;;) {
+    if (np == 5) goto unknown;
     parts[np++] = tok;
+    char *dot = strchr(tok, '.');
+    if (dot == NULL) break;
+    *dot = '\0';
+    tok = dot + 1;
+  }
+  for (int i = 0; i < np; i++)
+    if (parts[i][0] == '\0') goto unknown;
   if (np == 1 && strcmp(parts[0], "nvls_ratio") == 0) { m->nvls_ratio = v; return 0; }
   if (np == 1 && strcmp(parts[0], "default_bw") == 0) { m->default_bw = v; return 0; }
   int ex = np >= 2 ? (strcmp(parts[0], "gpu") == 0 ? GCOLL_EXEC_GPU
                       : strcmp(parts[0], "host") == 0 ? GCOLL_EXEC_HOST : -1) : -1;
   if (ex < 0) goto unknown;
   struct gcoll_tuning_exec *e = &m->exec[ex];
-  if (np == 2 && strcmp(parts[1], "min_channel_bytes") == 0 && v >= 1) {
+  if (np == 2 && strcmp(parts[1], "min_channel_bytes") == 0) {
+    /* Whole bytes, and below 2^62 so the conversion is defined. */
+    if (v < 1 || v != floor(v) || v > 0x1p62) {
+      snprintf(err, errlen, "tuning override '%s': must be a whole number of bytes, 1 to 2^62",
+               key);
+      return -1;
+    }
     e->min_channel_bytes = (uint64_t)v;
     return 0;
   }

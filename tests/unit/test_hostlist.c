@@ -226,21 +226,23 @@ static void test_limits(void **state) {
   assert_string_equal(name, "node103");
 
   /* Names up to GCOLL_PLAN_HOST_MAX - 1 characters expand; longer fail. */
-  char list[600], longest[GCOLL_PLAN_HOST_MAX];
-  memset(longest, 'h', sizeof(longest) - 4);
-  snprintf(longest + sizeof(longest) - 4, 4, "[7]");
-  char *one[1];
-  char expect[GCOLL_PLAN_HOST_MAX];
-  memset(expect, 'h', sizeof(expect) - 4);
-  snprintf(expect + sizeof(expect) - 4, 4, "7");
-  one[0] = expect;
-  assert_expands_to(longest, one, 1);
-  snprintf(list, sizeof(list), "%s,%s[10]", "ok", longest);  /* one digit more */
+  char stem[GCOLL_PLAN_HOST_MAX], list[GCOLL_PLAN_HOST_MAX + 16], expect[GCOLL_PLAN_HOST_MAX + 1];
+  size_t stemlen = GCOLL_PLAN_HOST_MAX - 2;   /* + one digit = the longest name */
+  memset(stem, 'h', stemlen);
+  stem[stemlen] = '\0';
+  snprintf(list, sizeof(list), "%s[7]", stem);
+  snprintf(expect, sizeof(expect), "%s7", stem);
+  assert_int_equal(strlen(expect), GCOLL_PLAN_HOST_MAX - 1);
+  char *one[1] = {expect};
+  assert_expands_to(list, one, 1);
+  snprintf(list, sizeof(list), "ok,%s[9-10]", stem);  /* the second name is one too long */
   char **hosts = NULL;
   err[0] = '\0';
   assert_int_equal(gcoll_hostlist_expand(list, &hosts, &n, err, sizeof(err)), -1);
   assert_true(err[0] != '\0' && one_line(err));
   assert_null(hosts);
+  assert_int_equal(gcoll_hostlist_nth(list, 1, expect, GCOLL_PLAN_HOST_MAX, err, sizeof(err)), 0);
+  assert_int_equal(gcoll_hostlist_nth(list, 2, expect, GCOLL_PLAN_HOST_MAX, err, sizeof(err)), -1);
 }
 
 /* ---- compression --------------------------------------------------------- */
