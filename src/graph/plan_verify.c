@@ -81,6 +81,11 @@ static int check_class(const struct gcoll_plan *p, int k, char *err, size_t errl
   if (c->intra_edge != GCOLL_EDGE_SHM && c->intra_edge != GCOLL_EDGE_P2P)
     return bad(err, errlen, "class '%s' intra edge is %s (expected shm or p2p)", c->name,
                gcoll_edge_name(c->intra_edge));
+  /* The reader refuses these, so a plan that passes here must not be one
+   * that cannot be read back once written. */
+  if (!(g->ring_bw >= 0 && g->ring_bw <= 1e9) || !(g->net_bw >= 0 && g->net_bw <= 1e9))
+    return bad(err, errlen, "class '%s' bandwidth ring %g, net %g GB/s (expected 0..1e9)",
+               c->name, g->ring_bw, g->net_bw);
   if (g->nchannels != p->nchannels / 2)
     return bad(err, errlen, "class '%s' has %d searched channels, the plan's %d channels need %d",
                c->name, g->nchannels, p->nchannels, p->nchannels / 2);
@@ -314,6 +319,10 @@ static int check_tuning(const struct gcoll_plan *p, char *err, size_t errlen) {
                                : "only the last row may have no limit");
       if ((unsigned)t->algo >= GCOLL_NALGOS || (unsigned)t->proto >= GCOLL_NPROTOS)
         return bad(err, errlen, "tuning %s row %d: unknown algorithm or protocol", cn, i);
+      /* The runtime implements tree and NVLS only as allreduce algorithms. */
+      if (t->algo != GCOLL_ALGO_RING && c != GCOLL_COLL_ALLREDUCE)
+        return bad(err, errlen, "tuning %s row %d uses %s, which only allreduce supports", cn, i,
+                   gcoll_algo_name(t->algo));
       if (t->nchannels < 1 || t->nchannels > p->nchannels)
         return bad(err, errlen, "tuning %s row %d: %d channels, expected 1..%d", cn, i,
                    t->nchannels, p->nchannels);
