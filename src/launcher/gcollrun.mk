@@ -1,0 +1,1 @@
+# gcollrun: the launcher without a scheduler, and its TCP key-value store.
