@@ -177,6 +177,18 @@ static void fill_ring(const struct gcoll_plan *p, int node, int ring_pos, int s,
   if (i == L - 1) snprintf(r->nic_out, sizeof(r->nic_out), "%s", ch->ring_nic_out_name);
 }
 
+int gcoll_plan_ring_ranks(const struct gcoll_plan *plan, int channel, int *ranks) {
+  if (channel < 0 || channel >= plan->nchannels || plan->nchannels < 2) return -1;
+  int S = plan->nchannels / 2, s = channel % S, k = 0;
+  for (int j = 0; j < plan->nnodes; j++) {
+    int node = plan->ring_node_order[j];
+    const struct gcoll_plan_class *c = class_of(plan, node);
+    for (int i = 0; i < c->nlocal && k < plan->nranks; i++)
+      ranks[k++] = plan->node_first_rank[node] + c->graph.ch[s].ring[i];
+  }
+  return k == plan->nranks ? 0 : -1;
+}
+
 static int tree_endpoint(const struct gcoll_plan *p, int node, int s) {
   return p->node_first_rank[node] + class_of(p, node)->graph.ch[s].chain[0];
 }

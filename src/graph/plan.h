@@ -132,6 +132,10 @@ void gcoll_plan_tune(struct gcoll_plan *plan);
 
 /* Derived per-rank facts, computed from the in-memory plan. */
 int gcoll_plan_node_of_rank(const struct gcoll_plan *plan, int rank);
+/* The global ranks of ring channel `channel` in ring order (ranks has
+ * nranks entries): what ring algorithms need to place each rank's block.
+ * Returns 0, or -1 for a bad channel or an inconsistent plan. */
+int gcoll_plan_ring_ranks(const struct gcoll_plan *plan, int channel, int *ranks);
 /* Fills the same view gcoll_plan_load_rank_view() reads from a file. */
 int gcoll_plan_rank_view(const struct gcoll_plan *plan, int rank,
                          struct gcoll_rank_view *view, char *err, size_t errlen);

@@ -1,2 +1,24 @@
 # src/kernels: collective algorithms on primitives, reduction loops, the host
 # executor. Knows nothing of plans, sockets or processes.
+
+# Reduction core (kred): element-wise ops, 16-bit float conversions, names.
+libgcoll_la_SOURCES += src/kernels/reduce.c src/kernels/reduce.h src/kernels/half.h
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_reduce
+TESTS += tests/unit/test_reduce
+tests_unit_test_reduce_SOURCES = tests/unit/test_reduce.c tests/unit/testutil.h
+tests_unit_test_reduce_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_reduce_LDADD = $(UNIT_LDADD)
+endif
+
+# Algorithms on primitives and the host executor (kprims).
+libgcoll_la_SOURCES += src/kernels/fifo.h src/kernels/wait.h src/kernels/wait.c \
+	src/kernels/prims.h src/kernels/prims_host.c src/kernels/algo_ring.h \
+	src/kernels/algo_tree.h src/kernels/host_exec.h src/kernels/host_exec.c
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_algos
+TESTS += tests/unit/test_algos
+tests_unit_test_algos_SOURCES = tests/unit/test_algos.c tests/unit/testutil.h
+tests_unit_test_algos_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_algos_LDADD = $(UNIT_LDADD)
+endif

@@ -1,1 +1,30 @@
 # gcollrun: the launcher without a scheduler, and its TCP key-value store.
+
+# The bootstrap interface (TCP KVS client now, PMI2 later) is part of
+# libgcoll: the runtime calls it, gcollrun only hosts the server.
+libgcoll_la_SOURCES += src/runtime/bootstrap.h src/runtime/bootstrap.c \
+	src/runtime/bootstrap_tcp.c src/runtime/kvs_proto.h src/runtime/kvs_proto.c
+
+# Topology name lookup, shared by gcoll-plan and gcollrun.
+gcoll_plan_SOURCES += src/launcher/topo_lookup.h src/launcher/topo_lookup.c
+
+bin_PROGRAMS += gcollrun
+gcollrun_SOURCES = src/launcher/gcollrun.h src/launcher/gcollrun.c \
+	src/launcher/gcollrun_plan.c src/launcher/gcollrun_spawn.c \
+	src/launcher/gcollrun_output.c src/launcher/kvs_server.h \
+	src/launcher/kvs_server.c src/launcher/topo_lookup.h src/launcher/topo_lookup.c
+gcollrun_LDADD = libgcoll.la -lm
+
+check_PROGRAMS += tests/integration/kvs_client
+tests_integration_kvs_client_SOURCES = tests/integration/kvs_client.c
+tests_integration_kvs_client_LDADD = libgcoll.la
+TESTS += tests/integration/test_gcollrun.sh
+EXTRA_DIST += tests/integration/test_gcollrun.sh
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_kvs_proto
+TESTS += tests/unit/test_kvs_proto
+tests_unit_test_kvs_proto_SOURCES = tests/unit/test_kvs_proto.c
+tests_unit_test_kvs_proto_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_kvs_proto_LDADD = $(UNIT_LDADD)
+endif

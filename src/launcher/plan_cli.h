@@ -11,6 +11,7 @@
 
 #include "graph/plan.h"
 #include "graph/topo.h"
+#include "launcher/topo_lookup.h"
 
 #define PLAN_CLI_PROG "gcoll-plan"
 
@@ -55,15 +56,6 @@ int cli_parse_long(const char *cmd, const char *opt, const char *s, long long mi
                    long long max, long long *out);
 /* Prints usage text to stdout; returns PLAN_EXIT_OK. */
 int cli_print_usage(const char *usage);
-
-/* Resolves a topology argument: an existing path is used as is; a bare name
- * ("dgx-h100" or "dgx-h100.yaml") is searched in $GCOLL_TOPO_DIR, then the
- * installed directory, then the source tree's etc/topologies. Returns 0 with
- * the path in out, or -1 with a one-line reason listing where it looked. */
-int cli_resolve_topo(const char *arg, char *out, size_t outlen, char *err,
-                     size_t errlen);
-/* Reads and resolves a topology and computes its paths. */
-struct gcoll_topo *cli_load_topo(const char *arg, char *err, size_t errlen);
 
 /* Human sizes: 65536 -> "64 KiB", 1536 -> "1.5 KiB". */
 const char *cli_bytes(uint64_t bytes, char *buf, size_t buflen);

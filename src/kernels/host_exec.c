@@ -1,0 +1,502 @@
+/* The host executor (see host_exec.h). */
+#include "kernels/host_exec.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/algo_ring.h"
+#include "kernels/algo_tree.h"
+#include "kernels/reduce.h"
+
+struct channel {
+  struct gcoll_host_exec *exec;
+  int index;
+  struct gcoll_host_channel conf;
+  int *ranks;                       /* owned copy of the ring order */
+  struct gcoll_prims ring, up, down;
+  struct gcoll_prims *failed;       /* prims of the last failure */
+  const char *phase;
+  struct gcoll_wait wait;
+  void *scratch[GCOLL_PRIMS_SCRATCH];
+  size_t scratch_bytes;
+  size_t lo, n;                     /* this collective's element range */
+  gcollResult_t result;
+  pthread_t thread;
+  int started;
+};
+
+struct gcoll_host_exec {
+  int rank, nranks, nchannels;
+  _Atomic int *abort_word;
+  uint64_t timeout_ns;
+  struct channel *ch;
+  void *scratch_mem;
+
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv, done_cv;
+  uint64_t generation;              /* bumped per collective */
+  int pending;                      /* workers still running it */
+  int stop;
+
+  struct gcoll_host_coll job;
+  int job_channels;
+  _Atomic int local_abort;          /* first failure, stops sibling channels */
+  _Atomic int first_failed;         /* its channel, -1 when none */
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+  if (err == NULL || errlen == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- creation ---------------------------------------------------------- */
+
+static size_t channel_slot_bytes(const struct gcoll_host_channel *c, int nranks,
+                                 char *err, size_t errlen, int idx) {
+  struct gcoll_fifo *f[2 + 2 + 2 * GCOLL_PRIMS_MAX_PEERS];
+  int n = 0;
+  if (nranks > 1) {
+    f[n++] = c->ring.recv_prev;
+    f[n++] = c->ring.send_next;
+  }
+  if (c->has_tree) {
+    if (c->tree.parent >= 0) {
+      f[n++] = c->tree.recv_parent;
+      f[n++] = c->tree.send_parent;
+    }
+    for (int i = 0; i < c->tree.nchildren; i++) {
+      f[n++] = c->tree.recv_child[i];
+      f[n++] = c->tree.send_child[i];
+    }
+  }
+  size_t slot = 0;
+  for (int i = 0; i < n; i++) {
+    if (f[i] == NULL) {
+      set_err(err, errlen, "channel %d: missing FIFO", idx);
+      return 0;
+    }
+    if (!gcoll_fifo_slot_bytes_valid(f[i]->slot_bytes) ||
+        (slot != 0 && f[i]->slot_bytes != slot)) {
+      set_err(err, errlen, "channel %d: FIFO slot sizes differ or are invalid", idx);
+      return 0;
+    }
+    slot = f[i]->slot_bytes;
+  }
+  return slot == 0 ? GCOLL_FIFO_MIN_SLOT : slot;
+}
+
+static int check_channel(const struct gcoll_host_exec_config *cfg, int idx,
+                         char *err, size_t errlen) {
+  const struct gcoll_host_channel *c = &cfg->channels[idx];
+  const struct gcoll_host_ring *r = &c->ring;
+  if (r->ranks == NULL || r->pos < 0 || r->pos >= cfg->nranks ||
+      r->ranks[r->pos] != cfg->rank) {
+    set_err(err, errlen, "channel %d: ring position %d does not hold rank %d",
+            idx, r->pos, cfg->rank);
+    return -1;
+  }
+  for (int i = 0; i < cfg->nranks; i++) {
+    if (r->ranks[i] < 0 || r->ranks[i] >= cfg->nranks) {
+      set_err(err, errlen, "channel %d: ring rank %d out of range", idx, r->ranks[i]);
+      return -1;
+    }
+    for (int j = 0; j < i; j++)
+      if (r->ranks[j] == r->ranks[i]) {
+        set_err(err, errlen, "channel %d: rank %d twice in the ring", idx, r->ranks[i]);
+        return -1;
+      }
+  }
+  if (c->has_tree) {
+    const struct gcoll_host_tree *t = &c->tree;
+    if (t->nchildren < 0 || t->nchildren > GCOLL_PRIMS_MAX_PEERS ||
+        t->parent < -1 || t->parent >= cfg->nranks || t->parent == cfg->rank ||
+        (cfg->nranks > 1 && t->parent < 0 && t->nchildren == 0)) {
+      set_err(err, errlen, "channel %d: invalid tree (parent %d, %d children)",
+              idx, t->parent, t->nchildren);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static void *worker_main(void *arg);
+
+static void stop_workers(struct gcoll_host_exec *e) {
+  pthread_mutex_lock(&e->mu);
+  e->stop = 1;
+  pthread_cond_broadcast(&e->work_cv);
+  pthread_mutex_unlock(&e->mu);
+  for (int c = 1; c < e->nchannels; c++)
+    if (e->ch[c].started) pthread_join(e->ch[c].thread, NULL);
+}
+
+void gcoll_host_exec_destroy(struct gcoll_host_exec *e) {
+  if (e == NULL) return;
+  stop_workers(e);
+  pthread_cond_destroy(&e->work_cv);
+  pthread_cond_destroy(&e->done_cv);
+  pthread_mutex_destroy(&e->mu);
+  for (int c = 0; c < e->nchannels; c++) free(e->ch[c].ranks);
+  free(e->ch);
+  free(e->scratch_mem);
+  free(e);
+}
+
+static int alloc_channels(struct gcoll_host_exec *e,
+                          const struct gcoll_host_exec_config *cfg,
+                          char *err, size_t errlen) {
+  size_t total = 0;
+  for (int c = 0; c < e->nchannels; c++) {
+    struct channel *ch = &e->ch[c];
+    size_t slot = channel_slot_bytes(&cfg->channels[c], cfg->nranks, err, errlen, c);
+    if (slot == 0) return -1;
+    ch->exec = e;
+    ch->index = c;
+    ch->conf = cfg->channels[c];
+    ch->ranks = malloc((size_t)cfg->nranks * sizeof(int));
+    if (ch->ranks == NULL) {
+      set_err(err, errlen, "out of memory");
+      return -1;
+    }
+    memcpy(ch->ranks, cfg->channels[c].ring.ranks, (size_t)cfg->nranks * sizeof(int));
+    ch->conf.ring.ranks = ch->ranks;
+    /* LL payload, rounded to whole 64-byte lines. */
+    ch->scratch_bytes = (slot / 4 + 63) / 64 * 64;
+    total += GCOLL_PRIMS_SCRATCH * ch->scratch_bytes;
+  }
+  if (posix_memalign(&e->scratch_mem, 64, total) != 0) {
+    e->scratch_mem = NULL;
+    set_err(err, errlen, "out of memory for %zu bytes of scratch", total);
+    return -1;
+  }
+  memset(e->scratch_mem, 0, total); /* touch once, never per collective */
+  char *p = e->scratch_mem;
+  for (int c = 0; c < e->nchannels; c++)
+    for (int i = 0; i < GCOLL_PRIMS_SCRATCH; i++) {
+      e->ch[c].scratch[i] = p;
+      p += e->ch[c].scratch_bytes;
+    }
+  return 0;
+}
+
+struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_host_exec_config *cfg,
+                                               char *err, size_t errlen) {
+  if (cfg == NULL || cfg->nranks < 1 || cfg->rank < 0 || cfg->rank >= cfg->nranks ||
+      cfg->nchannels < 1 || cfg->nchannels > GCOLL_HOST_MAX_CHANNELS ||
+      cfg->channels == NULL) {
+    set_err(err, errlen, "invalid executor config (rank/nranks/nchannels)");
+    return NULL;
+  }
+  for (int c = 0; c < cfg->nchannels; c++)
+    if (check_channel(cfg, c, err, errlen) != 0) return NULL;
+  struct gcoll_host_exec *e = calloc(1, sizeof(*e));
+  if (e == NULL) {
+    set_err(err, errlen, "out of memory");
+    return NULL;
+  }
+  e->rank = cfg->rank;
+  e->nranks = cfg->nranks;
+  e->nchannels = cfg->nchannels;
+  e->abort_word = cfg->abort_word;
+  e->timeout_ns = cfg->timeout_ns;
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_cond_init(&e->work_cv, NULL);
+  pthread_cond_init(&e->done_cv, NULL);
+  atomic_init(&e->local_abort, 0);
+  atomic_init(&e->first_failed, -1);
+  e->ch = calloc((size_t)cfg->nchannels, sizeof(*e->ch));
+  if (e->ch == NULL || alloc_channels(e, cfg, err, errlen) != 0) {
+    if (e->ch == NULL) set_err(err, errlen, "out of memory");
+    gcoll_host_exec_destroy(e);
+    return NULL;
+  }
+  for (int c = 1; c < e->nchannels; c++) {
+    int rc = pthread_create(&e->ch[c].thread, NULL, worker_main, &e->ch[c]);
+    if (rc != 0) {
+      set_err(err, errlen, "cannot start channel worker %d: %s", c, strerror(rc));
+      gcoll_host_exec_destroy(e);
+      return NULL;
+    }
+    e->ch[c].started = 1;
+  }
+  return e;
+}
+
+/* ---- one channel's work ------------------------------------------------ */
+
+static gcollResult_t setup_ring(struct channel *ch, const struct gcoll_host_coll *c) {
+  struct gcoll_fifo *recv[1] = {ch->conf.ring.recv_prev};
+  struct gcoll_fifo *send[1] = {ch->conf.ring.send_next};
+  int peers = ch->exec->nranks > 1;
+  return gcoll_prims_setup(&ch->ring, recv, peers, send, peers, c->proto, c->dtype,
+                           c->op, &ch->wait, ch->scratch, ch->scratch_bytes);
+}
+
+static gcollResult_t setup_tree(struct channel *ch, const struct gcoll_host_coll *c) {
+  const struct gcoll_host_tree *t = &ch->conf.tree;
+  int has_parent = t->parent >= 0;
+  struct gcoll_fifo *const up_send[1] = {t->send_parent};
+  struct gcoll_fifo *const down_recv[1] = {t->recv_parent};
+  gcollResult_t r = gcoll_prims_setup(&ch->up, t->recv_child, t->nchildren, up_send,
+                                      has_parent, c->proto, c->dtype, c->op, &ch->wait,
+                                      ch->scratch, ch->scratch_bytes);
+  if (r != gcollSuccess) return r;
+  return gcoll_prims_setup(&ch->down, down_recv, has_parent, t->send_child,
+                           t->nchildren, c->proto, c->dtype, c->op, &ch->wait,
+                           ch->scratch, ch->scratch_bytes);
+}
+
+static gcollResult_t run_tree(struct channel *ch, const struct gcoll_host_coll *c) {
+  gcollResult_t r = setup_tree(ch, c);
+  if (r != gcollSuccess) return r;
+  struct gcoll_tree_work w = {
+      .sendbuf = c->sendbuf, .recvbuf = c->recvbuf, .offset = ch->lo, .count = ch->n,
+      .parent = ch->conf.tree.parent, .nchildren = ch->conf.tree.nchildren};
+  ch->phase = "tree";
+  r = gcoll_tree_allreduce(&ch->up, &ch->down, &w);
+  if (r != gcollSuccess) ch->failed = ch->up.fail_what ? &ch->up : &ch->down;
+  return r;
+}
+
+static gcollResult_t run_ring(struct channel *ch, const struct gcoll_host_coll *c) {
+  gcollResult_t r = setup_ring(ch, c);
+  if (r != gcollSuccess) return r;
+  struct gcoll_ring_work w = {
+      .sendbuf = c->sendbuf, .recvbuf = c->recvbuf, .offset = ch->lo, .count = ch->n,
+      .stride = c->count, .nranks = ch->exec->nranks, .pos = ch->conf.ring.pos,
+      .root = c->root, .ranks = ch->ranks};
+  ch->phase = "ring";
+  switch (c->coll) {
+    case GCOLL_COLL_ALLREDUCE: r = gcoll_ring_allreduce(&ch->ring, &w); break;
+    case GCOLL_COLL_BROADCAST: r = gcoll_ring_broadcast(&ch->ring, &w); break;
+    case GCOLL_COLL_REDUCE: r = gcoll_ring_reduce(&ch->ring, &w); break;
+    case GCOLL_COLL_ALLGATHER: r = gcoll_ring_allgather(&ch->ring, &w); break;
+    default: r = gcoll_ring_reducescatter(&ch->ring, &w); break;
+  }
+  if (r != gcollSuccess) ch->failed = &ch->ring;
+  return r;
+}
+
+static void finish_avg(struct channel *ch, const struct gcoll_host_coll *c) {
+  struct gcoll_host_exec *e = ch->exec;
+  if (c->op != gcollAvg || ch->n == 0) return;
+  if (c->coll == GCOLL_COLL_ALLGATHER || c->coll == GCOLL_COLL_BROADCAST) return;
+  if (c->coll == GCOLL_COLL_REDUCE && e->rank != c->root) return;
+  char *buf = (char *)c->recvbuf + ch->lo * gcoll_dtype_size(c->dtype);
+  gcoll_avg_finish(buf, ch->n, c->dtype, e->nranks);
+}
+
+static gcollResult_t run_channel(struct channel *ch) {
+  struct gcoll_host_exec *e = ch->exec;
+  const struct gcoll_host_coll *c = &e->job;
+  ch->failed = NULL;
+  ch->phase = "setup";
+  gcollResult_t r = c->algo == GCOLL_ALGO_TREE ? run_tree(ch, c) : run_ring(ch, c);
+  if (r == gcollSuccess) {
+    finish_avg(ch, c);
+  } else {
+    int zero = 0;
+    if (atomic_compare_exchange_strong(&e->local_abort, &zero, (int)r))
+      atomic_store(&e->first_failed, ch->index);
+  }
+  ch->result = r;
+  return r;
+}
+
+static void *worker_main(void *arg) {
+  struct channel *ch = arg;
+  struct gcoll_host_exec *e = ch->exec;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&e->mu);
+  for (;;) {
+    while (!e->stop && (e->generation == seen || ch->index >= e->job_channels)) {
+      seen = e->generation;
+      pthread_cond_wait(&e->work_cv, &e->mu);
+    }
+    if (e->stop) break;
+    seen = e->generation;
+    pthread_mutex_unlock(&e->mu);
+    run_channel(ch);
+    pthread_mutex_lock(&e->mu);
+    if (--e->pending == 0) pthread_cond_signal(&e->done_cv);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return NULL;
+}
+
+/* ---- validation and partition ----------------------------------------- */
+
+static int ranges_overlap(const void *a, size_t alen, const void *b, size_t blen) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return alen > 0 && blen > 0 && x < y + blen && y < x + alen;
+}
+
+static gcollResult_t check_buffers(const struct gcoll_host_exec *e,
+                                   const struct gcoll_host_coll *c, size_t esize,
+                                   char *err, size_t errlen) {
+  size_t n = (size_t)e->nranks;
+  if (c->count > SIZE_MAX / esize / n) {
+    set_err(err, errlen, "count %zu overflows the buffer size", c->count);
+    return gcollInvalidArgument;
+  }
+  size_t bytes = c->count * esize;
+  int is_root = e->rank == c->root;
+  size_t send_len = bytes, recv_len = bytes;
+  /* Integer addresses: the in-place offsets may point outside the buffer
+   * the caller passed when the call is not in place. */
+  uintptr_t send = (uintptr_t)c->sendbuf, recv = (uintptr_t)c->recvbuf;
+  int in_place = send == recv;
+  switch (c->coll) {
+    case GCOLL_COLL_BROADCAST: if (!is_root) send_len = 0; break;
+    case GCOLL_COLL_REDUCE: if (!is_root) recv_len = 0; break;
+    case GCOLL_COLL_ALLGATHER:
+      recv_len = bytes * n;
+      in_place = send == recv + (uintptr_t)e->rank * bytes;
+      break;
+    case GCOLL_COLL_REDUCESCATTER:
+      send_len = bytes * n;
+      in_place = recv == send + (uintptr_t)e->rank * bytes;
+      break;
+    default: break;
+  }
+  if ((send_len > 0 && c->sendbuf == NULL) || (recv_len > 0 && c->recvbuf == NULL)) {
+    set_err(err, errlen, "NULL buffer for %zu elements", c->count);
+    return gcollInvalidArgument;
+  }
+  if (send_len > 0 && recv_len > 0 && !in_place &&
+      ranges_overlap(c->sendbuf, send_len, c->recvbuf, recv_len)) {
+    set_err(err, errlen, "sendbuf and recvbuf overlap other than in place");
+    return gcollInvalidArgument;
+  }
+  return gcollSuccess;
+}
+
+static gcollResult_t check_coll(const struct gcoll_host_exec *e,
+                                const struct gcoll_host_coll *c, char *err,
+                                size_t errlen) {
+  size_t esize = gcoll_dtype_size(c->dtype);
+  if ((int)c->coll < 0 || c->coll >= GCOLL_NCOLLS) {
+    set_err(err, errlen, "invalid collective %d", (int)c->coll);
+    return gcollInvalidArgument;
+  }
+  if (esize == 0) {
+    set_err(err, errlen, "invalid data type %d", (int)c->dtype);
+    return gcollInvalidArgument;
+  }
+  if ((int)c->op < 0 || c->op >= gcollNumOps) {
+    set_err(err, errlen, "invalid reduction op %d", (int)c->op);
+    return gcollInvalidArgument;
+  }
+  if ((c->coll == GCOLL_COLL_BROADCAST || c->coll == GCOLL_COLL_REDUCE) &&
+      (c->root < 0 || c->root >= e->nranks)) {
+    set_err(err, errlen, "root %d out of range [0, %d)", c->root, e->nranks);
+    return gcollInvalidArgument;
+  }
+  if (c->proto != GCOLL_PROTO_SIMPLE && c->proto != GCOLL_PROTO_LL) {
+    set_err(err, errlen, "protocol %d: the host executor runs SIMPLE and LL only",
+            (int)c->proto);
+    return c->proto == GCOLL_PROTO_LL128 ? gcollInvalidUsage : gcollInvalidArgument;
+  }
+  if (c->nchannels < 0 || c->nchannels > e->nchannels) {
+    set_err(err, errlen, "%d channels requested, %d connected", c->nchannels,
+            e->nchannels);
+    return gcollInvalidArgument;
+  }
+  if (c->algo == GCOLL_ALGO_TREE) {
+    if (c->coll != GCOLL_COLL_ALLREDUCE) {
+      set_err(err, errlen, "the tree algorithm implements allreduce only");
+      return gcollInvalidUsage;
+    }
+    int nch = c->nchannels ? c->nchannels : e->nchannels;
+    for (int i = 0; i < nch; i++)
+      if (!e->ch[i].conf.has_tree) {
+        set_err(err, errlen, "channel %d has no tree connections", i);
+        return gcollInvalidUsage;
+      }
+  } else if (c->algo != GCOLL_ALGO_RING) {
+    set_err(err, errlen, "algorithm %d: the host executor runs ring and tree only",
+            (int)c->algo);
+    return c->algo == GCOLL_ALGO_NVLS ? gcollInvalidUsage : gcollInvalidArgument;
+  }
+  return check_buffers(e, c, esize, err, errlen);
+}
+
+static void partition(struct gcoll_host_exec *e, size_t count, size_t esize, int nch) {
+  size_t align = esize >= 64 ? 1 : 64 / esize;
+  size_t per = (count + (size_t)nch - 1) / (size_t)nch;
+  per = (per + align - 1) / align * align;
+  for (int c = 0; c < nch; c++) {
+    size_t lo = (size_t)c * per < count ? (size_t)c * per : count;
+    size_t hi = count - lo < per ? count : lo + per;
+    e->ch[c].lo = lo;
+    e->ch[c].n = hi - lo;
+  }
+}
+
+static const char *reason_text(const struct channel *ch, gcollResult_t r) {
+  if (ch->wait.reason == GCOLL_WAIT_DEADLINE) return "deadline passed";
+  if (ch->wait.reason == GCOLL_WAIT_ABORTED) return "aborted";
+  if (r == gcollInternalError) return "protocol mismatch";
+  return "failed";
+}
+
+static void describe_failure(const struct gcoll_host_exec *e, gcollResult_t r,
+                             char *err, size_t errlen) {
+  int idx = atomic_load(&e->first_failed);
+  if (idx < 0) idx = 0;
+  const struct channel *ch = &e->ch[idx];
+  const struct gcoll_prims *p = ch->failed;
+  if (p == NULL || p->fail_what == NULL) {
+    set_err(err, errlen, "channel %d (%s): %s (result %d)", idx, ch->phase,
+            reason_text(ch, r), (int)r);
+    return;
+  }
+  set_err(err, errlen, "channel %d (%s): %s while waiting for %s %d at step %llu",
+          idx, ch->phase, reason_text(ch, r), p->fail_what, p->fail_peer,
+          (unsigned long long)p->fail_step);
+}
+
+/* ---- running ------------------------------------------------------------ */
+
+gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
+                                  const struct gcoll_host_coll *c, char *err,
+                                  size_t errlen) {
+  if (e == NULL || c == NULL) {
+    set_err(err, errlen, "NULL executor or collective");
+    return gcollInvalidArgument;
+  }
+  gcollResult_t r = check_coll(e, c, err, errlen);
+  if (r != gcollSuccess) return r;
+  int nch = c->nchannels ? c->nchannels : e->nchannels;
+  partition(e, c->count, gcoll_dtype_size(c->dtype), nch);
+  struct gcoll_wait w;
+  gcoll_wait_init(&w, e->abort_word, &e->local_abort, e->timeout_ns);
+  for (int i = 0; i < nch; i++) e->ch[i].wait = w;
+  atomic_store(&e->local_abort, 0);
+  atomic_store(&e->first_failed, -1);
+
+  pthread_mutex_lock(&e->mu);
+  e->job = *c;
+  e->job_channels = nch;
+  e->pending = nch - 1;
+  e->generation++;
+  if (nch > 1) pthread_cond_broadcast(&e->work_cv);
+  pthread_mutex_unlock(&e->mu);
+
+  run_channel(&e->ch[0]);
+
+  pthread_mutex_lock(&e->mu);
+  while (e->pending > 0) pthread_cond_wait(&e->done_cv, &e->mu);
+  pthread_mutex_unlock(&e->mu);
+
+  r = (gcollResult_t)atomic_load(&e->local_abort);
+  if (r != gcollSuccess) describe_failure(e, r, err, errlen);
+  return r;
+}

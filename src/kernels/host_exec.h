@@ -1,0 +1,103 @@
+/* The host executor: runs one collective over a rank's channels with the
+ * host primitives, a worker thread per channel.
+ *
+ * Threads and scratch memory are created once, in gcoll_host_exec_create;
+ * gcoll_host_exec_run allocates nothing, creates no thread and clears no
+ * memory. Channel 0 runs on the calling thread; idle workers sleep on a
+ * condition variable. One collective at a time per executor.
+ *
+ * Connections are FIFOs (fifo.h) the caller owns and keeps alive: a ring
+ * per channel (receive from the previous position, send to the next) and
+ * optionally a tree per channel. All FIFOs of one channel, on every rank,
+ * must have the same slot size: chunk sizes derive from it and every rank
+ * must compute the same ones.
+ *
+ * Data partition: each channel takes a contiguous element range of the
+ * buffer (for allgather/reducescatter: of every rank's block), the ranges in
+ * channel order, each ceil(count / nchannels) rounded up to 64 bytes of
+ * elements, so that ranges start 64-byte aligned when the buffer does; the
+ * last channels may get less or nothing. A double binary tree is two
+ * channels with different trees: each reduces its own half.
+ *
+ * avg reduces as sum and divides the final result once (gcoll_avg_finish).
+ * In-place: sendbuf == recvbuf (allreduce, broadcast, reduce), sendbuf ==
+ * recvbuf + rank*count elements (allgather), recvbuf == sendbuf +
+ * rank*count elements (reducescatter). Other overlap is rejected.
+ */
+#ifndef GCOLL_KERNELS_HOST_EXEC_H
+#define GCOLL_KERNELS_HOST_EXEC_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gcoll.h"
+#include "gcoll_plan.h"
+#include "kernels/fifo.h"
+#include "kernels/prims.h"
+
+#define GCOLL_HOST_MAX_CHANNELS 32
+
+/* enum gcoll_coll and enum gcoll_algo come from gcoll_plan.h (the plan's
+ * values pass through); the host implements ring and tree (allreduce). */
+
+struct gcoll_host_ring {
+  struct gcoll_fifo *recv_prev;   /* NULL when nranks == 1 */
+  struct gcoll_fifo *send_next;
+  const int *ranks;               /* ranks[pos] = global rank; copied */
+  int pos;                        /* this rank's position */
+};
+
+struct gcoll_host_tree {
+  int parent;                     /* global rank, -1 at the root */
+  struct gcoll_fifo *recv_parent, *send_parent;
+  int nchildren;                  /* 0..GCOLL_PRIMS_MAX_PEERS */
+  struct gcoll_fifo *recv_child[GCOLL_PRIMS_MAX_PEERS];
+  struct gcoll_fifo *send_child[GCOLL_PRIMS_MAX_PEERS];
+};
+
+struct gcoll_host_channel {
+  struct gcoll_host_ring ring;
+  int has_tree;                   /* 0: the tree algorithm is unavailable */
+  struct gcoll_host_tree tree;
+};
+
+struct gcoll_host_exec_config {
+  int rank, nranks;
+  int nchannels;                  /* 1..GCOLL_HOST_MAX_CHANNELS */
+  const struct gcoll_host_channel *channels;
+  _Atomic int *abort_word;        /* gcollResult_t; 0 = go on; may be NULL */
+  uint64_t timeout_ns;            /* per collective */
+};
+
+struct gcoll_host_coll {
+  enum gcoll_coll coll;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count;                   /* elements (per rank for allgather/rs) */
+  gcollDataType_t dtype;
+  gcollRedOp_t op;
+  int root;                       /* broadcast, reduce */
+  enum gcoll_algo algo;           /* tree: allreduce only */
+  enum gcoll_proto proto;
+  int nchannels;                  /* 0 = all configured */
+};
+
+struct gcoll_host_exec;
+
+/* Validates the connections, copies the ring orders, allocates scratch and
+ * starts nchannels-1 workers. NULL with a one-line reason on failure. */
+struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_host_exec_config *cfg,
+                                               char *err, size_t errlen);
+void gcoll_host_exec_destroy(struct gcoll_host_exec *e);
+
+/* Runs one collective; every rank must make the same call (same coll,
+ * count, dtype, op, root, algo, proto, nchannels). Returns gcollSuccess,
+ * gcollInvalidArgument/gcollInvalidUsage for bad arguments (nothing moved),
+ * gcollSystemError when the deadline passed, or the abort word's value;
+ * err names the first failing channel and what it waited for. */
+gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
+                                  const struct gcoll_host_coll *c,
+                                  char *err, size_t errlen);
+
+#endif

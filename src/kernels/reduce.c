@@ -1,0 +1,263 @@
+/* Host reduction loops and the type/op name tables.
+ *
+ * Each (type, op) pair gets its own plain loop so that the compiler sees a
+ * fixed element operation and can vectorise it; gcoll_reduce picks the loop
+ * with one switch per call. The loops are restrict-free because in-place
+ * calls (dst == a or dst == b) are the common case in ring kernels. */
+#include "kernels/reduce.h"
+
+#include <string.h>
+
+/* Without restrict, GCC at -O2 (its "very cheap" vector cost model) will not
+ * add the runtime alias check the loops need, so they would stay scalar.
+ * ivdep states what the API contract guarantees: dst is a, b, or disjoint
+ * from both, so element i is read before it is written and no iteration
+ * depends on another. Clang adds the alias check itself (and its
+ * assume_safety hint turns every loop it cannot vectorise into a warning). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define GCOLL_NO_LOOP_CARRIED_DEPS _Pragma("GCC ivdep")
+#else
+#define GCOLL_NO_LOOP_CARRIED_DEPS
+#endif
+
+/* ---- Names ---------------------------------------------------------------- */
+
+static const char *const dtype_names[gcollNumTypes] = {
+    "int8", "uint8", "int32", "uint32", "int64",
+    "uint64", "half", "float", "double", "bfloat16"};
+
+static const size_t dtype_sizes[gcollNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+
+static const char *const redop_names[gcollNumOps] = {"sum", "prod", "max",
+                                                     "min", "avg"};
+
+/* Extra spellings nccl-tests and NCCL users type. */
+static const struct {
+  const char *name;
+  gcollDataType_t type;
+} dtype_aliases[] = {
+    {"float16", gcollFloat16}, {"float32", gcollFloat32},
+    {"float64", gcollFloat64}, {"bf16", gcollBfloat16},
+    {"char", gcollChar},       {"int", gcollInt},
+};
+
+static int dtype_valid(gcollDataType_t t) {
+  return (int)t >= 0 && (int)t < gcollNumTypes;
+}
+
+static int redop_valid(gcollRedOp_t op) {
+  return (int)op >= 0 && (int)op < gcollNumOps;
+}
+
+size_t gcoll_dtype_size(gcollDataType_t t) {
+  return dtype_valid(t) ? dtype_sizes[t] : 0;
+}
+
+const char *gcoll_dtype_name(gcollDataType_t t) {
+  return dtype_valid(t) ? dtype_names[t] : NULL;
+}
+
+const char *gcoll_redop_name(gcollRedOp_t op) {
+  return redop_valid(op) ? redop_names[op] : NULL;
+}
+
+int gcoll_dtype_from_name(const char *s) {
+  if (s == NULL)
+    return -1;
+  for (int t = 0; t < gcollNumTypes; t++)
+    if (strcmp(s, dtype_names[t]) == 0)
+      return t;
+  for (size_t i = 0; i < sizeof(dtype_aliases) / sizeof(dtype_aliases[0]); i++)
+    if (strcmp(s, dtype_aliases[i].name) == 0)
+      return (int)dtype_aliases[i].type;
+  return -1;
+}
+
+int gcoll_redop_from_name(const char *s) {
+  if (s == NULL)
+    return -1;
+  for (int op = 0; op < gcollNumOps; op++)
+    if (strcmp(s, redop_names[op]) == 0)
+      return op;
+  return -1;
+}
+
+/* ---- Element-wise loops ----------------------------------------------------
+ * X(id, sfx, T) lists every type once; the loop and dispatch macros below expand
+ * it so adding a type touches one line. */
+#define GCOLL_FOR_EACH_TYPE(X)                                               \
+  X(gcollInt8, i8, int8_t)                                                   \
+  X(gcollUint8, u8, uint8_t)                                                 \
+  X(gcollInt32, i32, int32_t)                                                \
+  X(gcollUint32, u32, uint32_t)                                              \
+  X(gcollInt64, i64, int64_t)                                                \
+  X(gcollUint64, u64, uint64_t)                                              \
+  X(gcollFloat16, f16, uint16_t)                                             \
+  X(gcollFloat32, f32, float)                                                \
+  X(gcollFloat64, f64, double)                                               \
+  X(gcollBfloat16, bf16, uint16_t)
+
+/* The main loop covers a whole number of GCOLL_VEC_BYTES blocks, so the
+ * compiler knows its trip count is a multiple of every vector width up to
+ * AVX-512 and can vectorise it with no scalar epilogue: GCC's -O2 cost
+ * model ("very cheap") vectorises nothing that would need one. The tail
+ * loop takes the last partial block. */
+#define GCOLL_VEC_BYTES 64
+
+#define DEFINE_BINARY_LOOP(op, sfx, T)                                       \
+  static void loop_##op##_##sfx(void *dst, const void *a, const void *b,     \
+                                size_t count) {                              \
+    T *d = dst;                                                              \
+    const T *x = a, *y = b;                                                  \
+    const size_t block = GCOLL_VEC_BYTES / sizeof(T);                        \
+    const size_t bulk = count / block * block;                               \
+    size_t i;                                                                \
+    GCOLL_NO_LOOP_CARRIED_DEPS                                               \
+    for (i = 0; i < bulk; i++)                                               \
+      d[i] = gcoll_elt_##op##_##sfx(x[i], y[i]);                             \
+    for (; i < count; i++)                                                   \
+      d[i] = gcoll_elt_##op##_##sfx(x[i], y[i]);                             \
+  }
+
+#define DEFINE_TYPE_LOOPS(id, sfx, T)                                        \
+  DEFINE_BINARY_LOOP(sum, sfx, T)                                            \
+  DEFINE_BINARY_LOOP(prod, sfx, T)                                           \
+  DEFINE_BINARY_LOOP(max, sfx, T)                                            \
+  DEFINE_BINARY_LOOP(min, sfx, T)
+
+GCOLL_FOR_EACH_TYPE(DEFINE_TYPE_LOOPS)
+
+#define DISPATCH_TYPE(id, sfx, T)                                            \
+  case id:                                                                   \
+    switch (op) {                                                            \
+    case gcollSum:                                                           \
+    case gcollAvg:                                                           \
+      loop_sum_##sfx(dst, a, b, count);                                      \
+      return;                                                                \
+    case gcollProd:                                                          \
+      loop_prod_##sfx(dst, a, b, count);                                     \
+      return;                                                                \
+    case gcollMax:                                                           \
+      loop_max_##sfx(dst, a, b, count);                                      \
+      return;                                                                \
+    case gcollMin:                                                           \
+      loop_min_##sfx(dst, a, b, count);                                      \
+      return;                                                                \
+    default:                                                                 \
+      return;                                                                \
+    }
+
+void gcoll_reduce(void *dst, const void *a, const void *b, size_t count,
+                  gcollDataType_t t, gcollRedOp_t op) {
+  if (count == 0)
+    return;
+  switch (t) {
+    GCOLL_FOR_EACH_TYPE(DISPATCH_TYPE)
+  default:
+    return;
+  }
+}
+
+/* ---- avg ------------------------------------------------------------------
+ * Integers divide in int or in their own type, whichever is wider, so n is
+ * never truncated to 8 bits. */
+#define DEFINE_DIV_LOOP(sfx, T, D)                                           \
+  static void avg_##sfx(void *buf, size_t count, int n) {                    \
+    T *d = buf;                                                              \
+    const D div = (D)n;                                                      \
+    const size_t block = GCOLL_VEC_BYTES / sizeof(T);                        \
+    const size_t bulk = count / block * block;                               \
+    size_t i;                                                                \
+    for (i = 0; i < bulk; i++)                                               \
+      d[i] = (T)(d[i] / div);                                                \
+    for (; i < count; i++)                                                   \
+      d[i] = (T)(d[i] / div);                                                \
+  }
+
+DEFINE_DIV_LOOP(i8, int8_t, int)
+DEFINE_DIV_LOOP(u8, uint8_t, int)
+DEFINE_DIV_LOOP(i32, int32_t, int32_t)
+DEFINE_DIV_LOOP(u32, uint32_t, uint32_t)
+DEFINE_DIV_LOOP(i64, int64_t, int64_t)
+DEFINE_DIV_LOOP(u64, uint64_t, uint64_t)
+DEFINE_DIV_LOOP(f32, float, float)
+DEFINE_DIV_LOOP(f64, double, double)
+
+#define DEFINE_DIV_LOOP_16BIT(sfx, to_float, from_float)                     \
+  static void avg_##sfx(void *buf, size_t count, int n) {                    \
+    uint16_t *d = buf;                                                       \
+    const float div = (float)n;                                              \
+    const size_t block = GCOLL_VEC_BYTES / sizeof(uint16_t);                 \
+    const size_t bulk = count / block * block;                               \
+    size_t i;                                                                \
+    for (i = 0; i < bulk; i++)                                               \
+      d[i] = from_float(to_float(d[i]) / div);                               \
+    for (; i < count; i++)                                                   \
+      d[i] = from_float(to_float(d[i]) / div);                               \
+  }
+
+DEFINE_DIV_LOOP_16BIT(f16, gcoll_half_to_float, gcoll_float_to_half)
+DEFINE_DIV_LOOP_16BIT(bf16, gcoll_bf16_to_float, gcoll_float_to_bf16)
+
+#define DISPATCH_AVG(id, sfx, T)                                             \
+  case id:                                                                   \
+    avg_##sfx(buf, count, n);                                                \
+    return;
+
+void gcoll_avg_finish(void *buf, size_t count, gcollDataType_t t, int n) {
+  if (count == 0 || n < 1)
+    return;
+  switch (t) {
+    GCOLL_FOR_EACH_TYPE(DISPATCH_AVG)
+  default:
+    return;
+  }
+}
+
+/* ---- Serial reference ------------------------------------------------------
+ * Deliberately the naive shape: one element at a time, folding over the ranks
+ * with a per-element op switch, so it shares only the element functions (the
+ * definition of the semantics) with the loops it is used to check. */
+#define DEFINE_REFERENCE(id, sfx, T)                                         \
+  static T ref_combine_##sfx(T acc, T v, gcollRedOp_t op) {                  \
+    switch (op) {                                                            \
+    case gcollProd:                                                          \
+      return gcoll_elt_prod_##sfx(acc, v);                                   \
+    case gcollMax:                                                           \
+      return gcoll_elt_max_##sfx(acc, v);                                    \
+    case gcollMin:                                                           \
+      return gcoll_elt_min_##sfx(acc, v);                                    \
+    default:                                                                 \
+      return gcoll_elt_sum_##sfx(acc, v);                                    \
+    }                                                                        \
+  }                                                                          \
+  static void ref_##sfx(void *out, const void *const *in, int n,             \
+                        size_t count, gcollRedOp_t op) {                     \
+    T *o = out;                                                              \
+    for (size_t i = 0; i < count; i++) {                                     \
+      T acc = ((const T *)in[0])[i];                                         \
+      for (int r = 1; r < n; r++)                                            \
+        acc = ref_combine_##sfx(acc, ((const T *)in[r])[i], op);             \
+      o[i] = acc;                                                            \
+    }                                                                        \
+  }
+
+GCOLL_FOR_EACH_TYPE(DEFINE_REFERENCE)
+
+#define DISPATCH_REFERENCE(id, sfx, T)                                       \
+  case id:                                                                   \
+    ref_##sfx(out, in, n, count, op);                                        \
+    break;
+
+void gcoll_reduce_reference(void *out, const void *const *in, int n,
+                            size_t count, gcollDataType_t t, gcollRedOp_t op) {
+  if (n < 1 || count == 0 || !redop_valid(op))
+    return;
+  switch (t) {
+    GCOLL_FOR_EACH_TYPE(DISPATCH_REFERENCE)
+  default:
+    return;
+  }
+  if (op == gcollAvg)
+    gcoll_avg_finish(out, count, t, n);
+}

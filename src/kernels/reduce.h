@@ -1,0 +1,145 @@
+/* Element-wise reductions for the collective kernels.
+ *
+ * Semantics, shared by every executor (host loops here, CUDA later):
+ *
+ *  - Integers wrap modulo 2^bits for sum and prod, signed types included:
+ *    the arithmetic is done in the unsigned type of the same width, so there
+ *    is no signed-overflow UB and the result is the two's complement bit
+ *    pattern every GPU produces.
+ *  - float and double use their own IEEE arithmetic, one rounding per op.
+ *  - half and bfloat16 are converted to float, combined, and rounded back once
+ *    per element (round to nearest even, see half.h). Float carries enough
+ *    precision for one op on two 16-bit values that this equals the correctly
+ *    rounded 16-bit result.
+ *  - max/min on floating types ignore NaN like C's fmax/fmin (IEEE 754-2019
+ *    maximumNumber/minimumNumber): NaN op x = x, and the result is NaN only
+ *    when both inputs are. This is what NCCL does on GPUs (fmaxf/fminf,
+ *    __hmax/__hmin), so NCCL programs see the same results, and it is
+ *    independent of the order in which ranks are combined. Which of two
+ *    zeros (+0/-0) max/min return is unspecified.
+ *  - avg reduces as sum; the division by the rank count is the separate last
+ *    step gcoll_avg_finish.
+ *
+ * Buffers hold `count` elements of the type, aligned for it. For
+ * gcoll_reduce, dst may be the same pointer as a or b (in-place); any other
+ * overlap is not allowed. Invalid types or ops make the functions do nothing
+ * (they cannot report errors): callers validate with gcoll_dtype_size() and
+ * gcoll_redop_name() first.
+ */
+#ifndef GCOLL_KERNELS_REDUCE_H
+#define GCOLL_KERNELS_REDUCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gcoll.h"
+#include "kernels/half.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+size_t gcoll_dtype_size(gcollDataType_t t); /* 0 when t is invalid */
+/* nccl-tests names ("int8" ... "bfloat16"); NULL when t is invalid. */
+const char *gcoll_dtype_name(gcollDataType_t t);
+/* "sum","prod","max","min","avg"; NULL when op is invalid. */
+const char *gcoll_redop_name(gcollRedOp_t op);
+/* The type for a name: the canonical names above plus the nccl-tests
+ * aliases float16, float32, float64, bf16, char and int; -1 when unknown.
+ * Names are case-sensitive, as in nccl-tests. */
+int gcoll_dtype_from_name(const char *s);
+int gcoll_redop_from_name(const char *s); /* -1 when unknown */
+
+/* dst[i] = a[i] OP b[i] for i < count (avg reduces as sum). */
+void gcoll_reduce(void *dst, const void *a, const void *b, size_t count,
+                  gcollDataType_t t, gcollRedOp_t op);
+
+/* buf[i] = buf[i] / n, the last step of avg; does nothing when n < 1.
+ * Integers use C division (signed types truncate toward zero). Floating
+ * types divide (half/bfloat16 in float, rounded once) rather than multiply
+ * by 1/n: 1/n is inexact for most n, so multiplying rounds twice and can be
+ * one ulp off the correctly rounded quotient, while this pass is memory
+ * bound and the division costs nothing measurable. */
+void gcoll_avg_finish(void *buf, size_t count, gcollDataType_t t, int n);
+
+/* Serial reference for tests: out[i] = in[0][i] OP in[1][i] OP ... OP
+ * in[n-1][i], combined left to right in rank order with the type's
+ * arithmetic at every step (so 16-bit floats round after each op, like a
+ * ring does), then gcoll_avg_finish for avg. Scalar code, independent of the
+ * vector loops of gcoll_reduce. out may be one of the inputs. Does nothing
+ * when n < 1. */
+void gcoll_reduce_reference(void *out, const void *const *in, int n,
+                            size_t count, gcollDataType_t t, gcollRedOp_t op);
+
+/* ---- Element-wise operations ----------------------------------------------
+ * gcoll_elt_<op>_<type>(a, b) for op in sum, prod, max, min and type in
+ * i8 u8 i32 u32 i64 u64 f32 f64 f16 bf16 (16-bit floats as raw bits). The
+ * host loops and the CUDA kernels both build on these, so the semantics
+ * above live in one place. */
+
+/* Signed sum/prod go through the unsigned type: `0u +` widens at least to
+ * unsigned int, so even the 8-bit types never hit signed int arithmetic.
+ * The final conversion back to the signed type is modulo 2^bits on every
+ * compiler gcoll supports (GCC, Clang, NVCC define it so). */
+#define GCOLL_ELT_INT_OPS(sfx, T, U)                                         \
+  GCOLL_HD static inline T gcoll_elt_sum_##sfx(T a, T b) {                   \
+    return (T)(U)(0u + (U)a + (U)b);                                         \
+  }                                                                          \
+  GCOLL_HD static inline T gcoll_elt_prod_##sfx(T a, T b) {                  \
+    return (T)(U)((0u + (U)a) * (U)b);                                       \
+  }                                                                          \
+  GCOLL_HD static inline T gcoll_elt_max_##sfx(T a, T b) {                   \
+    return a > b ? a : b;                                                    \
+  }                                                                          \
+  GCOLL_HD static inline T gcoll_elt_min_##sfx(T a, T b) {                   \
+    return a < b ? a : b;                                                    \
+  }
+
+GCOLL_ELT_INT_OPS(i8, int8_t, uint8_t)
+GCOLL_ELT_INT_OPS(u8, uint8_t, uint8_t)
+GCOLL_ELT_INT_OPS(i32, int32_t, uint32_t)
+GCOLL_ELT_INT_OPS(u32, uint32_t, uint32_t)
+GCOLL_ELT_INT_OPS(i64, int64_t, uint64_t)
+GCOLL_ELT_INT_OPS(u64, uint64_t, uint64_t)
+
+/* max/min as selects on comparisons (no libm): b is NaN -> a (NaN only if a
+ * is too); a is NaN -> the comparison is false -> b. Compilers turn these
+ * into vector compare+blend. */
+#define GCOLL_ELT_FLOAT_OPS(sfx, T)                                          \
+  GCOLL_HD static inline T gcoll_elt_sum_##sfx(T a, T b) { return a + b; }   \
+  GCOLL_HD static inline T gcoll_elt_prod_##sfx(T a, T b) { return a * b; }  \
+  GCOLL_HD static inline T gcoll_elt_max_##sfx(T a, T b) {                   \
+    return (a > b || b != b) ? a : b;                                        \
+  }                                                                          \
+  GCOLL_HD static inline T gcoll_elt_min_##sfx(T a, T b) {                   \
+    return (a < b || b != b) ? a : b;                                        \
+  }
+
+GCOLL_ELT_FLOAT_OPS(f32, float)
+GCOLL_ELT_FLOAT_OPS(f64, double)
+
+#define GCOLL_ELT_16BIT_OPS(sfx, to_float, from_float)                       \
+  GCOLL_HD static inline uint16_t gcoll_elt_sum_##sfx(uint16_t a,            \
+                                                      uint16_t b) {          \
+    return from_float(to_float(a) + to_float(b));                            \
+  }                                                                          \
+  GCOLL_HD static inline uint16_t gcoll_elt_prod_##sfx(uint16_t a,           \
+                                                       uint16_t b) {         \
+    return from_float(to_float(a) * to_float(b));                            \
+  }                                                                          \
+  GCOLL_HD static inline uint16_t gcoll_elt_max_##sfx(uint16_t a,            \
+                                                      uint16_t b) {          \
+    return from_float(gcoll_elt_max_f32(to_float(a), to_float(b)));          \
+  }                                                                          \
+  GCOLL_HD static inline uint16_t gcoll_elt_min_##sfx(uint16_t a,            \
+                                                      uint16_t b) {          \
+    return from_float(gcoll_elt_min_f32(to_float(a), to_float(b)));          \
+  }
+
+GCOLL_ELT_16BIT_OPS(f16, gcoll_half_to_float, gcoll_float_to_half)
+GCOLL_ELT_16BIT_OPS(bf16, gcoll_bf16_to_float, gcoll_float_to_bf16)
+
+#ifdef __cplusplus
+}
+#endif
+#endif

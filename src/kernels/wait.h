@@ -1,0 +1,63 @@
+/* The one wait rule of the host primitives.
+ *
+ * Every wait for a peer (data in a FIFO, a free slot) goes through
+ * gcoll_wait_round, so nothing waits forever and waiting ranks give the CPU
+ * away: on this project's machines there are often more ranks than cores,
+ * and a spinning rank starves the peer it waits for.
+ *
+ * Back-off within one wait: GCOLL_WAIT_SPINS rounds of a CPU pause (the
+ * common case, a peer a few microseconds behind), then GCOLL_WAIT_YIELDS
+ * rounds of sched_yield (hands the core to a runnable peer), then nanosleeps
+ * doubling from 1 us to GCOLL_WAIT_MAX_SLEEP_NS (a peer that is far behind or
+ * gone should cost almost nothing). Each round checks the abort words; the
+ * deadline is checked every round once spinning ends and every 32 spins
+ * before (a clock read can be a system call in a VM).
+ *
+ * Usage:  gcoll_wait_begin(w);
+ *         while (!condition) if ((r = gcoll_wait_round(w))) return r;
+ */
+#ifndef GCOLL_KERNELS_WAIT_H
+#define GCOLL_KERNELS_WAIT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "gcoll.h"
+
+#define GCOLL_WAIT_SPINS 128u
+#define GCOLL_WAIT_YIELDS 16u
+#define GCOLL_WAIT_MAX_SLEEP_NS 64000u
+
+enum gcoll_wait_reason {
+  GCOLL_WAIT_NONE = 0,      /* no wait failed */
+  GCOLL_WAIT_ABORTED,       /* an abort word was set; result = its value */
+  GCOLL_WAIT_DEADLINE       /* the deadline passed; result = gcollSystemError */
+};
+
+struct gcoll_wait {
+  uint64_t deadline_ns;          /* CLOCK_MONOTONIC */
+  _Atomic int *abort_word;       /* communicator-wide: abort or dead peer */
+  _Atomic int *local_abort;      /* executor-wide: a sibling channel failed */
+  uint32_t round;                /* rounds in the current wait */
+  enum gcoll_wait_reason reason; /* why the last failed wait failed */
+};
+
+uint64_t gcoll_wait_now_ns(void);
+
+/* Deadline = now + timeout_ns (saturating). Either abort pointer may be
+ * NULL. */
+void gcoll_wait_init(struct gcoll_wait *w, _Atomic int *abort_word,
+                     _Atomic int *local_abort, uint64_t timeout_ns);
+
+static inline void gcoll_wait_begin(struct gcoll_wait *w) { w->round = 0; }
+
+/* One back-off round. Returns gcollSuccess to keep polling, the abort word's
+ * value (a gcollResult_t) when one is set, or gcollSystemError once the
+ * deadline has passed; w->reason says which. */
+gcollResult_t gcoll_wait_round(struct gcoll_wait *w);
+
+/* Waits until *ctr >= target (acquire). */
+gcollResult_t gcoll_wait_counter(struct gcoll_wait *w, _Atomic uint64_t *ctr,
+                                 uint64_t target);
+
+#endif

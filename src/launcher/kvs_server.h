@@ -1,0 +1,56 @@
+/* The bootstrap key-value store gcollrun hosts for its ranks (wire format in
+ * runtime/kvs_proto.h). Single-threaded and non-blocking: the owner puts
+ * the server's descriptors into its own poll() set, so the launcher runs
+ * one event loop for sockets, rank output and signals, with no threads to
+ * make fork() unsafe.
+ *
+ * Semantics: PUT makes a key visible at once (a key is written once; an
+ * identical re-put is accepted); GET waits until the key exists or its
+ * timeout; FENCE and BARRIER complete when all nranks ranks have entered
+ * them. A rank whose connection closes without BYE breaks the job: every
+ * pending and later wait fails with "rank R disconnected", so nobody
+ * waits for a peer that is gone. Memory is bounded by max_keys,
+ * max_bytes and max_conns, and each connection holds at most one request
+ * and one reply. */
+#ifndef GCOLL_LAUNCHER_KVS_SERVER_H
+#define GCOLL_LAUNCHER_KVS_SERVER_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct kvs_server_config {
+  int nranks;
+  const char *job_key;          /* 1..KVS_MAX_JOB_KEY bytes */
+  size_t max_keys;              /* 0: 1024 + 64 per rank */
+  size_t max_bytes;             /* keys + values; 0: 64 MiB */
+  int max_conns;                /* 0: 2 per rank + 16 */
+  /* Called when an identified rank disconnects without BYE, before the
+   * waiters are failed (gcollrun reaps that rank first, so the rank that
+   * really died is the one it reports). May be NULL. */
+  void (*rank_lost)(void *ctx, int rank);
+  void *ctx;
+};
+
+struct kvs_server;
+
+/* Listens on 127.0.0.1, ephemeral port. NULL with a one-line reason. */
+struct kvs_server *kvs_server_open(const struct kvs_server_config *cfg, char *err,
+                                   size_t errlen);
+void kvs_server_close(struct kvs_server *s);
+uint16_t kvs_server_port(const struct kvs_server *s);
+
+/* Upper bound on the descriptors kvs_server_fill_pollfds() writes. */
+int kvs_server_max_pollfds(const struct kvs_server *s);
+/* Writes the server's descriptors and events; returns how many. */
+int kvs_server_fill_pollfds(struct kvs_server *s, struct pollfd *fds);
+/* Handles the revents of the descriptors last filled (same array, same
+ * count), then expires timed-out waits. */
+void kvs_server_dispatch(struct kvs_server *s, const struct pollfd *fds, int n);
+/* Milliseconds until the next wait expires; -1 when none is pending. */
+int kvs_server_timeout_ms(const struct kvs_server *s);
+
+/* Number of keys stored (tests and diagnostics). */
+size_t kvs_server_nkeys(const struct kvs_server *s);
+
+#endif

@@ -1,0 +1,95 @@
+/* Backend selection and the environment parsing every backend shares. */
+#include "runtime/bootstrap.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Order matters only when several are set up at once: the launcher's own
+ * store wins over whatever the scheduler offers. */
+static const struct gcoll_bootstrap_backend *const backends[] = {
+    &gcoll_bootstrap_tcp_backend,
+};
+#define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
+
+uint64_t gcoll_bootstrap_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint64_t gcoll_bootstrap_deadline(const struct gcoll_bootstrap *bs) {
+  return gcoll_bootstrap_now_ms() + bs->timeout_ms;
+}
+
+int gcoll_bootstrap_env_int(const char *name, long min, long max, long *out, char *err,
+                            size_t errlen) {
+  const char *s = getenv(name);
+  if (s == NULL || *s == '\0') {
+    snprintf(err, errlen, "bootstrap: %s is not set", name);
+    return -1;
+  }
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (*end != '\0' || errno != 0 || v < min || v > max) {
+    snprintf(err, errlen, "bootstrap: %s='%.64s' is not an integer in %ld..%ld", name, s, min,
+             max);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+/* GCOLL_TIMEOUT: seconds, fractions allowed (tests use short ones). */
+static int timeout_from_env(uint64_t *ms, char *err, size_t errlen) {
+  const char *s = getenv("GCOLL_TIMEOUT");
+  if (s == NULL || *s == '\0') {
+    *ms = (uint64_t)GCOLL_BOOTSTRAP_DEFAULT_TIMEOUT_S * 1000u;
+    return 0;
+  }
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (*end != '\0' || errno != 0 || !(v >= 0.001 && v <= 604800.0)) {
+    snprintf(err, errlen, "bootstrap: GCOLL_TIMEOUT='%.64s' is not a number of seconds in "
+                          "0.001..604800", s);
+    return -1;
+  }
+  *ms = (uint64_t)(v * 1000.0 + 0.5);
+  return 0;
+}
+
+static const struct gcoll_bootstrap_backend *pick_backend(char *err, size_t errlen) {
+  const char *want = getenv("GCOLL_BOOTSTRAP");
+  for (size_t i = 0; i < NBACKENDS; i++) {
+    if (want && *want ? strcmp(want, backends[i]->name) == 0 : backends[i]->detect())
+      return backends[i];
+  }
+  if (want && *want)
+    snprintf(err, errlen, "bootstrap: GCOLL_BOOTSTRAP='%.64s' names no known backend", want);
+  else
+    snprintf(err, errlen, "bootstrap: no bootstrap found (GCOLL_KVS_ADDR unset: start the "
+                          "job with gcollrun)");
+  return NULL;
+}
+
+int gcoll_bootstrap_open_from_env(struct gcoll_bootstrap **out, char *err, size_t errlen) {
+  *out = NULL;
+  const struct gcoll_bootstrap_backend *be = pick_backend(err, errlen);
+  if (be == NULL) return -1;
+  struct gcoll_bootstrap *bs = calloc(1, sizeof(*bs));
+  if (bs == NULL) {
+    snprintf(err, errlen, "bootstrap: out of memory");
+    return -1;
+  }
+  bs->backend = be->name;
+  if (timeout_from_env(&bs->timeout_ms, err, errlen) != 0 || be->open(bs, err, errlen) != 0) {
+    free(bs);
+    return -1;
+  }
+  *out = bs;
+  return 0;
+}

@@ -1,0 +1,102 @@
+/* Bootstrap: how ranks of one job find each other before any transport is
+ * up. One small interface over interchangeable backends: the TCP key-value
+ * store hosted by gcollrun (bootstrap_tcp.c, chosen when GCOLL_KVS_ADDR is
+ * set) and, later, Slurm's PMI2. Callers only use the functions below; a
+ * backend is one file defining a struct gcoll_bootstrap_backend plus one
+ * line in bootstrap.c's table.
+ *
+ * Contract (what lets a rank fetch only its plan neighbours' endpoints,
+ * never an all-to-all):
+ *   put      stores key -> value. Visible to every rank no later than after
+ *            the next fence; a key is written once.
+ *   fence    collective over all ranks: when it returns, every put made
+ *            before any rank's fence is visible.
+ *   get      waits until the key is visible or the deadline passes.
+ *   barrier  collective synchronisation without data.
+ * Every wait takes an absolute deadline (gcoll_bootstrap_deadline() gives
+ * now + GCOLL_TIMEOUT) and fails with a one-line reason when it passes.
+ * Functions return 0, or -1 with one line in err. */
+#ifndef GCOLL_RUNTIME_BOOTSTRAP_H
+#define GCOLL_RUNTIME_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GCOLL_BOOTSTRAP_MAX_KEY 256
+#define GCOLL_BOOTSTRAP_MAX_VALUE 65536
+#define GCOLL_BOOTSTRAP_DEFAULT_TIMEOUT_S 60
+
+struct gcoll_bootstrap;
+
+struct gcoll_bootstrap_ops {
+  int (*put)(struct gcoll_bootstrap *bs, const char *key, const void *value, size_t len,
+             char *err, size_t errlen);
+  /* Copies at most buflen bytes; *len is the value's full length (a value
+   * longer than buflen is an error). */
+  int (*get)(struct gcoll_bootstrap *bs, const char *key, void *buf, size_t buflen,
+             size_t *len, uint64_t deadline_ms, char *err, size_t errlen);
+  int (*fence)(struct gcoll_bootstrap *bs, uint64_t deadline_ms, char *err, size_t errlen);
+  int (*barrier)(struct gcoll_bootstrap *bs, uint64_t deadline_ms, char *err, size_t errlen);
+  /* Says goodbye (so that peers do not take the exit for a crash) and
+   * frees everything, bs included. */
+  void (*close)(struct gcoll_bootstrap *bs);
+};
+
+struct gcoll_bootstrap {
+  const struct gcoll_bootstrap_ops *ops;
+  const char *backend;      /* "tcp", "pmi2" */
+  int rank, nranks;
+  uint64_t timeout_ms;      /* GCOLL_TIMEOUT */
+  void *impl;               /* backend state */
+};
+
+/* Picks the backend the environment describes: $GCOLL_BOOTSTRAP names one
+ * explicitly; otherwise the first whose variables are set (GCOLL_KVS_ADDR
+ * for tcp). */
+int gcoll_bootstrap_open_from_env(struct gcoll_bootstrap **bs, char *err, size_t errlen);
+
+/* CLOCK_MONOTONIC milliseconds: the clock deadlines are expressed in. */
+uint64_t gcoll_bootstrap_now_ms(void);
+/* now + the job's GCOLL_TIMEOUT. */
+uint64_t gcoll_bootstrap_deadline(const struct gcoll_bootstrap *bs);
+
+static inline int gcoll_bootstrap_put(struct gcoll_bootstrap *bs, const char *key,
+                                      const void *value, size_t len, char *err,
+                                      size_t errlen) {
+  return bs->ops->put(bs, key, value, len, err, errlen);
+}
+static inline int gcoll_bootstrap_get(struct gcoll_bootstrap *bs, const char *key, void *buf,
+                                      size_t buflen, size_t *len, uint64_t deadline_ms,
+                                      char *err, size_t errlen) {
+  return bs->ops->get(bs, key, buf, buflen, len, deadline_ms, err, errlen);
+}
+static inline int gcoll_bootstrap_fence(struct gcoll_bootstrap *bs, uint64_t deadline_ms,
+                                        char *err, size_t errlen) {
+  return bs->ops->fence(bs, deadline_ms, err, errlen);
+}
+static inline int gcoll_bootstrap_barrier(struct gcoll_bootstrap *bs, uint64_t deadline_ms,
+                                          char *err, size_t errlen) {
+  return bs->ops->barrier(bs, deadline_ms, err, errlen);
+}
+static inline void gcoll_bootstrap_close(struct gcoll_bootstrap *bs) {
+  if (bs != NULL) bs->ops->close(bs);
+}
+
+/* ---- for backends ------------------------------------------------------- */
+
+struct gcoll_bootstrap_backend {
+  const char *name;
+  /* Whether the environment sets this backend up (e.g. GCOLL_KVS_ADDR). */
+  int (*detect)(void);
+  /* Fills bs (ops, rank, nranks, impl); bs->timeout_ms is already set. */
+  int (*open)(struct gcoll_bootstrap *bs, char *err, size_t errlen);
+};
+
+extern const struct gcoll_bootstrap_backend gcoll_bootstrap_tcp_backend;
+
+/* Reads an integer environment variable in [min, max]; -1 with a one-line
+ * reason when unset or malformed. */
+int gcoll_bootstrap_env_int(const char *name, long min, long max, long *out, char *err,
+                            size_t errlen);
+
+#endif

@@ -1,0 +1,245 @@
+#!/bin/bash
+# End-to-end tests of gcollrun and the bootstrap KVS with real processes and
+# real sockets. Run by `make check` (top_srcdir / top_builddir come from
+# AM_TESTS_ENVIRONMENT) or by hand:
+#   top_srcdir=/path/to/src top_builddir=/path/to/build tests/integration/test_gcollrun.sh
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
+top_builddir=${top_builddir:-.}
+RUN=$top_builddir/gcollrun
+CLIENT=$top_builddir/tests/integration/kvs_client
+export GCOLL_TOPO_DIR="${GCOLL_TOPO_DIR:-$top_srcdir/etc/topologies}"
+unset GCOLL_TIMEOUT GCOLL_KVS_ADDR GCOLL_JOB_KEY GCOLL_BOOTSTRAP
+
+for b in "$RUN" "$CLIENT"; do
+  if [ ! -x "$b" ]; then
+    echo "test_gcollrun: no executable $b" >&2
+    exit 1
+  fi
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gcollrun-test.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+# gcollrun's own temp dirs go here, so the test can see they are removed.
+export TMPDIR=$tmp/tmpdir
+mkdir -p "$TMPDIR"
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+
+# run CMD...: stdout -> $tmp/out, stderr -> $tmp/err, status -> $rc; every
+# run is bounded so that a hang is a failure, not a stuck `make check`.
+rc=0
+run() { timeout 20 "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?; }
+errtext() { head -c 600 "$tmp/err"; }
+
+check() {
+  local name=$1
+  shift
+  if "$@"; then ok; else bad "$name"; fi
+}
+
+no_leftover_dirs() { [ -z "$(ls -A "$TMPDIR")" ]; }
+
+# one_line_matching NAME STATUS REGEX CMD...: exit status and exactly one
+# stderr line matching REGEX.
+one_line_matching() {
+  local name=$1 want=$2 re=$3
+  shift 3
+  run "$@"
+  if [ "$rc" -ne "$want" ]; then
+    bad "$name: exit $rc, expected $want; stderr: $(errtext)"
+  elif [ "$(wc -l <"$tmp/err")" -ne 1 ] || ! grep -Eq -e "$re" "$tmp/err"; then
+    bad "$name: stderr is '$(errtext)', expected one line matching '$re'"
+  else
+    ok
+  fi
+}
+
+# ---- the ring check at every size and node split ---------------------------
+for n in 1 2 3 4 8; do
+  for k in 1 2; do
+    [ $((n % k)) -eq 0 ] || continue
+    # Split jobs also run with --tag-output: the tags are checked below.
+    tag=()
+    [ "$k" -eq 2 ] && tag=(--tag-output)
+    run "$RUN" -n "$n" --nodes "$k" "${tag[@]}" "$CLIENT"
+    if [ "$k" -eq 2 ]; then
+      tagged=0
+      for ((r = 0; r < n; r++)); do grep -q "^\[$r\] rank $r/$n " "$tmp/out" && tagged=$((tagged + 1)); done
+      check "--tag-output -n $n: each rank's line carries its tag" [ "$tagged" -eq "$n" ]
+      check "--tag-output -n $n: every line is tagged" [ "$(grep -vc '^\[[0-9]\] ' "$tmp/out")" -eq 0 ]
+      sed -i 's/^\[[0-9]*\] //' "$tmp/out"
+    fi
+    if [ "$rc" -ne 0 ]; then
+      bad "-n $n --nodes $k: exit $rc; stderr: $(errtext)"
+      continue
+    fi
+    check "-n $n --nodes $k: $n ok lines" [ "$(grep -c ' ok$' "$tmp/out")" -eq "$n" ]
+    # Every rank reports itself once, on the node and local rank the
+    # block layout gives (n/k ranks per virtual node).
+    per=$((n / k))
+    bad_layout=0
+    for ((r = 0; r < n; r++)); do
+      grep -qx "rank $r/$n node $((r / per)) local $((r % per)): prev [0-9]* next [0-9]* ok" \
+        "$tmp/out" || bad_layout=1
+    done
+    check "-n $n --nodes $k: every rank on its node" [ "$bad_layout" -eq 0 ]
+    # The ring read from the plan is one cycle through all ranks.
+    declare -A next=()
+    while read -r _ rn _ _ _ _ _ _ _ nx _; do next[${rn%/*}]=$nx; done <"$tmp/out"
+    cur=0
+    for ((i = 0; i < n; i++)); do cur=${next[$cur]:-x}; [ "$cur" = x ] && break; done
+    seen=$(for ((r = 0, c = 0; r < n; r++)); do echo "${next[$c]:-x}"; c=${next[$c]:-0}; done | sort -u | wc -l)
+    check "-n $n --nodes $k: ring is one cycle" eval '[ "$cur" = 0 ] && [ "$seen" -eq "$n" ]'
+    unset next
+    check "-n $n --nodes $k: stderr empty" [ ! -s "$tmp/err" ]
+  done
+done
+check "temp plan dirs removed after success" no_leftover_dirs
+
+# A plan computed by gcoll-plan can be given instead.
+if [ -x "$top_builddir/gcoll-plan" ]; then
+  "$top_builddir/gcoll-plan" generate --topo cpu-only --nodes 2 -k 2 -q -o "$tmp/p4.yaml"
+  run "$RUN" -n 4 --plan "$tmp/p4.yaml" "$CLIENT"
+  check "--plan FILE: runs (exit $rc, $(errtext))" [ "$rc" -eq 0 ]
+  check "--plan FILE: nodes from the plan" grep -qx 'rank 3/4 node 1 local 1: .* ok' "$tmp/out"
+  one_line_matching "--plan with the wrong rank count" 1 '^gcollrun: --plan .* is for 4 ranks, not -n 2$' \
+    "$RUN" -n 2 --plan "$tmp/p4.yaml" "$CLIENT"
+  one_line_matching "--plan with the wrong node count" 1 'has 2 nodes, not --nodes 4$' \
+    "$RUN" -n 4 --nodes 4 --plan "$tmp/p4.yaml" "$CLIENT"
+fi
+
+# ---- --tag-output -----------------------------------------------------------
+# Lines written in pieces, from many ranks at once, come out whole.
+run "$RUN" -n 4 --tag-output bash -c \
+  'for i in $(seq 1 200); do printf "%s-" $GCOLL_RANK; printf "line-%s-end\n" $i; done'
+whole=$(grep -Ec '^\[([0-3])\] [0-3]-line-[0-9]+-end$' "$tmp/out")
+mixed=$(awk '{ t = substr($1, 2, 1); if (substr($2, 1, 1) != t) m++ } END { print m + 0 }' "$tmp/out")
+check "--tag-output: 800 whole lines ($whole)" [ "$whole" -eq 800 ]
+check "--tag-output: no line mixes ranks ($mixed)" [ "$mixed" -eq 0 ]
+run "$RUN" -n 2 --tag-output bash -c 'printf "no newline at the end"; echo "to stderr" >&2'
+check "--tag-output: a final partial line is flushed" [ "$(grep -c '^\[[01]\] no newline at the end$' "$tmp/out")" -eq 2 ]
+check "--tag-output: stderr tagged too" [ "$(grep -c '^\[[01]\] to stderr$' "$tmp/err")" -eq 2 ]
+
+# ---- failures ---------------------------------------------------------------
+one_line_matching "a rank exiting 3" 3 '^gcollrun: rank 2 \(pid [0-9]+\) exited with status 3$' \
+  "$RUN" -n 4 "$CLIENT" --exit 2 3
+
+start=$(date +%s)
+run "$RUN" -n 4 --nodes 2 "$CLIENT" --kill 1
+elapsed=$(($(date +%s) - start))
+check "SIGKILLed rank: gcollrun exits 137 (got $rc)" [ "$rc" -eq 137 ]
+check "SIGKILLed rank: named on one line ($(errtext))" \
+  grep -Eqx 'gcollrun: rank 1 \(pid [0-9]+\) killed by signal SIGKILL' "$tmp/err"
+check "SIGKILLed rank: the others were stopped quickly (${elapsed}s)" [ "$elapsed" -le 5 ]
+check "SIGKILLed rank: no rank finished its barrier" [ "$(grep -c ' ok$' "$tmp/out")" -eq 0 ]
+check "temp plan dirs removed after failures" no_leftover_dirs
+
+one_line_matching "a failing shell rank" 9 '^gcollrun: rank 0 \(pid [0-9]+\) exited with status 9$' \
+  "$RUN" -n 1 bash -c 'exit 9'
+
+start=$(date +%s)
+one_line_matching "--timeout" 124 '^gcollrun: job timed out after 1 s; killing 2 running ranks$' \
+  "$RUN" -n 2 --timeout 1 "$CLIENT" --sleep 60
+check "--timeout: took $(($(date +%s) - start)) s" [ $(($(date +%s) - start)) -le 6 ]
+
+# SIGTERM to gcollrun reaches every rank (each reports it and exits 0).
+timeout 20 "$RUN" -n 2 --tag-output "$CLIENT" --wait-term >"$tmp/term.out" 2>"$tmp/term.err" &
+pid=$!
+for _ in $(seq 1 100); do
+  [ "$(grep -c ready "$tmp/term.out" 2>/dev/null)" -eq 2 ] && break
+  sleep 0.1
+done
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+check "SIGTERM forwarded: gcollrun exit 0 (got $rc; $(head -c 300 "$tmp/term.err"))" [ "$rc" -eq 0 ]
+check "SIGTERM forwarded: both ranks got it" [ "$(grep -c 'got SIGTERM' "$tmp/term.out")" -eq 2 ]
+
+# SIGTERM to ranks that do not catch it: they die of it, gcollrun says so.
+timeout 20 "$RUN" -n 2 "$CLIENT" --sleep 30 >"$tmp/t2.out" 2>"$tmp/t2.err" &
+pid=$!
+for _ in $(seq 1 100); do [ "$(grep -c ' ok$' "$tmp/t2.out" 2>/dev/null)" -eq 2 ] && break; sleep 0.1; done
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+check "SIGTERM to default ranks: exit 143 (got $rc)" [ "$rc" -eq 143 ]
+check "SIGTERM to default ranks: named" grep -Eq '^gcollrun: rank [01] \(pid [0-9]+\) killed by signal SIGTERM$' "$tmp/t2.err"
+check "temp plan dirs removed after signals" no_leftover_dirs
+
+# ---- the KVS refuses strangers and bounds every wait ------------------------
+run "$RUN" -n 2 "$CLIENT" --wrong-key
+check "wrong job key refused by the server ($(errtext))" [ "$rc" -eq 0 ]
+check "wrong job key: reason printed" [ "$(grep -c 'wrong job key' "$tmp/out")" -eq 2 ]
+
+start=$(date +%s)
+run env GCOLL_TIMEOUT=1 "$RUN" -n 2 "$CLIENT" --get-missing
+check "missing key: get fails with a deadline message (exit $rc; $(errtext))" [ "$rc" -eq 0 ]
+check "missing key: one line per rank" \
+  [ "$(grep -c "^bootstrap(tcp): get 'test/nobody-puts-this': no rank put this key within .* (deadline from GCOLL_TIMEOUT)$" "$tmp/err")" -eq 2 ]
+check "missing key: bounded by GCOLL_TIMEOUT" [ $(($(date +%s) - start)) -le 5 ]
+
+# Raw strangers on the KVS socket: malformed input is answered with a reason
+# and the connection is closed (cat sees EOF well before its 5 s bound).
+raw_kvs() {
+  run "$RUN" -n 1 bash -c 'exec 3<>/dev/tcp/${GCOLL_KVS_ADDR%:*}/${GCOLL_KVS_ADDR#*:}
+    printf "$1" >&3; timeout 5 cat <&3 | tr -c "[:print:]" "."; exit ${PIPESTATUS[0]}' raw "$1"
+}
+raw_kvs 'GARBAGEGARBAGE!!'
+check "KVS: bad magic refused and closed ($(errtext))" eval '[ "$rc" -eq 0 ] && grep -q "bad magic" "$tmp/out"'
+raw_kvs 'gcKV\x00\x01\x00\x02\x00\x00\x00\x00\x7f\xff\xff\xff'
+check "KVS: oversized body refused and closed" eval '[ "$rc" -eq 0 ] && grep -q "exceeds the limit" "$tmp/out"'
+raw_kvs 'gcKV\x00\x02\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00'
+check "KVS: other protocol version refused" eval '[ "$rc" -eq 0 ] && grep -q "protocol version 2" "$tmp/out"'
+# A well-formed PUT before HELLO, with the wrong job key: refused.
+raw_kvs 'gcKV\x00\x01\x00\x02\x00\x00\x00\x00\x00\x00\x00\x0b\x00\x01x\x00\x01k\x00\x00\x00\x01v'
+check "KVS: request with a wrong job key refused" eval '[ "$rc" -eq 0 ] && grep -q "wrong job key" "$tmp/out"'
+
+# The KVS client outside gcollrun: one-line reasons, no hang.
+run env -u GCOLL_KVS_ADDR "$CLIENT"
+check "no bootstrap in the environment: one line ($(errtext))" \
+  eval '[ "$rc" -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "GCOLL_KVS_ADDR unset" "$tmp/err"'
+run env GCOLL_KVS_ADDR=127.0.0.1:1 GCOLL_JOB_KEY=k GCOLL_RANK=0 GCOLL_NRANKS=1 "$CLIENT"
+check "nothing listening: one line ($(errtext))" \
+  eval '[ "$rc" -eq 1 ] && grep -q "cannot connect to the KVS at 127.0.0.1:1" "$tmp/err"'
+run env GCOLL_KVS_ADDR=127.0.0.1:1 GCOLL_JOB_KEY=k GCOLL_RANK=2 GCOLL_NRANKS=2 "$CLIENT"
+check "rank out of range: one line ($(errtext))" eval '[ "$rc" -eq 1 ] && grep -q "GCOLL_RANK=.2." "$tmp/err"'
+run env GCOLL_KVS_ADDR=127.0.0.1:1 GCOLL_JOB_KEY=k GCOLL_RANK=0 GCOLL_NRANKS=1 GCOLL_TIMEOUT=soon "$CLIENT"
+check "bad GCOLL_TIMEOUT: one line ($(errtext))" eval '[ "$rc" -eq 1 ] && grep -q "GCOLL_TIMEOUT=.soon." "$tmp/err"'
+
+# ---- command line -----------------------------------------------------------
+usage_re='\(see .gcollrun --help.\)$'
+one_line_matching "no -n" 2 "missing -n N $usage_re" "$RUN" "$CLIENT"
+one_line_matching "no program" 2 "missing PROGRAM $usage_re" "$RUN" -n 2
+one_line_matching "-n 0" 2 "-n: 0 is out of range" "$RUN" -n 0 "$CLIENT"
+one_line_matching "-n abc" 2 "-n: 'abc' is not an integer" "$RUN" -n abc "$CLIENT"
+one_line_matching "-n too many" 2 "out of range 1\.\.1024" "$RUN" -n 5000 "$CLIENT"
+one_line_matching "indivisible" 2 "-n 6 is not divisible by --nodes 4" "$RUN" -n 6 --nodes 4 "$CLIENT"
+one_line_matching "more nodes than ranks" 2 "--nodes 4 is more than -n 2" "$RUN" -n 2 --nodes 4 "$CLIENT"
+one_line_matching "unknown option" 2 "unrecognized option '--frobnicate'" "$RUN" --frobnicate -n 2 "$CLIENT"
+one_line_matching "option without value" 2 "option '--timeout' needs a value" "$RUN" -n 2 --timeout
+one_line_matching "bad timeout" 2 "--timeout: '-3' is not a number" "$RUN" -n 2 --timeout -3 "$CLIENT"
+one_line_matching "--plan with --topo" 2 "--plan and --topo exclude each other" \
+  "$RUN" -n 2 --plan x.yaml --topo cpu-only "$CLIENT"
+one_line_matching "unknown topology" 1 "^gcollrun: topology 'no-such-topo': no such file" \
+  "$RUN" -n 2 --topo no-such-topo "$CLIENT"
+one_line_matching "missing program" 127 '^gcollrun: no-such-program-zz: command not found$' \
+  "$RUN" -n 2 no-such-program-zz
+one_line_matching "missing program path" 127 '^gcollrun: /nonexistent/prog: No such file or directory$' \
+  "$RUN" -n 2 /nonexistent/prog
+touch "$tmp/notexec"
+one_line_matching "program not executable" 126 "^gcollrun: $tmp/notexec: Permission denied$" \
+  "$RUN" -n 2 "$tmp/notexec"
+# Options after PROGRAM belong to PROGRAM.
+run "$RUN" -n 1 echo -n --tag-output
+check "program options are passed through" eval '[ "$rc" -eq 0 ] && [ "$(cat "$tmp/out")" = "--tag-output" ]'
+run "$RUN" --help
+check "--help exits 0 with usage" eval '[ "$rc" -eq 0 ] && grep -q "^usage: gcollrun -n N" "$tmp/out"'
+check "temp plan dirs removed on every path" no_leftover_dirs
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
