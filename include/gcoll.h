@@ -2,9 +2,20 @@
  *
  * The types mirror NCCL's (same names with a gcoll prefix, same numeric
  * values), so NCCL users can read this header at a glance and gcoll's
- * NCCL-ABI library can pass values through unchanged. The communicator API
- * arrives with the runtime (issue 4); this header holds what the collective
- * kernels and the runtime share. */
+ * NCCL-ABI library can pass values through unchanged.
+ *
+ * Buffers and streams. This version runs collectives on host memory: pass
+ * stream = NULL and the call is blocking, like a host MPI collective: when
+ * it returns, recvbuff holds the result and sendbuff may be reused. Every
+ * rank of the communicator must make the same calls in the same order with
+ * the same count, type, op and root. Calls on one communicator must not
+ * overlap (one thread at a time); different communicators are independent.
+ *
+ * Errors. Functions return a gcollResult_t; gcollGetLastError(comm) gives a
+ * one-line reason for the last failure on this thread (comm may be NULL for
+ * init failures). A call that fails with gcollRemoteError or gcollSystemError
+ * (a peer died, a deadline of GCOLL_TIMEOUT seconds passed) leaves the
+ * communicator unusable: destroy it (or abort it). */
 #ifndef GCOLL_H
 #define GCOLL_H
 
@@ -53,6 +64,71 @@ typedef enum {
   gcollAvg = 4,    /* sum divided by the number of ranks */
   gcollNumOps = 5
 } gcollRedOp_t;
+
+/* An opaque communicator: one rank's membership in one job's plan. */
+typedef struct gcollComm *gcollComm_t;
+
+/* Human-readable name of a result ("remote process exited or there was a
+ * network error", ...). */
+const char *gcollGetErrorString(gcollResult_t result);
+
+/* One-line reason for the last failure of a gcoll call on this thread. */
+const char *gcollGetLastError(gcollComm_t comm);
+
+/* GCOLL_MAJOR * 10000 + GCOLL_MINOR * 100 + GCOLL_PATCH. */
+gcollResult_t gcollGetVersion(int *version);
+
+/* Joins the job described by a plan file as `rank`. plan_path NULL means
+ * $GCOLL_PLAN, rank < 0 means $GCOLL_RANK (both set by gcollrun and the
+ * SPANK plugin). Connects only the peers the plan names for this rank, after
+ * exchanging addresses through the job's bootstrap (gcollrun's key-value
+ * store). Collective over all ranks of the plan; bounded by GCOLL_TIMEOUT. */
+gcollResult_t gcollCommInitFromPlan(gcollComm_t *comm, const char *plan_path, int rank);
+
+/* Frees a communicator after its last collective. Not collective, but peers
+ * still running collectives with this rank will fail with gcollRemoteError. */
+gcollResult_t gcollCommDestroy(gcollComm_t comm);
+
+/* Makes every collective in progress on comm (called from another thread)
+ * and every later one fail, then frees comm. Use after an error. */
+gcollResult_t gcollCommAbort(gcollComm_t comm);
+
+/* The communicator's asynchronous error: gcollSuccess, or the error a peer
+ * failure or an abort left (gcollRemoteError names the dead rank through
+ * gcollGetLastError). */
+gcollResult_t gcollCommGetAsyncError(gcollComm_t comm, gcollResult_t *asyncError);
+
+gcollResult_t gcollCommCount(const gcollComm_t comm, int *count);
+gcollResult_t gcollCommUserRank(const gcollComm_t comm, int *rank);
+
+/* recvbuff[i] = op over ranks of sendbuff[i], on every rank. In place when
+ * sendbuff == recvbuff. */
+gcollResult_t gcollAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                             gcollDataType_t datatype, gcollRedOp_t op, gcollComm_t comm,
+                             void *stream);
+
+/* Copies root's sendbuff to every rank's recvbuff (sendbuff is only read on
+ * root; in place when sendbuff == recvbuff). */
+gcollResult_t gcollBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                             gcollDataType_t datatype, int root, gcollComm_t comm, void *stream);
+
+/* Like AllReduce, but only root's recvbuff receives the result (recvbuff is
+ * not touched on other ranks and may be NULL there). */
+gcollResult_t gcollReduce(const void *sendbuff, void *recvbuff, size_t count,
+                          gcollDataType_t datatype, gcollRedOp_t op, int root, gcollComm_t comm,
+                          void *stream);
+
+/* Gathers sendcount elements from every rank into recvbuff (nranks *
+ * sendcount elements, in rank order). In place when sendbuff == recvbuff +
+ * rank * sendcount elements. */
+gcollResult_t gcollAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                             gcollDataType_t datatype, gcollComm_t comm, void *stream);
+
+/* Reduces nranks * recvcount elements over ranks; rank r receives block r.
+ * In place when recvbuff == sendbuff + rank * recvcount elements. */
+gcollResult_t gcollReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                 gcollDataType_t datatype, gcollRedOp_t op, gcollComm_t comm,
+                                 void *stream);
 
 #ifdef __cplusplus
 }

@@ -263,7 +263,14 @@ static void park(struct conn *c, enum wait_kind w, uint32_t timeout_ms) {
 
 static void handle_get(struct kvs_server *s, struct conn *c, const struct kvs_request *r) {
   const struct entry *e = lookup(s, r->key, r->key_len);
-  if (e != NULL) {
+  /* The job's first lost rank, for a rank whose collective timed out and
+   * wants to know whether a peer it never talked to died. */
+  if (r->key_len == strlen(KVS_LOST_RANK_KEY) &&
+      memcmp(r->key, KVS_LOST_RANK_KEY, r->key_len) == 0 && s->broken_rank >= 0) {
+    char v[16];
+    int n = snprintf(v, sizeof(v), "%d", s->broken_rank);
+    queue_reply(s, c, r->op, KVS_OK, v, (size_t)n);
+  } else if (e != NULL) {
     queue_reply(s, c, r->op, KVS_OK, e->data + e->klen, e->vlen);
   } else if (s->broken_rank >= 0) {
     queue_error(s, c, r->op, KVS_ERR_PEER_LOST,

@@ -25,6 +25,11 @@
 #define GCOLL_BOOTSTRAP_MAX_KEY 256
 #define GCOLL_BOOTSTRAP_MAX_VALUE 65536
 #define GCOLL_BOOTSTRAP_DEFAULT_TIMEOUT_S 60
+/* Reserved key: backends that notice a rank vanish (the TCP KVS sees its
+ * connection drop without a goodbye) answer it with that rank, in decimal.
+ * A rank whose collective timed out asks it to name a dead peer it never
+ * talked to directly. */
+#define GCOLL_BOOTSTRAP_LOST_RANK_KEY "job/lost-rank"
 
 struct gcoll_bootstrap;
 

@@ -28,8 +28,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/bootstrap.h"
+
 #define KVS_MAGIC 0x67634b56u      /* "gcKV" */
 #define KVS_VERSION 1
+#define KVS_LOST_RANK_KEY GCOLL_BOOTSTRAP_LOST_RANK_KEY
 #define KVS_HEADER_LEN 16
 #define KVS_MAX_KEY 256            /* bytes, printable ASCII without spaces */
 #define KVS_MAX_VALUE 65536        /* bytes, binary */

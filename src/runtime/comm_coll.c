@@ -1,0 +1,163 @@
+/* The collective API: argument checks, the plan's tuning choice, and one
+ * run of the executor. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/reduce.h"
+#include "runtime/comm.h"
+
+struct call {
+  const char *name;
+  enum gcoll_coll coll;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count;          /* per rank for allgather / reducescatter */
+  gcollDataType_t dtype;
+  gcollRedOp_t op;
+  int root;
+  int has_op, has_root;
+};
+
+static gcollResult_t check_args(const struct gcollComm *comm, const struct call *c, void *stream,
+                                size_t *bytes) {
+  if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "%s: comm is NULL", c->name);
+  if (stream != NULL)
+    return gcoll_fail(gcollInvalidUsage, "%s: stream must be NULL: this build runs collectives "
+                                         "on host memory only", c->name);
+  size_t size = gcoll_dtype_size(c->dtype);
+  if (size == 0)
+    return gcoll_fail(gcollInvalidArgument, "%s: datatype %d is not a gcollDataType_t", c->name,
+                      (int)c->dtype);
+  if (c->has_op && gcoll_redop_name(c->op) == NULL)
+    return gcoll_fail(gcollInvalidArgument, "%s: op %d is not a gcollRedOp_t", c->name, (int)c->op);
+  if (c->has_root && (c->root < 0 || c->root >= comm->nranks))
+    return gcoll_fail(gcollInvalidArgument, "%s: root %d is not a rank (0..%d)", c->name, c->root,
+                      comm->nranks - 1);
+  int per_rank = c->coll == GCOLL_COLL_ALLGATHER || c->coll == GCOLL_COLL_REDUCESCATTER;
+  size_t blocks = per_rank ? (size_t)comm->nranks : 1;
+  if (c->count > SIZE_MAX / size / blocks)
+    return gcoll_fail(gcollInvalidArgument, "%s: count %zu overflows the buffer size", c->name,
+                      c->count);
+  *bytes = c->count * size * blocks;
+  if (c->count > 0) {
+    int root_only_recv = c->coll == GCOLL_COLL_REDUCE && comm->rank != c->root;
+    int root_only_send = c->coll == GCOLL_COLL_BROADCAST && comm->rank != c->root;
+    if (c->sendbuf == NULL && !root_only_send)
+      return gcoll_fail(gcollInvalidArgument, "%s: sendbuff is NULL with count %zu", c->name,
+                        c->count);
+    if (c->recvbuf == NULL && !root_only_recv)
+      return gcoll_fail(gcollInvalidArgument, "%s: recvbuff is NULL with count %zu", c->name,
+                        c->count);
+  }
+  int aborted = atomic_load(&comm->abort_word);
+  if (aborted == gcollRemoteError)
+    return gcoll_fail(gcollRemoteError, "%s: rank %d died or closed its connection earlier",
+                      c->name, atomic_load(&comm->failed_peer));
+  if (aborted != 0)
+    return gcoll_fail((gcollResult_t)aborted, "%s: the communicator was aborted", c->name);
+  return gcollSuccess;
+}
+
+/* The plan's choice for this size, then the environment's overrides, then
+ * what the host executor has: tree for allreduce only, no NVLS or LL128. */
+static void choose(const struct gcollComm *comm, const struct call *c, size_t bytes,
+                   struct gcoll_host_coll *hc) {
+  const struct gcoll_tuning_entry *row = gcoll_rank_view_tuning(comm->view, c->coll, bytes);
+  hc->algo = row ? row->algo : GCOLL_ALGO_RING;
+  hc->proto = row ? row->proto : GCOLL_PROTO_SIMPLE;
+  hc->nchannels = row ? row->nchannels : comm->nchannels;
+  if (comm->force_algo >= 0) hc->algo = (enum gcoll_algo)comm->force_algo;
+  if (comm->force_proto >= 0) hc->proto = (enum gcoll_proto)comm->force_proto;
+  if (hc->algo != GCOLL_ALGO_TREE || c->coll != GCOLL_COLL_ALLREDUCE) hc->algo = GCOLL_ALGO_RING;
+  if (hc->proto == GCOLL_PROTO_LL128) hc->proto = GCOLL_PROTO_SIMPLE;
+  if (hc->nchannels < 1 || hc->nchannels > comm->nchannels) hc->nchannels = comm->nchannels;
+  /* The double binary tree is two trees: it needs both halves of the channels. */
+  if (hc->algo == GCOLL_ALGO_TREE && hc->nchannels < 2 && comm->nchannels >= 2) hc->nchannels = 2;
+}
+
+/* After a deadline: was it because some rank died? The bootstrap may know
+ * even when the dead rank was not one of our peers. */
+static int lost_rank(struct gcollComm *comm) {
+  char value[16], err[256];
+  size_t len = 0;
+  uint64_t deadline = gcoll_bootstrap_now_ms() + 500;
+  if (gcoll_bootstrap_get(comm->bs, GCOLL_BOOTSTRAP_LOST_RANK_KEY, value, sizeof(value) - 1, &len,
+                          deadline, err, sizeof(err)) != 0)
+    return -1;
+  value[len] = '\0';
+  return atoi(value);
+}
+
+static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *stream) {
+  size_t bytes = 0;
+  gcollResult_t rc = check_args(comm, c, stream, &bytes);
+  if (rc != gcollSuccess) return rc;
+  struct gcoll_host_coll hc = {
+      .coll = c->coll,
+      .sendbuf = c->sendbuf,
+      .recvbuf = c->recvbuf,
+      .count = c->count,
+      .dtype = c->dtype,
+      .op = c->has_op ? c->op : gcollSum,
+      .root = c->has_root ? c->root : 0,
+  };
+  choose(comm, c, bytes, &hc);
+  char err[512];
+  pthread_mutex_lock(&comm->busy);
+  rc = gcoll_host_exec_run(comm->exec, &hc, err, sizeof(err));
+  pthread_mutex_unlock(&comm->busy);
+  if (rc == gcollSuccess) return rc;
+  if (rc == gcollRemoteError)
+    return gcoll_fail(rc, "%s: rank %d died or closed its connection (%s)", c->name,
+                      atomic_load(&comm->failed_peer), err);
+  int lost = rc == gcollSystemError ? lost_rank(comm) : -1;
+  if (lost >= 0) {
+    atomic_store(&comm->abort_word, (int)gcollRemoteError);
+    atomic_store(&comm->failed_peer, lost);
+    return gcoll_fail(gcollRemoteError, "%s: rank %d died (no progress within GCOLL_TIMEOUT, %llu ms)",
+                      c->name, lost, (unsigned long long)comm->timeout_ms);
+  }
+  if (rc == gcollSystemError)
+    return gcoll_fail(rc, "%s: no progress within GCOLL_TIMEOUT (%llu ms): %s", c->name,
+                      (unsigned long long)comm->timeout_ms, err);
+  return gcoll_fail(rc, "%s: %s", c->name, err);
+}
+
+gcollResult_t gcollAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                             gcollDataType_t datatype, gcollRedOp_t op, gcollComm_t comm,
+                             void *stream) {
+  struct call c = {"gcollAllReduce", GCOLL_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op,
+                   0, 1, 0};
+  return run(comm, &c, stream);
+}
+
+gcollResult_t gcollBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                             gcollDataType_t datatype, int root, gcollComm_t comm, void *stream) {
+  struct call c = {"gcollBroadcast", GCOLL_COLL_BROADCAST, sendbuff, recvbuff, count, datatype,
+                   gcollSum, root, 0, 1};
+  return run(comm, &c, stream);
+}
+
+gcollResult_t gcollReduce(const void *sendbuff, void *recvbuff, size_t count,
+                          gcollDataType_t datatype, gcollRedOp_t op, int root, gcollComm_t comm,
+                          void *stream) {
+  struct call c = {"gcollReduce", GCOLL_COLL_REDUCE, sendbuff, recvbuff, count, datatype, op, root,
+                   1, 1};
+  return run(comm, &c, stream);
+}
+
+gcollResult_t gcollAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                             gcollDataType_t datatype, gcollComm_t comm, void *stream) {
+  struct call c = {"gcollAllGather", GCOLL_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype,
+                   gcollSum, 0, 0, 0};
+  return run(comm, &c, stream);
+}
+
+gcollResult_t gcollReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                 gcollDataType_t datatype, gcollRedOp_t op, gcollComm_t comm,
+                                 void *stream) {
+  struct call c = {"gcollReduceScatter", GCOLL_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount,
+                   datatype, op, 0, 1, 0};
+  return run(comm, &c, stream);
+}

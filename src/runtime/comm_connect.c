@@ -1,0 +1,232 @@
+/* Connecting the edges the plan names for this rank, and only those.
+ *
+ * Each connection is one direction between two ranks for one channel and
+ * purpose. The receiver creates the FIFO (so its memory is local to the
+ * reader) and publishes its address under a key naming sender, receiver and
+ * connection id; after one fence every sender fetches exactly the keys of
+ * its own send edges. A rank therefore reads at most GCOLL_COMM_MAX_CONNS/2
+ * keys, whatever the job size: no all-to-all of addresses.
+ *
+ * The plan's edge class picks the transport (shm inside a node, net/socket
+ * between nodes); GCOLL_TRANSPORT=net/socket sends every edge over TCP, which
+ * is how the network path is tested on one host. The receiver writes the
+ * transport it chose into the published value, so both ends always agree. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/comm.h"
+#include "runtime/proxy.h"
+
+/* Connection purposes, part of the connection id. */
+enum conn_kind { CONN_RING = 0, CONN_TREE_UP = 1, CONN_TREE_DOWN = 2 };
+
+struct edge {
+  int peer;
+  int is_send;
+  enum gcoll_edge cls;
+  uint32_t id;
+  struct gcoll_fifo **fifo;   /* where the executor finds it */
+};
+
+static uint32_t conn_id(int channel, enum conn_kind kind) { return (uint32_t)channel * 4u + kind; }
+
+static const struct gcoll_transport_ops *const transport_ops[GCOLL_NTRANSPORTS] = {
+    [GCOLL_TRANSPORT_SHM] = &gcoll_transport_shm_ops,
+    [GCOLL_TRANSPORT_SOCKET] = &gcoll_transport_socket_ops,
+};
+
+static struct gcoll_transport *transport_of(struct gcollComm *comm, const struct gcoll_conn *c) {
+  for (int k = 0; k < GCOLL_NTRANSPORTS; k++)
+    if (c->ops == transport_ops[k]) return comm->transport[k];
+  return NULL;
+}
+
+static int add_edge(struct edge *edges, int *n, int peer, int is_send, enum gcoll_edge cls,
+                    uint32_t id, struct gcoll_fifo **fifo) {
+  if (*n >= GCOLL_COMM_MAX_CONNS) return -1;
+  edges[(*n)++] = (struct edge){peer, is_send, cls, id, fifo};
+  return 0;
+}
+
+/* Plan channels c < S use tree t1, c >= S tree t2. The executor runs the
+ * first k of its channels when the tuning row asks for k, so they are
+ * interleaved (t1, t2, t1, ...): any even k splits a tree allreduce evenly
+ * over both trees of the double binary tree, as it must. */
+static int executor_slot(int c, int nchannels) {
+  int half = nchannels / 2;
+  return c < half ? 2 * c : 2 * (c - half) + 1;
+}
+
+/* The edges of plan channel c, filling the executor's channel description. */
+static int channel_edges(struct gcollComm *comm, int c, struct edge *edges, int *n) {
+  const struct gcoll_ring_link *r = &comm->view->ring[c];
+  const struct gcoll_tree_link *t = &comm->view->tree[c];
+  struct gcoll_host_channel *hc = &comm->channels[executor_slot(c, comm->nchannels)];
+  const int *ranks = comm->ring_ranks + (size_t)c * comm->nranks;
+  hc->ring.ranks = ranks;
+  hc->ring.pos = 0;
+  for (int i = 0; i < comm->nranks; i++)
+    if (ranks[i] == comm->rank) hc->ring.pos = i;
+  if (comm->nranks == 1) return 0;   /* self edges: nothing to connect */
+  int rc = add_edge(edges, n, r->prev, 0, r->prev_edge, conn_id(c, CONN_RING), &hc->ring.recv_prev) |
+           add_edge(edges, n, r->next, 1, r->next_edge, conn_id(c, CONN_RING), &hc->ring.send_next);
+  hc->has_tree = 1;
+  hc->tree.parent = t->parent;
+  hc->tree.nchildren = t->nchildren;
+  if (t->parent >= 0)
+    rc |= add_edge(edges, n, t->parent, 1, t->parent_edge, conn_id(c, CONN_TREE_UP),
+                   &hc->tree.send_parent) |
+          add_edge(edges, n, t->parent, 0, t->parent_edge, conn_id(c, CONN_TREE_DOWN),
+                   &hc->tree.recv_parent);
+  for (int k = 0; k < t->nchildren && k < GCOLL_PRIMS_MAX_PEERS; k++)
+    rc |= add_edge(edges, n, t->children[k], 0, t->child_edge[k], conn_id(c, CONN_TREE_UP),
+                   &hc->tree.recv_child[k]) |
+          add_edge(edges, n, t->children[k], 1, t->child_edge[k], conn_id(c, CONN_TREE_DOWN),
+                   &hc->tree.send_child[k]);
+  return rc;
+}
+
+static void edge_key(char *key, size_t len, const struct gcollComm *comm, const struct edge *e) {
+  int sender = e->is_send ? comm->rank : e->peer, receiver = e->is_send ? e->peer : comm->rank;
+  snprintf(key, len, "conn/%d/%d/%u", sender, receiver, e->id);
+}
+
+/* GCOLL_TRANSPORT forces one transport for every edge; -1 when unset. */
+static int forced_transport(gcollResult_t *rc) {
+  const char *v = getenv("GCOLL_TRANSPORT");
+  *rc = gcollSuccess;
+  if (v == NULL || *v == '\0') return -1;
+  for (int k = 0; k < GCOLL_NTRANSPORTS; k++)
+    if (strcmp(v, transport_ops[k]->name) == 0) return k;
+  *rc = gcoll_fail(gcollInvalidArgument, "GCOLL_TRANSPORT='%s': expected shm or net/socket", v);
+  return -1;
+}
+
+static int transport_for(enum gcoll_edge cls, int forced) {
+  if (forced >= 0) return forced;
+  return cls == GCOLL_EDGE_NET ? GCOLL_TRANSPORT_SOCKET : GCOLL_TRANSPORT_SHM;
+}
+
+static gcollResult_t start_transports(struct gcollComm *comm) {
+  char err[512];
+  if (gcoll_proxy_create(&comm->proxy, err, sizeof(err)) != 0)
+    return gcoll_fail(gcollSystemError, "proxy: %s", err);
+  struct gcoll_transport_config cfg = {
+      .rank = comm->rank,
+      .nranks = comm->nranks,
+      .job_key = comm->job_key,
+      .slot_bytes = comm->slot_bytes,
+      .abort_word = &comm->abort_word,
+      .failed_peer = &comm->failed_peer,
+      .timeout_ms = comm->timeout_ms,
+      .proxy = comm->proxy,
+  };
+  for (int k = 0; k < GCOLL_NTRANSPORTS; k++)
+    if (transport_ops[k]->init(&comm->transport[k], &cfg, err, sizeof(err)) != 0)
+      return gcoll_fail(gcollSystemError, "transport %s: %s", transport_ops[k]->name, err);
+  return gcollSuccess;
+}
+
+/* Phase 1: every receive end exists and its address is published. */
+static gcollResult_t setup_receivers(struct gcollComm *comm, struct edge *edges, int n, int forced) {
+  char err[512], key[96];
+  unsigned char value[1 + GCOLL_CONN_ADDR_MAX];
+  for (int i = 0; i < n; i++) {
+    struct edge *e = &edges[i];
+    if (e->is_send) continue;
+    int k = transport_for(e->cls, forced);
+    struct gcoll_conn *c = &comm->conns[comm->nconns];
+    size_t len = GCOLL_CONN_ADDR_MAX;
+    if (transport_ops[k]->recv_setup(comm->transport[k], e->peer, e->id, c, value + 1, &len, err,
+                                     sizeof(err)) != 0)
+      return gcoll_fail(gcollSystemError, "receive from rank %d over %s: %s", e->peer,
+                        transport_ops[k]->name, err);
+    comm->nconns++;
+    *e->fifo = c->fifo;
+    value[0] = (unsigned char)k;
+    edge_key(key, sizeof(key), comm, e);
+    if (gcoll_bootstrap_put(comm->bs, key, value, len + 1, err, sizeof(err)) != 0)
+      return gcoll_fail(gcollSystemError, "%s", err);
+    gcoll_log_info(comm, "recv from rank %d (%s edge, id %u) over %s", e->peer,
+                   gcoll_edge_name(e->cls), e->id, transport_ops[k]->name);
+  }
+  return gcollSuccess;
+}
+
+/* Phase 2: every send end attaches to its receiver's published address. */
+static gcollResult_t connect_senders(struct gcollComm *comm, struct edge *edges, int n) {
+  char err[512], key[96];
+  unsigned char value[1 + GCOLL_CONN_ADDR_MAX];
+  uint64_t deadline = gcoll_bootstrap_deadline(comm->bs);
+  for (int i = 0; i < n; i++) {
+    struct edge *e = &edges[i];
+    if (!e->is_send) continue;
+    size_t len = 0;
+    edge_key(key, sizeof(key), comm, e);
+    if (gcoll_bootstrap_get(comm->bs, key, value, sizeof(value), &len, deadline, err,
+                            sizeof(err)) != 0)
+      return gcoll_fail(gcollRemoteError, "address of rank %d: %s", e->peer, err);
+    if (len < 1 || value[0] >= GCOLL_NTRANSPORTS)
+      return gcoll_fail(gcollRemoteError, "rank %d published a malformed address", e->peer);
+    int k = value[0];
+    struct gcoll_conn *c = &comm->conns[comm->nconns];
+    if (transport_ops[k]->send_connect(comm->transport[k], e->peer, e->id, value + 1, len - 1, c,
+                                       deadline, err, sizeof(err)) != 0)
+      return gcoll_fail(gcollRemoteError, "send to rank %d over %s: %s", e->peer,
+                        transport_ops[k]->name, err);
+    comm->nconns++;
+    *e->fifo = c->fifo;
+    gcoll_log_info(comm, "send to rank %d (%s edge, id %u) over %s", e->peer,
+                   gcoll_edge_name(e->cls), e->id, transport_ops[k]->name);
+  }
+  return gcollSuccess;
+}
+
+/* Phase 3: receive ends whose transport needs the sender first (TCP accept). */
+static gcollResult_t complete_receivers(struct gcollComm *comm) {
+  char err[512];
+  uint64_t deadline = gcoll_bootstrap_deadline(comm->bs);
+  for (int i = 0; i < comm->nconns; i++) {
+    struct gcoll_conn *c = &comm->conns[i];
+    if (c->is_send || c->ops->recv_complete == NULL) continue;
+    if (c->ops->recv_complete(transport_of(comm, c), c, deadline, err, sizeof(err)) != 0)
+      return gcoll_fail(gcollRemoteError, "receive from rank %d: %s", c->peer, err);
+  }
+  return gcollSuccess;
+}
+
+gcollResult_t gcoll_comm_connect(struct gcollComm *comm) {
+  struct edge *edges = calloc(GCOLL_COMM_MAX_CONNS, sizeof(*edges));
+  if (edges == NULL) return gcoll_fail(gcollSystemError, "out of memory");
+  int n = 0, forced;
+  gcollResult_t rc;
+  forced = forced_transport(&rc);
+  for (int c = 0; rc == gcollSuccess && c < comm->nchannels; c++)
+    if (channel_edges(comm, c, edges, &n) != 0)
+      rc = gcoll_fail(gcollInternalError, "more than %d connections", GCOLL_COMM_MAX_CONNS);
+  char err[512];
+  if (rc == gcollSuccess) rc = start_transports(comm);
+  if (rc == gcollSuccess) rc = setup_receivers(comm, edges, n, forced);
+  if (rc == gcollSuccess &&
+      gcoll_bootstrap_fence(comm->bs, gcoll_bootstrap_deadline(comm->bs), err, sizeof(err)) != 0)
+    rc = gcoll_fail(gcollRemoteError, "%s", err);
+  if (rc == gcollSuccess) rc = connect_senders(comm, edges, n);
+  if (rc == gcollSuccess) rc = complete_receivers(comm);
+  free(edges);
+  return rc;
+}
+
+void gcoll_comm_disconnect(struct gcollComm *comm) {
+  /* The proxy goes first: it must stop touching connections before they are
+   * closed under it. */
+  if (comm->proxy != NULL) gcoll_proxy_destroy(comm->proxy);
+  comm->proxy = NULL;
+  for (int i = comm->nconns - 1; i >= 0; i--) {
+    struct gcoll_conn *c = &comm->conns[i];
+    c->ops->conn_close(transport_of(comm, c), c);
+  }
+  comm->nconns = 0;
+  for (int k = 0; k < GCOLL_NTRANSPORTS; k++)
+    if (comm->transport[k] != NULL) transport_ops[k]->fini(comm->transport[k]);
+}

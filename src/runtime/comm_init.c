@@ -1,0 +1,223 @@
+/* Communicator life cycle: join a job from its plan, destroy, abort. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "graph/plan.h"
+#include "runtime/comm.h"
+#include "runtime/proxy.h"
+
+#define DEFAULT_SLOT_BYTES (128u << 10)
+
+/* Reads an optional enum-valued variable; -1 when unset. */
+static int env_choice(const char *name, int (*from_name)(const char *), int *out) {
+  const char *v = getenv(name);
+  *out = -1;
+  if (v == NULL || *v == '\0') return 0;
+  *out = from_name(v);
+  return *out < 0 ? -1 : 0;
+}
+
+static gcollResult_t read_env(struct gcollComm *comm) {
+  if (env_choice("GCOLL_ALGO", gcoll_algo_from_name, &comm->force_algo) != 0)
+    return gcoll_fail(gcollInvalidArgument, "GCOLL_ALGO='%s': expected ring or tree",
+                      getenv("GCOLL_ALGO"));
+  if (env_choice("GCOLL_PROTO", gcoll_proto_from_name, &comm->force_proto) != 0)
+    return gcoll_fail(gcollInvalidArgument, "GCOLL_PROTO='%s': expected simple or ll",
+                      getenv("GCOLL_PROTO"));
+  comm->slot_bytes = DEFAULT_SLOT_BYTES;
+  if (getenv("GCOLL_SLOT_BYTES") != NULL) {
+    long v;
+    char err[256];
+    if (gcoll_bootstrap_env_int("GCOLL_SLOT_BYTES", 4096, 16L << 20, &v, err, sizeof(err)) != 0 ||
+        v % 64 != 0)
+      return gcoll_fail(gcollInvalidArgument,
+                        "GCOLL_SLOT_BYTES must be a multiple of 64 from 4096 to 16777216");
+    comm->slot_bytes = (size_t)v;
+  }
+  /* Names of shared-memory segments derive from the job key, so two jobs on
+   * one host never collide; gcollrun and the SPANK plugin set it. */
+  const char *key = getenv("GCOLL_JOB_KEY");
+  if (key == NULL || *key == '\0')
+    return gcoll_fail(gcollInvalidUsage, "GCOLL_JOB_KEY is not set: start the job with gcollrun "
+                                         "or srun --gcoll=plan");
+  if (strlen(key) >= sizeof(comm->job_key) || strspn(key, "0123456789abcdefABCDEF") != strlen(key))
+    return gcoll_fail(gcollInvalidUsage, "GCOLL_JOB_KEY must be up to 63 hex digits");
+  snprintf(comm->job_key, sizeof(comm->job_key), "%s", key);
+  return gcollSuccess;
+}
+
+static gcollResult_t resolve_rank(const char *plan_path, int *rank, const char **path) {
+  *path = plan_path ? plan_path : getenv("GCOLL_PLAN");
+  if (*path == NULL || **path == '\0')
+    return gcoll_fail(gcollInvalidArgument, "no plan: pass a path or set GCOLL_PLAN");
+  if (*rank < 0) {
+    long r;
+    char err[256];
+    if (gcoll_bootstrap_env_int("GCOLL_RANK", 0, GCOLL_MAX_RANKS - 1, &r, err, sizeof(err)) != 0)
+      return gcoll_fail(gcollInvalidArgument, "no rank: pass one or set GCOLL_RANK (%s)", err);
+    *rank = (int)r;
+  }
+  return gcollSuccess;
+}
+
+/* Everything this rank keeps from the plan: its view and the ring orders. */
+static gcollResult_t load_plan(struct gcollComm *comm, const char *path) {
+  char err[512];
+  struct gcoll_plan *plan = gcoll_plan_read_file(path, err, sizeof(err));
+  if (plan == NULL) return gcoll_fail(gcollInvalidUsage, "%s", err);
+  gcollResult_t rc = gcollSuccess;
+  if (gcoll_plan_verify(plan, err, sizeof(err)) != 0) {
+    rc = gcoll_fail(gcollInvalidUsage, "%s: invalid plan: %s", path, err);
+    goto out;
+  }
+  if (comm->rank >= plan->nranks) {
+    rc = gcoll_fail(gcollInvalidUsage, "%s: rank %d is not in the plan (it has %d ranks)", path,
+                    comm->rank, plan->nranks);
+    goto out;
+  }
+  comm->nranks = plan->nranks;
+  comm->view = calloc(1, sizeof(*comm->view));
+  comm->ring_ranks = calloc((size_t)plan->nchannels * (size_t)plan->nranks, sizeof(int));
+  if (comm->view == NULL || comm->ring_ranks == NULL) {
+    rc = gcoll_fail(gcollSystemError, "out of memory for the plan of %d ranks", plan->nranks);
+    goto out;
+  }
+  if (gcoll_plan_rank_view(plan, comm->rank, comm->view, err, sizeof(err)) != 0) {
+    rc = gcoll_fail(gcollInvalidUsage, "%s: %s", path, err);
+    goto out;
+  }
+  comm->nchannels = comm->view->nchannels;
+  for (int c = 0; c < comm->nchannels; c++)
+    if (gcoll_plan_ring_ranks(plan, c, comm->ring_ranks + (size_t)c * plan->nranks) != 0) {
+      rc = gcoll_fail(gcollInvalidUsage, "%s: ring of channel %d is inconsistent", path, c);
+      goto out;
+    }
+out:
+  gcoll_plan_free(plan);
+  return rc;
+}
+
+/* The plan must be this job's: same rank count as the bootstrap, and (on
+ * real nodes, not gcollrun's virtual ones) this rank's host. */
+static gcollResult_t check_job(struct gcollComm *comm, const char *path) {
+  char err[512], host[256] = "";
+  if (comm->bs->rank != comm->rank)
+    return gcoll_fail(gcollInvalidUsage, "rank %d asked for, but the job started this process "
+                                         "as rank %d", comm->rank, comm->bs->rank);
+  int virtual_node = getenv("GCOLL_NODE") != NULL;
+  if (!virtual_node) gethostname(host, sizeof(host) - 1);
+  if (gcoll_rank_view_check_job(comm->view, comm->bs->nranks, virtual_node ? NULL : host, NULL,
+                                err, sizeof(err)) != 0)
+    return gcoll_fail(gcollInvalidUsage, "%s: not for this job: %s", path, err);
+  return gcollSuccess;
+}
+
+static gcollResult_t start_executor(struct gcollComm *comm) {
+  char err[512];
+  struct gcoll_host_exec_config cfg = {
+      .rank = comm->rank,
+      .nranks = comm->nranks,
+      .nchannels = comm->nchannels,
+      .channels = comm->channels,
+      .abort_word = &comm->abort_word,
+      .timeout_ns = comm->timeout_ms * 1000000ull,
+  };
+  comm->exec = gcoll_host_exec_create(&cfg, err, sizeof(err));
+  if (comm->exec == NULL) return gcoll_fail(gcollSystemError, "executor: %s", err);
+  return gcollSuccess;
+}
+
+static void comm_free(struct gcollComm *comm) {
+  if (comm == NULL) return;
+  gcoll_host_exec_destroy(comm->exec);
+  gcoll_comm_disconnect(comm);
+  gcoll_bootstrap_close(comm->bs);
+  pthread_mutex_destroy(&comm->busy);
+  free(comm->ring_ranks);
+  free(comm->view);
+  free(comm);
+}
+
+gcollResult_t gcollCommInitFromPlan(gcollComm_t *out, const char *plan_path, int rank) {
+  if (out == NULL) return gcoll_fail(gcollInvalidArgument, "gcollCommInitFromPlan: comm is NULL");
+  *out = NULL;
+  const char *path;
+  gcollResult_t rc = resolve_rank(plan_path, &rank, &path);
+  if (rc != gcollSuccess) return rc;
+  struct gcollComm *comm = calloc(1, sizeof(*comm));
+  if (comm == NULL) return gcoll_fail(gcollSystemError, "out of memory for a communicator");
+  pthread_mutex_init(&comm->busy, NULL);
+  atomic_init(&comm->abort_word, 0);
+  atomic_init(&comm->failed_peer, -1);
+  comm->rank = rank;
+  char err[512];
+  if ((rc = read_env(comm)) != gcollSuccess || (rc = load_plan(comm, path)) != gcollSuccess)
+    goto fail;
+  if (gcoll_bootstrap_open_from_env(&comm->bs, err, sizeof(err)) != 0) {
+    rc = gcoll_fail(gcollInvalidUsage, "%s", err);
+    goto fail;
+  }
+  comm->timeout_ms = comm->bs->timeout_ms;
+  if ((rc = check_job(comm, path)) != gcollSuccess || (rc = gcoll_comm_connect(comm)) != gcollSuccess ||
+      (rc = start_executor(comm)) != gcollSuccess)
+    goto fail;
+  /* Every rank connected before anyone's first collective: a peer that
+   * failed to connect shows up here, with its reason on its own stderr. */
+  if (gcoll_bootstrap_barrier(comm->bs, gcoll_bootstrap_deadline(comm->bs), err, sizeof(err)) != 0) {
+    rc = gcoll_fail(gcollRemoteError, "%s", err);
+    goto fail;
+  }
+  gcoll_log_info(comm, "joined %s: %d ranks, node %d, %d channels, %d connections, slot %zu B",
+                 path, comm->nranks, comm->view->node, comm->nchannels, comm->nconns,
+                 comm->slot_bytes);
+  *out = comm;
+  return gcollSuccess;
+fail:
+  comm_free(comm);
+  return rc;
+}
+
+gcollResult_t gcollCommDestroy(gcollComm_t comm) {
+  if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "gcollCommDestroy: comm is NULL");
+  comm_free(comm);
+  return gcollSuccess;
+}
+
+gcollResult_t gcollCommAbort(gcollComm_t comm) {
+  if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "gcollCommAbort: comm is NULL");
+  int expected = 0;
+  atomic_compare_exchange_strong(&comm->abort_word, &expected, (int)gcollInvalidUsage);
+  /* A collective in another thread sees the abort word in its next wait
+   * round and returns; only then is it safe to free. */
+  pthread_mutex_lock(&comm->busy);
+  pthread_mutex_unlock(&comm->busy);
+  comm_free(comm);
+  return gcollSuccess;
+}
+
+gcollResult_t gcollCommGetAsyncError(gcollComm_t comm, gcollResult_t *async_error) {
+  if (comm == NULL || async_error == NULL)
+    return gcoll_fail(gcollInvalidArgument, "gcollCommGetAsyncError: NULL argument");
+  *async_error = (gcollResult_t)atomic_load(&comm->abort_word);
+  if (*async_error == gcollRemoteError)
+    gcoll_fail(gcollRemoteError, "rank %d died or closed its connection",
+               atomic_load(&comm->failed_peer));
+  return gcollSuccess;
+}
+
+gcollResult_t gcollCommCount(const gcollComm_t comm, int *count) {
+  if (comm == NULL || count == NULL)
+    return gcoll_fail(gcollInvalidArgument, "gcollCommCount: NULL argument");
+  *count = comm->nranks;
+  return gcollSuccess;
+}
+
+gcollResult_t gcollCommUserRank(const gcollComm_t comm, int *rank) {
+  if (comm == NULL || rank == NULL)
+    return gcoll_fail(gcollInvalidArgument, "gcollCommUserRank: NULL argument");
+  *rank = comm->rank;
+  return gcollSuccess;
+}

@@ -1,0 +1,58 @@
+/* Result names, the per-thread last error, and init-time logging. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/comm.h"
+
+static _Thread_local char last_error[512];
+
+const char *gcollGetErrorString(gcollResult_t result) {
+  switch (result) {
+  case gcollSuccess: return "no error";
+  case gcollUnhandledCudaError: return "unhandled cuda error";
+  case gcollSystemError: return "unhandled system error (a system call failed or a deadline passed)";
+  case gcollInternalError: return "internal error - please report this issue to the gcoll developers";
+  case gcollInvalidArgument: return "invalid argument";
+  case gcollInvalidUsage: return "invalid usage (bad plan, wrong call order, or aborted)";
+  case gcollRemoteError: return "remote process exited or there was a network error";
+  case gcollInProgress: return "operation in progress";
+  default: return "unknown result code";
+  }
+}
+
+/* comm is accepted for NCCL's signature; the reason is kept per thread, which
+ * is also what makes it available for failed inits (comm == NULL). */
+const char *gcollGetLastError(gcollComm_t comm) {
+  (void)comm;
+  return last_error;
+}
+
+gcollResult_t gcoll_fail(gcollResult_t result, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof(last_error), fmt, ap);
+  va_end(ap);
+  /* One line, whatever the pieces contained. */
+  for (char *p = last_error; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  return result;
+}
+
+void gcoll_log_info(const struct gcollComm *comm, const char *fmt, ...) {
+  const char *level = getenv("GCOLL_DEBUG");
+  if (level == NULL || (strcmp(level, "INFO") != 0 && strcmp(level, "TRACE") != 0)) return;
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "gcoll rank %d: %s\n", comm ? comm->rank : -1, line);
+}
+
+gcollResult_t gcollGetVersion(int *version) {
+  if (version == NULL) return gcoll_fail(gcollInvalidArgument, "gcollGetVersion: version is NULL");
+  *version = GCOLL_MAJOR * 10000 + GCOLL_MINOR * 100 + GCOLL_PATCH;
+  return gcollSuccess;
+}

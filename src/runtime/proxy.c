@@ -1,0 +1,296 @@
+/* The proxy thread (see proxy.h for the rules it follows). */
+#define _GNU_SOURCE
+#include "runtime/proxy.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+struct gcoll_proxy {
+  pthread_mutex_t lock;
+  pthread_t thread;
+  int thread_started;
+  int wake_fd;
+  _Atomic int stop;
+  _Atomic int sleeping;
+  _Atomic int refs;
+  struct gcoll_proxy_entry *entries;
+  int nentries;
+  /* Bumped by every add/remove: poll results of a round are only mapped back
+   * to entries when the set did not change during the poll. */
+  uint64_t generation;
+  /* Poll set of the current round, used by the thread without the lock
+   * while it polls. add() allocates a bigger set into next_* when needed
+   * (it may fail there, cleanly); the thread swaps it in under the lock. */
+  struct pollfd *pfd, *next_pfd;
+  struct gcoll_proxy_entry **pfd_entry, **next_pfd_entry;
+  int pfd_cap, next_cap;
+  _Atomic uint64_t rounds, sleeps, yields;
+};
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void drain_wake_fd(struct gcoll_proxy *p) {
+  uint64_t v;
+  while (read(p->wake_fd, &v, sizeof(v)) == (ssize_t)sizeof(v)) {
+  }
+}
+
+/* Fills the poll set from the entries; returns its size. Slot 0 is the
+ * wake-up eventfd. *sockets says whether any entry has an fd at all. */
+static int build_poll_set(struct gcoll_proxy *p, int *sockets) {
+  if (p->next_pfd != NULL) {
+    free(p->pfd);
+    free(p->pfd_entry);
+    p->pfd = p->next_pfd;
+    p->pfd_entry = p->next_pfd_entry;
+    p->pfd_cap = p->next_cap;
+    p->next_pfd = NULL;
+    p->next_pfd_entry = NULL;
+  }
+  int n = 0;
+  *sockets = 0;
+  p->pfd[n] = (struct pollfd){.fd = p->wake_fd, .events = POLLIN};
+  p->pfd_entry[n++] = NULL;
+  for (struct gcoll_proxy_entry *e = p->entries; e != NULL; e = e->next) {
+    if (e->fd < 0) continue;
+    *sockets = 1;
+    if (e->events == 0 || n >= p->pfd_cap) continue;
+    p->pfd[n] = (struct pollfd){.fd = e->fd, .events = e->events};
+    p->pfd_entry[n++] = e;
+  }
+  return n;
+}
+
+static short revents_of(struct gcoll_proxy *p, int n, const struct gcoll_proxy_entry *e) {
+  for (int i = 1; i < n; i++)
+    if (p->pfd_entry[i] == e && p->pfd[i].fd == e->fd) return p->pfd[i].revents;
+  return 0;
+}
+
+/* One progress pass over every entry; returns whether anything moved and
+ * sets *busy when an entry waits on its executor. */
+static int progress_all(struct gcoll_proxy *p, int n, int polled, int *busy) {
+  int moved = 0;
+  *busy = 0;
+  for (struct gcoll_proxy_entry *e = p->entries; e != NULL; e = e->next) {
+    if (e->progress == NULL) continue;
+    short rev = polled ? revents_of(p, n, e) : 0;
+    if (e->progress(e, rev)) moved = 1;
+    if (e->busy) *busy = 1;
+  }
+  return moved;
+}
+
+static void check_all(struct gcoll_proxy *p) {
+  for (struct gcoll_proxy_entry *e = p->entries; e != NULL; e = e->next)
+    if (e->check != NULL) e->check(e);
+}
+
+static void *proxy_main(void *arg) {
+  struct gcoll_proxy *p = arg;
+  uint64_t last_move = now_ns(), next_check = last_move + GCOLL_PROXY_CHECK_MS * 1000000ull;
+  uint64_t sleep_ns = GCOLL_PROXY_MIN_SLEEP_NS;
+  int busy = 0;
+  pthread_mutex_lock(&p->lock);
+  while (!atomic_load(&p->stop)) {
+    int sockets;
+    int n = build_poll_set(p, &sockets);
+    uint64_t gen = p->generation, t = now_ns();
+    int active = busy || t - last_move < GCOLL_PROXY_ACTIVE_NS;
+    uint64_t timeout = 0;
+    if (!active) {
+      uint64_t to_check = next_check > t ? next_check - t : 0;
+      timeout = sockets && sleep_ns < to_check ? sleep_ns : to_check;
+      /* Announce the sleep, then look at the FIFOs once more: a waker
+       * either sees the announcement or published before this look. */
+      atomic_store(&p->sleeping, 1);
+      if (progress_all(p, n, 0, &busy)) {
+        timeout = 0;
+        last_move = t;
+        sleep_ns = GCOLL_PROXY_MIN_SLEEP_NS;
+        n = build_poll_set(p, &sockets);
+        gen = p->generation;
+      }
+    }
+    pthread_mutex_unlock(&p->lock);
+    struct timespec ts = {.tv_sec = (time_t)(timeout / 1000000000ull),
+                          .tv_nsec = (long)(timeout % 1000000000ull)};
+    atomic_fetch_add_explicit(&p->rounds, 1, memory_order_relaxed);
+    if (timeout > 0) atomic_fetch_add_explicit(&p->sleeps, 1, memory_order_relaxed);
+    int r = ppoll(p->pfd, (nfds_t)n, &ts, NULL);
+    atomic_store(&p->sleeping, 0);
+    if (r > 0 && (p->pfd[0].revents & POLLIN)) drain_wake_fd(p);
+    pthread_mutex_lock(&p->lock);
+    if (atomic_load(&p->stop)) break;
+    int polled = r > 0 && gen == p->generation;
+    int moved = progress_all(p, n, polled, &busy);
+    t = now_ns();
+    if (moved) {
+      last_move = t;
+      sleep_ns = GCOLL_PROXY_MIN_SLEEP_NS;
+    } else if (!active && timeout > 0 && sleep_ns < GCOLL_PROXY_MAX_SLEEP_NS) {
+      sleep_ns *= 2;
+      if (sleep_ns > GCOLL_PROXY_MAX_SLEEP_NS) sleep_ns = GCOLL_PROXY_MAX_SLEEP_NS;
+    }
+    if (t >= next_check) {
+      check_all(p);
+      next_check = t + GCOLL_PROXY_CHECK_MS * 1000000ull;
+    }
+    if (!moved && active) {
+      pthread_mutex_unlock(&p->lock);
+      atomic_fetch_add_explicit(&p->yields, 1, memory_order_relaxed);
+      sched_yield();
+      pthread_mutex_lock(&p->lock);
+    }
+  }
+  pthread_mutex_unlock(&p->lock);
+  return NULL;
+}
+
+/* Makes room for `need` poll slots: allocated here, swapped in by the
+ * thread (it may be polling the current set right now). */
+static int grow_poll_set(struct gcoll_proxy *p, int need) {
+  int have = p->next_pfd != NULL ? p->next_cap : p->pfd_cap;
+  if (need <= have) return 0;
+  int cap = have ? have : 16;
+  while (cap < need) cap *= 2;
+  struct pollfd *pfd = calloc((size_t)cap, sizeof(*pfd));
+  struct gcoll_proxy_entry **pe = calloc((size_t)cap, sizeof(*pe));
+  if (pfd == NULL || pe == NULL) {
+    free(pfd);
+    free(pe);
+    return -1;
+  }
+  free(p->next_pfd);
+  free(p->next_pfd_entry);
+  p->next_pfd = pfd;
+  p->next_pfd_entry = pe;
+  p->next_cap = cap;
+  return 0;
+}
+
+static void proxy_free(struct gcoll_proxy *p) {
+  if (p->wake_fd >= 0) close(p->wake_fd);
+  pthread_mutex_destroy(&p->lock);
+  free(p->pfd);
+  free(p->pfd_entry);
+  free(p->next_pfd);
+  free(p->next_pfd_entry);
+  free(p);
+}
+
+int gcoll_proxy_create(struct gcoll_proxy **out, char *err, size_t errlen) {
+  *out = NULL;
+  struct gcoll_proxy *p = calloc(1, sizeof(*p));
+  if (p == NULL) {
+    snprintf(err, errlen, "out of memory for the proxy");
+    return -1;
+  }
+  pthread_mutex_init(&p->lock, NULL);
+  atomic_init(&p->stop, 0);
+  atomic_init(&p->sleeping, 0);
+  atomic_init(&p->refs, 1);
+  p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (p->wake_fd < 0) {
+    snprintf(err, errlen, "eventfd: %s", strerror(errno));
+    proxy_free(p);
+    return -1;
+  }
+  if (grow_poll_set(p, 16) != 0) {
+    snprintf(err, errlen, "out of memory for the proxy's poll set");
+    proxy_free(p);
+    return -1;
+  }
+  int rc = pthread_create(&p->thread, NULL, proxy_main, p);
+  if (rc != 0) {
+    snprintf(err, errlen, "pthread_create: %s", strerror(rc));
+    proxy_free(p);
+    return -1;
+  }
+  p->thread_started = 1;
+  *out = p;
+  return 0;
+}
+
+void gcoll_proxy_retain(struct gcoll_proxy *p) { atomic_fetch_add(&p->refs, 1); }
+
+void gcoll_proxy_release(struct gcoll_proxy *p) {
+  if (p != NULL && atomic_fetch_sub(&p->refs, 1) == 1) proxy_free(p);
+}
+
+void gcoll_proxy_destroy(struct gcoll_proxy *p) {
+  if (p == NULL) return;
+  if (p->thread_started) {
+    atomic_store(&p->stop, 1);
+    uint64_t one = 1;
+    if (write(p->wake_fd, &one, sizeof(one)) < 0) {
+      /* The counter is saturated, so the thread wakes anyway. */
+    }
+    pthread_join(p->thread, NULL);
+    p->thread_started = 0;
+  }
+  gcoll_proxy_release(p);
+}
+
+int gcoll_proxy_add(struct gcoll_proxy *p, struct gcoll_proxy_entry *e, char *err, size_t errlen) {
+  pthread_mutex_lock(&p->lock);
+  if (grow_poll_set(p, p->nentries + 2) != 0) {
+    pthread_mutex_unlock(&p->lock);
+    snprintf(err, errlen, "out of memory for the proxy's poll set");
+    return -1;
+  }
+  e->prev = NULL;
+  e->next = p->entries;
+  if (p->entries != NULL) p->entries->prev = e;
+  p->entries = e;
+  e->registered = 1;
+  p->nentries++;
+  p->generation++;
+  pthread_mutex_unlock(&p->lock);
+  gcoll_proxy_wake(p);
+  return 0;
+}
+
+void gcoll_proxy_remove(struct gcoll_proxy *p, struct gcoll_proxy_entry *e) {
+  if (p == NULL || e == NULL) return;
+  pthread_mutex_lock(&p->lock);
+  if (e->registered) {
+    if (e->prev != NULL) e->prev->next = e->next;
+    else p->entries = e->next;
+    if (e->next != NULL) e->next->prev = e->prev;
+    e->next = e->prev = NULL;
+    e->registered = 0;
+    p->nentries--;
+    p->generation++;
+  }
+  pthread_mutex_unlock(&p->lock);
+}
+
+void gcoll_proxy_wake(struct gcoll_proxy *p) {
+  if (p == NULL) return;
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!atomic_load(&p->sleeping)) return;
+  uint64_t one = 1;
+  if (write(p->wake_fd, &one, sizeof(one)) < 0) {
+    /* Only EAGAIN (counter saturated) is possible: a wake-up is pending. */
+  }
+}
+
+void gcoll_proxy_get_stats(struct gcoll_proxy *p, struct gcoll_proxy_stats *st) {
+  st->rounds = atomic_load_explicit(&p->rounds, memory_order_relaxed);
+  st->sleeps = atomic_load_explicit(&p->sleeps, memory_order_relaxed);
+  st->yields = atomic_load_explicit(&p->yields, memory_order_relaxed);
+}

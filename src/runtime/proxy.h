@@ -1,0 +1,81 @@
+/* The proxy: one progress thread per process for the transports whose FIFO
+ * ends are local memory (net/socket now, net/ib later), plus the periodic
+ * liveness checks of shm peers.
+ *
+ * Transports register entries, one per connection (or listening socket),
+ * embedded in their own state so registering allocates nothing. Each round
+ * the thread polls the entries' fds (one ppoll for all) and calls every
+ * entry's progress callback; about every GCOLL_PROXY_CHECK_MS it calls every
+ * entry's check callback.
+ *
+ * CPU use matters on small machines where the ranks' executors compete with
+ * the proxies for cores:
+ *   active  while something moved in the last GCOLL_PROXY_ACTIVE_NS, or an
+ *           entry says it waits on the local executor (busy): polls with a
+ *           zero timeout and sched_yield()s between rounds that moved
+ *           nothing, so a runnable executor gets the core at once;
+ *   asleep  otherwise: sleeps in ppoll on the fds and a wake-up eventfd, with
+ *           timeouts doubling from GCOLL_PROXY_MIN_SLEEP_NS to
+ *           GCOLL_PROXY_MAX_SLEEP_NS while there are socket entries (steps
+ *           the executor publishes are noticed within that bound), or until
+ *           the next check when there are none.
+ * gcoll_proxy_wake() ends a sleep at once: call it when a collective starts
+ * so its first step does not wait for the sleep to end.
+ *
+ * Entries are only touched under the proxy's lock: callbacks run with it
+ * held (they must not call the functions below), and after
+ * gcoll_proxy_remove() returns the thread never touches the entry again.
+ *
+ * Lifetime: gcoll_proxy_create() returns the creator's reference;
+ * gcoll_proxy_destroy() stops and joins the thread and drops it. Transports
+ * that keep the pointer take their own reference (retain/release), so
+ * removing entries after the thread stopped is still valid. */
+#ifndef GCOLL_RUNTIME_PROXY_H
+#define GCOLL_RUNTIME_PROXY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GCOLL_PROXY_CHECK_MS 100
+#define GCOLL_PROXY_ACTIVE_NS 2000000ull
+#define GCOLL_PROXY_MIN_SLEEP_NS 20000ull
+#define GCOLL_PROXY_MAX_SLEEP_NS 10000000ull
+
+struct gcoll_proxy;
+
+struct gcoll_proxy_entry {
+  /* Set by the owner; updated by progress callbacks. */
+  int fd;        /* polled when >= 0 and events != 0 */
+  short events;  /* POLLIN / POLLOUT wanted in the next round */
+  int busy;      /* waits on memory the local executor changes */
+  /* Moves what it can; revents is this round's poll result for fd (0 when
+   * it was not polled). Returns nonzero when something moved. NULL: none. */
+  int (*progress)(struct gcoll_proxy_entry *e, short revents);
+  /* Liveness check, about every GCOLL_PROXY_CHECK_MS. NULL: none. */
+  void (*check)(struct gcoll_proxy_entry *e);
+  /* Private to the proxy. */
+  struct gcoll_proxy_entry *next, *prev;
+  int registered;
+};
+
+int gcoll_proxy_create(struct gcoll_proxy **p, char *err, size_t errlen);
+/* Stops and joins the thread, then drops the creator's reference. */
+void gcoll_proxy_destroy(struct gcoll_proxy *p);
+void gcoll_proxy_retain(struct gcoll_proxy *p);
+void gcoll_proxy_release(struct gcoll_proxy *p);
+
+/* Registers e (fd, events, callbacks set by the caller). */
+int gcoll_proxy_add(struct gcoll_proxy *p, struct gcoll_proxy_entry *e, char *err, size_t errlen);
+/* Unregisters e; a no-op for an entry that is not registered. */
+void gcoll_proxy_remove(struct gcoll_proxy *p, struct gcoll_proxy_entry *e);
+/* Ends the thread's sleep; cheap (no system call) while it is active. */
+void gcoll_proxy_wake(struct gcoll_proxy *p);
+
+/* Counters since creation, for tests and debug logs: loop rounds, rounds
+ * that slept (timeout > 0) and rounds that yielded the CPU. */
+struct gcoll_proxy_stats {
+  uint64_t rounds, sleeps, yields;
+};
+void gcoll_proxy_get_stats(struct gcoll_proxy *p, struct gcoll_proxy_stats *st);
+
+#endif

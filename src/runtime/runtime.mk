@@ -1,0 +1,14 @@
+# Transports (shm, net/socket) and the proxy thread that drives the network
+# ones. Tables of operations: a new transport is one file plus one line in
+# transport.c's table.
+libgcoll_la_SOURCES += src/runtime/transport.h src/runtime/transport.c \
+	src/runtime/transport_shm.c src/runtime/net_socket.c \
+	src/runtime/proxy.h src/runtime/proxy.c
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_transport
+TESTS += tests/unit/test_transport
+tests_unit_test_transport_SOURCES = tests/unit/test_transport.c
+tests_unit_test_transport_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_transport_LDADD = $(UNIT_LDADD)
+endif

@@ -1,0 +1,192 @@
+/* Transport lookup and what the transports share. */
+#define _GNU_SOURCE
+#include "runtime/transport.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gcoll.h"
+#include "runtime/proxy.h"
+
+static const struct gcoll_transport_ops *const all_transports[] = {
+    &gcoll_transport_shm_ops,
+    &gcoll_transport_socket_ops,
+};
+
+const struct gcoll_transport_ops *gcoll_transport_by_name(const char *name) {
+  if (name == NULL) return NULL;
+  if (strcmp(name, "socket") == 0) return &gcoll_transport_socket_ops;
+  for (size_t i = 0; i < sizeof(all_transports) / sizeof(all_transports[0]); i++)
+    if (strcmp(name, all_transports[i]->name) == 0) return all_transports[i];
+  return NULL;
+}
+
+int gcoll_transport_from_env(const struct gcoll_transport_ops **ops, char *err, size_t errlen) {
+  const char *v = getenv("GCOLL_TRANSPORT");
+  *ops = NULL;
+  if (v == NULL || *v == '\0') return 0;
+  *ops = gcoll_transport_by_name(v);
+  if (*ops != NULL) return 0;
+  snprintf(err, errlen, "GCOLL_TRANSPORT='%.64s': expected shm or net/socket", v);
+  return -1;
+}
+
+uint64_t gcoll_transport_job_hash(const char *job_key) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const unsigned char *s = (const unsigned char *)(job_key ? job_key : ""); *s; s++) {
+    h ^= *s;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+void gcoll_shm_name_prefix(const char *job_key, char *buf, size_t len) {
+  snprintf(buf, len, "gcoll-%016llx-", (unsigned long long)gcoll_transport_job_hash(job_key));
+}
+
+int gcoll_shm_cleanup(const char *job_key) {
+  char prefix[64], name[320];
+  gcoll_shm_name_prefix(job_key, prefix, sizeof(prefix));
+  DIR *d = opendir("/dev/shm");
+  if (d == NULL) return 0;
+  int removed = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (strncmp(de->d_name, prefix, strlen(prefix)) != 0) continue;
+    snprintf(name, sizeof(name), "/%s", de->d_name);
+    if (shm_unlink(name) == 0) removed++;
+  }
+  closedir(d);
+  return removed;
+}
+
+void gcoll_transport_peer_failed(_Atomic int *abort_word, _Atomic int *failed_peer, int peer) {
+  int none = -1;
+  if (failed_peer != NULL) atomic_compare_exchange_strong(failed_peer, &none, peer);
+  int ok = 0;
+  if (abort_word != NULL) atomic_compare_exchange_strong(abort_word, &ok, (int)gcollRemoteError);
+}
+
+uint64_t gcoll_transport_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* State letter and starttime from /proc/<pid>/stat; -1 when unreadable.
+ * The command name may hold spaces and parentheses: fields are counted from
+ * the last ')'. */
+static int proc_stat(int pid, char *state, uint64_t *start) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  if (p == NULL || p[1] != ' ' || p[2] == '\0') return -1;
+  *state = p[2];
+  /* starttime is field 22; the state is field 3. */
+  p += 2;
+  for (int field = 3; field < 22; field++) {
+    p = strchr(p, ' ');
+    if (p == NULL) return -1;
+    p++;
+  }
+  *start = strtoull(p, NULL, 10);
+  return 0;
+}
+
+uint64_t gcoll_process_start_ticks(int pid) {
+  char state;
+  uint64_t start;
+  return proc_stat(pid, &state, &start) == 0 ? start : 0;
+}
+
+int gcoll_process_alive(int pid, uint64_t start_ticks) {
+  if (pid <= 0) return 0;
+  if (kill(pid, 0) == -1 && errno == ESRCH) return 0;
+  char state;
+  uint64_t start;
+  /* A zombie is dead to its peers (its parent may not have reaped it yet);
+   * a different start time means the pid was reused. Without /proc (or for
+   * a process we may not inspect) kill() is all we know. */
+  if (proc_stat(pid, &state, &start) != 0) return 1;
+  if (state == 'Z' || state == 'X' || state == 'x') return 0;
+  return start_ticks == 0 || start == start_ticks;
+}
+
+struct gcoll_fifo *gcoll_local_fifo_alloc(size_t slot_bytes, size_t *mapped_bytes, char *err,
+                                          size_t errlen) {
+  size_t bytes = gcoll_fifo_bytes(slot_bytes);
+  if (bytes == 0) {
+    snprintf(err, errlen, "FIFO slot size %zu is not a multiple of %d in [%d, %u]", slot_bytes,
+             GCOLL_FIFO_ALIGN, GCOLL_FIFO_MIN_SLOT, GCOLL_FIFO_MAX_SLOT);
+    return NULL;
+  }
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  bytes = (bytes + page - 1) / page * page;
+  void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    snprintf(err, errlen, "mmap of a %zu-byte FIFO: %s", bytes, strerror(errno));
+    return NULL;
+  }
+  /* Huge pages must be asked for before the first touch; gcoll_fifo_init
+   * then touches every page once, here at setup rather than in a step. */
+  (void)madvise(mem, bytes, MADV_HUGEPAGE);
+  *mapped_bytes = bytes;
+  return gcoll_fifo_init(mem, slot_bytes);
+}
+
+void gcoll_local_fifo_free(struct gcoll_fifo *f, size_t mapped_bytes) {
+  if (f != NULL) munmap(f, mapped_bytes);
+}
+
+int gcoll_transport_base_init(struct gcoll_transport *t, const struct gcoll_transport_ops *ops,
+                              const struct gcoll_transport_config *cfg, char *err, size_t errlen) {
+  memset(t, 0, sizeof(*t));
+  if (cfg == NULL || cfg->nranks < 1 || cfg->rank < 0 || cfg->rank >= cfg->nranks) {
+    snprintf(err, errlen, "rank %d of %d is not a valid rank", cfg ? cfg->rank : -1,
+             cfg ? cfg->nranks : 0);
+    return -1;
+  }
+  if (cfg->job_key == NULL || cfg->job_key[0] == '\0' ||
+      strlen(cfg->job_key) >= sizeof(t->job_key)) {
+    snprintf(err, errlen, "job key must have 1 to %zu characters", sizeof(t->job_key) - 1);
+    return -1;
+  }
+  if (!gcoll_fifo_slot_bytes_valid(cfg->slot_bytes)) {
+    snprintf(err, errlen, "FIFO slot size %zu is not a multiple of %d in [%d, %u]",
+             cfg->slot_bytes, GCOLL_FIFO_ALIGN, GCOLL_FIFO_MIN_SLOT, GCOLL_FIFO_MAX_SLOT);
+    return -1;
+  }
+  if (cfg->abort_word == NULL || cfg->failed_peer == NULL) {
+    snprintf(err, errlen, "abort word and failed-peer slot are required");
+    return -1;
+  }
+  t->ops = ops;
+  t->cfg = *cfg;
+  snprintf(t->job_key, sizeof(t->job_key), "%s", cfg->job_key);
+  t->cfg.job_key = t->job_key;
+  if (t->cfg.timeout_ms == 0) t->cfg.timeout_ms = 60000;
+  t->job_hash = gcoll_transport_job_hash(t->job_key);
+  t->pid = (int)getpid();
+  t->start_ticks = gcoll_process_start_ticks(t->pid);
+  if (cfg->proxy != NULL) gcoll_proxy_retain(cfg->proxy);
+  return 0;
+}
+
+void gcoll_transport_base_fini(struct gcoll_transport *t) {
+  if (t->cfg.proxy != NULL) gcoll_proxy_release(t->cfg.proxy);
+  t->cfg.proxy = NULL;
+}

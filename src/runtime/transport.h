@@ -1,0 +1,154 @@
+/* Transports: how one direction of one connection between two ranks gets a
+ * FIFO (src/kernels/fifo.h) that the executor can write or read.
+ *
+ * A transport is a table of operations (like a libfabric provider or a UCX
+ * uct), so adding one (net/ib) touches no algorithm and no caller: the
+ * executor only ever sees `struct gcoll_fifo *`, local memory it writes
+ * (send side) or reads (receive side). Where the FIFO's other end lives is
+ * the transport's business:
+ *   shm         the receiver's FIFO is a POSIX shm segment the sender maps;
+ *               both ends touch the same bytes, no proxy work per step.
+ *   net/socket  each end has a local FIFO; the process's proxy thread
+ *               (proxy.h) drains published steps into a TCP socket on the
+ *               send side and fills free slots from it on the receive side.
+ *
+ * Connecting, driven by the communicator:
+ *   1. every rank: init once per transport, then recv_setup per receive
+ *      edge; the opaque address goes to the sender through the bootstrap.
+ *   2. every rank: send_connect per send edge with the receiver's address.
+ *   3. every rank: recv_complete per receive edge (TCP: the sender's
+ *      connection arrived and introduced itself; shm: the sender mapped).
+ * Teardown: conn_close per connection (any order relative to
+ * gcoll_proxy_destroy), then fini.
+ *
+ * Failures of a peer after connecting (death, closed connection, protocol
+ * violation) are never returned: the transport stores the peer's rank in
+ * *failed_peer (first failure wins) and gcollRemoteError in *abort_word,
+ * which every executor wait polls. A peer that closes cleanly (its
+ * communicator was destroyed) says goodbye first and is not a failure.
+ *
+ * All functions return 0, or -1 with one line in err. */
+#ifndef GCOLL_RUNTIME_TRANSPORT_H
+#define GCOLL_RUNTIME_TRANSPORT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/fifo.h"
+
+#define GCOLL_CONN_ADDR_MAX 128
+
+struct gcoll_transport;
+struct gcoll_proxy;
+
+struct gcoll_transport_config {
+  int rank;
+  int nranks;
+  const char *job_key;       /* unique per job: shm names derive from it */
+  size_t slot_bytes;         /* SIMPLE slot size of every FIFO */
+  _Atomic int *abort_word;   /* set to gcollRemoteError when a peer dies */
+  _Atomic int *failed_peer;  /* rank of the first dead peer, -1 */
+  uint64_t timeout_ms;       /* bounds waits that have no caller deadline */
+  struct gcoll_proxy *proxy; /* required by net/socket; shm uses it for
+                                liveness checks when present */
+};
+
+struct gcoll_conn {
+  struct gcoll_fifo *fifo;   /* what the executor writes (send) or reads */
+  int peer;
+  int is_send;
+  const struct gcoll_transport_ops *ops;
+  void *impl;                /* transport state of this connection */
+};
+
+struct gcoll_transport_ops {
+  const char *name; /* "shm", "net/socket" */
+  int (*init)(struct gcoll_transport **t, const struct gcoll_transport_config *cfg, char *err,
+              size_t errlen);
+  /* Receiver: creates the FIFO this rank reads from `peer` and writes an
+   * opaque address (*addrlen in: buffer size, out: bytes used, at most
+   * GCOLL_CONN_ADDR_MAX) for the sender. conn_id is unique per (peer,
+   * direction, channel, purpose) and chosen by the caller. On failure c
+   * needs no conn_close. */
+  int (*recv_setup)(struct gcoll_transport *t, int peer, uint32_t conn_id, struct gcoll_conn *c,
+                    void *addr, size_t *addrlen, char *err, size_t errlen);
+  /* Sender: attaches to the receiver's address; c->fifo is then the FIFO to
+   * write. Deadlines are CLOCK_MONOTONIC milliseconds. */
+  int (*send_connect)(struct gcoll_transport *t, int peer, uint32_t conn_id, const void *addr,
+                      size_t addrlen, struct gcoll_conn *c, uint64_t deadline_ms, char *err,
+                      size_t errlen);
+  /* Receiver: waits until the sender attached (bounded by deadline_ms). */
+  int (*recv_complete)(struct gcoll_transport *t, struct gcoll_conn *c, uint64_t deadline_ms,
+                       char *err, size_t errlen);
+  /* Sends what the executor published but the peer has not received yet
+   * (bounded; skipped once *abort_word is set), says goodbye, frees. */
+  void (*conn_close)(struct gcoll_transport *t, struct gcoll_conn *c);
+  void (*fini)(struct gcoll_transport *t);
+};
+
+extern const struct gcoll_transport_ops gcoll_transport_shm_ops, gcoll_transport_socket_ops;
+
+/* "shm", "net/socket" (and the alias "socket"); NULL for anything else. */
+const struct gcoll_transport_ops *gcoll_transport_by_name(const char *name);
+
+/* GCOLL_TRANSPORT: *ops = the forced transport, or NULL when the variable
+ * is unset or empty; -1 with one line in err for an unknown name. */
+int gcoll_transport_from_env(const struct gcoll_transport_ops **ops, char *err, size_t errlen);
+
+/* ---- shared by the transports -------------------------------------------- */
+
+#define GCOLL_JOB_KEY_MAX 128
+
+/* What every transport instance starts with; each transport file keeps its
+ * own state behind impl. */
+struct gcoll_transport {
+  const struct gcoll_transport_ops *ops;
+  struct gcoll_transport_config cfg; /* cfg.job_key points at job_key */
+  char job_key[GCOLL_JOB_KEY_MAX];
+  uint64_t job_hash;
+  int pid;
+  uint64_t start_ticks;              /* this process's /proc starttime */
+  void *impl;
+};
+
+/* Validates cfg and fills the common part of t (takes a proxy reference
+ * when cfg->proxy is set). */
+int gcoll_transport_base_init(struct gcoll_transport *t, const struct gcoll_transport_ops *ops,
+                              const struct gcoll_transport_config *cfg, char *err, size_t errlen);
+/* Drops the proxy reference taken by gcoll_transport_base_init. */
+void gcoll_transport_base_fini(struct gcoll_transport *t);
+
+/* 64-bit FNV-1a of the job key: identifies the job in addresses, hellos and
+ * shm names without putting the key itself on the wire. */
+uint64_t gcoll_transport_job_hash(const char *job_key);
+
+/* Prefix of every shm name of a job, without the leading slash
+ * ("gcoll-<16 hex digits>-"): what /dev/shm entries of the job start with. */
+void gcoll_shm_name_prefix(const char *job_key, char *buf, size_t len);
+
+/* Removes every shm name of the job that is still linked (normally none: a
+ * name lives only until the sender mapped it). For a launcher after a job
+ * that crashed during connection setup. Returns the number removed. */
+int gcoll_shm_cleanup(const char *job_key);
+
+/* Records a dead or misbehaving peer: first failure wins the failed_peer
+ * slot; the abort word gets gcollRemoteError unless already set. */
+void gcoll_transport_peer_failed(_Atomic int *abort_word, _Atomic int *failed_peer, int peer);
+
+/* CLOCK_MONOTONIC milliseconds, the clock of every deadline here. */
+uint64_t gcoll_transport_now_ms(void);
+
+/* Whether pid is a live process (not gone, not a zombie) that started at
+ * start_ticks (its /proc starttime; 0 = unknown, not compared). */
+int gcoll_process_alive(int pid, uint64_t start_ticks);
+/* /proc starttime of pid, 0 when unknown. */
+uint64_t gcoll_process_start_ticks(int pid);
+
+/* Memory for a FIFO that lives in this process only: mapped, touched once
+ * (MAP_POPULATE, huge pages when available), gcoll_fifo_init'ed. */
+struct gcoll_fifo *gcoll_local_fifo_alloc(size_t slot_bytes, size_t *mapped_bytes, char *err,
+                                          size_t errlen);
+void gcoll_local_fifo_free(struct gcoll_fifo *f, size_t mapped_bytes);
+
+#endif

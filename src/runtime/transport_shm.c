@@ -1,0 +1,386 @@
+/* shm: the receiver's FIFO is a POSIX shm segment that the sender maps.
+ *
+ * The receiver creates the segment (O_EXCL, 0600, named from the job hash,
+ * the rank pair and the connection id), so the FIFO memory is first touched
+ * by the reader. The segment holds the FIFO followed by a small control
+ * block the two processes use to find and watch each other: the sender
+ * writes its pid there when it attaches, and each side sets a "closed" flag
+ * when it closes cleanly.
+ *
+ * The name lives only as long as it must: the sender unlinks it right after
+ * mapping it (the sender is the last process that needs the name, and the
+ * receiver had mapped it before publishing the address, so this is the
+ * earliest safe moment and costs no extra synchronisation). The receiver
+ * unlinks it again in recv_complete and conn_close (ENOENT is expected),
+ * which covers a sender that never arrives. A receiver that crashes before
+ * its sender attached leaves the name until the sender maps it; for a whole
+ * job that dies during setup, gcoll_shm_cleanup() removes its names.
+ *
+ * Dead peers: the proxy's check callback (every ~100 ms) tests the peer's
+ * pid (kill(pid, 0), zombie state and start time from /proc, so neither an
+ * unreaped child nor a reused pid passes for alive) unless the peer said
+ * goodbye. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/proxy.h"
+#include "runtime/transport.h"
+
+#define SHM_ADDR_MAGIC 0x48534347u /* "GCSH" */
+#define SHM_CTL_MAGIC 0x4c544347u  /* "GCTL" */
+#define SHM_VERSION 1
+#define SHM_NAME_MAX 64
+
+struct shm_ctl {
+  uint32_t magic, version;
+  _Atomic int32_t sender_pid;
+  _Atomic uint32_t sender_attached; /* release: pid and start are written */
+  uint64_t sender_start;
+  _Atomic uint32_t sender_closed;
+  _Atomic uint32_t receiver_closed;
+};
+
+/* Same host, same ABI on both ends: the address is the struct's bytes. */
+struct shm_addr {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t reserved;
+  int32_t receiver_rank;
+  int32_t receiver_pid;
+  uint32_t conn_id;
+  uint32_t reserved2;
+  uint64_t receiver_start;
+  uint64_t slot_bytes;
+  uint64_t seg_bytes;
+  uint64_t job_hash;
+  char name[SHM_NAME_MAX];
+};
+_Static_assert(sizeof(struct shm_addr) <= GCOLL_CONN_ADDR_MAX, "shm address too long");
+
+struct shm_conn {
+  struct gcoll_proxy_entry entry; /* first: the check callback's handle */
+  struct gcoll_transport *t;
+  int peer, is_send;
+  void *map;
+  size_t map_bytes;
+  struct shm_ctl *ctl;
+  char name[SHM_NAME_MAX];
+  int peer_pid;                   /* sender: the receiver's, from the address */
+  uint64_t peer_start;
+  int failed;                     /* proxy thread only */
+  int registered;
+};
+
+static size_t ctl_offset(size_t slot_bytes) {
+  return (gcoll_fifo_bytes(slot_bytes) + 63) / 64 * 64;
+}
+
+static size_t segment_bytes(size_t slot_bytes) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  return (ctl_offset(slot_bytes) + sizeof(struct shm_ctl) + page - 1) / page * page;
+}
+
+static void segment_name(const struct gcoll_transport *t, int sender, int receiver,
+                         uint32_t conn_id, char *buf, size_t len) {
+  char prefix[48];
+  gcoll_shm_name_prefix(t->job_key, prefix, sizeof(prefix));
+  snprintf(buf, len, "/%s%d-%d-%u", prefix, sender, receiver, conn_id);
+}
+
+static void shm_check(struct gcoll_proxy_entry *e) {
+  struct shm_conn *c = (struct shm_conn *)e;
+  if (c->failed) return;
+  int pid;
+  uint64_t start;
+  if (c->is_send) {
+    if (atomic_load_explicit(&c->ctl->receiver_closed, memory_order_acquire)) return;
+    pid = c->peer_pid;
+    start = c->peer_start;
+  } else {
+    if (!atomic_load_explicit(&c->ctl->sender_attached, memory_order_acquire)) return;
+    if (atomic_load_explicit(&c->ctl->sender_closed, memory_order_acquire)) return;
+    pid = atomic_load_explicit(&c->ctl->sender_pid, memory_order_relaxed);
+    start = c->ctl->sender_start;
+  }
+  if (gcoll_process_alive(pid, start)) return;
+  c->failed = 1;
+  gcoll_transport_peer_failed(c->t->cfg.abort_word, c->t->cfg.failed_peer, c->peer);
+}
+
+static int watch_peer(struct gcoll_transport *t, struct shm_conn *c, char *err, size_t errlen) {
+  if (t->cfg.proxy == NULL) return 0;
+  c->entry.fd = -1;
+  c->entry.check = shm_check;
+  if (gcoll_proxy_add(t->cfg.proxy, &c->entry, err, errlen) != 0) return -1;
+  c->registered = 1;
+  return 0;
+}
+
+static int shm_init(struct gcoll_transport **out, const struct gcoll_transport_config *cfg,
+                    char *err, size_t errlen) {
+  *out = NULL;
+  struct gcoll_transport *t = calloc(1, sizeof(*t));
+  if (t == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  if (gcoll_transport_base_init(t, &gcoll_transport_shm_ops, cfg, err, errlen) != 0) {
+    free(t);
+    return -1;
+  }
+  *out = t;
+  return 0;
+}
+
+static void shm_conn_free(struct shm_conn *c) {
+  if (c->map != NULL) munmap(c->map, c->map_bytes);
+  free(c);
+}
+
+/* Creates, sizes and maps the segment; the FIFO is formatted (every page
+ * touched) by the reader, the process that will poll it. */
+static int create_segment(struct gcoll_transport *t, struct shm_conn *c, char *err,
+                          size_t errlen) {
+  size_t bytes = segment_bytes(t->cfg.slot_bytes);
+  int fd = shm_open(c->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    snprintf(err, errlen, "shm_open %s: %s", c->name, strerror(errno));
+    return -1;
+  }
+  if (ftruncate(fd, (off_t)bytes) != 0) {
+    snprintf(err, errlen, "ftruncate %s to %zu bytes: %s", c->name, bytes, strerror(errno));
+    close(fd);
+    shm_unlink(c->name);
+    return -1;
+  }
+  /* Huge pages are requested before the first touch (gcoll_fifo_init). */
+  void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int saved = errno;
+  close(fd);
+  if (map == MAP_FAILED) {
+    snprintf(err, errlen, "mmap %s (%zu bytes): %s", c->name, bytes, strerror(saved));
+    shm_unlink(c->name);
+    return -1;
+  }
+  (void)madvise(map, bytes, MADV_HUGEPAGE);
+  c->map = map;
+  c->map_bytes = bytes;
+  return 0;
+}
+
+static int shm_recv_setup(struct gcoll_transport *t, int peer, uint32_t conn_id,
+                          struct gcoll_conn *gc, void *addr, size_t *addrlen, char *err,
+                          size_t errlen) {
+  if (peer < 0 || peer >= t->cfg.nranks) {
+    snprintf(err, errlen, "peer rank %d out of range [0, %d)", peer, t->cfg.nranks);
+    return -1;
+  }
+  if (*addrlen < sizeof(struct shm_addr)) {
+    snprintf(err, errlen, "address buffer of %zu bytes, need %zu", *addrlen,
+             sizeof(struct shm_addr));
+    return -1;
+  }
+  struct shm_conn *c = calloc(1, sizeof(*c));
+  if (c == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  c->t = t;
+  c->peer = peer;
+  segment_name(t, peer, t->cfg.rank, conn_id, c->name, sizeof(c->name));
+  if (create_segment(t, c, err, errlen) != 0) {
+    free(c);
+    return -1;
+  }
+  struct gcoll_fifo *f = gcoll_fifo_init(c->map, t->cfg.slot_bytes);
+  c->ctl = (struct shm_ctl *)((char *)c->map + ctl_offset(t->cfg.slot_bytes));
+  c->ctl->magic = SHM_CTL_MAGIC;
+  c->ctl->version = SHM_VERSION;
+  if (f == NULL || watch_peer(t, c, err, errlen) != 0) {
+    if (f == NULL) snprintf(err, errlen, "cannot format the FIFO in %s", c->name);
+    shm_unlink(c->name);
+    shm_conn_free(c);
+    return -1;
+  }
+  struct shm_addr a;
+  memset(&a, 0, sizeof(a));
+  a.magic = SHM_ADDR_MAGIC;
+  a.version = SHM_VERSION;
+  a.receiver_rank = t->cfg.rank;
+  a.receiver_pid = t->pid;
+  a.conn_id = conn_id;
+  a.receiver_start = t->start_ticks;
+  a.slot_bytes = t->cfg.slot_bytes;
+  a.seg_bytes = c->map_bytes;
+  a.job_hash = t->job_hash;
+  snprintf(a.name, sizeof(a.name), "%s", c->name);
+  memcpy(addr, &a, sizeof(a));
+  *addrlen = sizeof(a);
+  *gc = (struct gcoll_conn){.fifo = f, .peer = peer, .is_send = 0, .ops = &gcoll_transport_shm_ops,
+                            .impl = c};
+  return 0;
+}
+
+/* Checks everything a sender can check about an address before mapping. */
+static int parse_addr(const struct gcoll_transport *t, int peer, uint32_t conn_id,
+                      const void *addr, size_t addrlen, struct shm_addr *a, char *err,
+                      size_t errlen) {
+  if (addr == NULL || addrlen != sizeof(*a)) {
+    snprintf(err, errlen, "shm address of %zu bytes, expected %zu", addrlen, sizeof(*a));
+    return -1;
+  }
+  memcpy(a, addr, sizeof(*a));
+  char expected[SHM_NAME_MAX];
+  segment_name(t, t->cfg.rank, peer, conn_id, expected, sizeof(expected));
+  if (a->magic != SHM_ADDR_MAGIC || a->version != SHM_VERSION)
+    snprintf(err, errlen, "not a gcoll shm address (version %u)", a->version);
+  else if (a->job_hash != t->job_hash)
+    snprintf(err, errlen, "shm address is from another job (job hash %016llx, ours %016llx)",
+             (unsigned long long)a->job_hash, (unsigned long long)t->job_hash);
+  else if (a->receiver_rank != peer || a->conn_id != conn_id)
+    snprintf(err, errlen, "shm address is for rank %d connection %u, expected rank %d connection %u",
+             a->receiver_rank, a->conn_id, peer, conn_id);
+  else if (a->slot_bytes != t->cfg.slot_bytes || a->seg_bytes != segment_bytes(t->cfg.slot_bytes))
+    snprintf(err, errlen, "shm FIFO slot size %llu differs from ours (%zu)",
+             (unsigned long long)a->slot_bytes, t->cfg.slot_bytes);
+  else if (memchr(a->name, '\0', sizeof(a->name)) == NULL || strcmp(a->name, expected) != 0)
+    snprintf(err, errlen, "shm address names segment '%.*s', expected '%s'",
+             (int)strnlen(a->name, sizeof(a->name)), a->name, expected);
+  else
+    return 0;
+  return -1;
+}
+
+/* Maps the receiver's segment and unlinks its name (see the top comment). */
+static int map_segment(struct shm_conn *c, const struct shm_addr *a, char *err, size_t errlen) {
+  int fd = shm_open(a->name, O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) {
+    snprintf(err, errlen, "shm_open %s: %s (did the receiver close or die?)", a->name,
+             strerror(errno));
+    return -1;
+  }
+  shm_unlink(a->name);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != a->seg_bytes) {
+    snprintf(err, errlen, "shm segment %s has %lld bytes, expected %llu", a->name,
+             (long long)st.st_size, (unsigned long long)a->seg_bytes);
+    close(fd);
+    return -1;
+  }
+  void *map = mmap(NULL, a->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  int saved = errno;
+  close(fd);
+  if (map == MAP_FAILED) {
+    snprintf(err, errlen, "mmap %s: %s", a->name, strerror(saved));
+    return -1;
+  }
+  c->map = map;
+  c->map_bytes = a->seg_bytes;
+  return 0;
+}
+
+static int shm_send_connect(struct gcoll_transport *t, int peer, uint32_t conn_id,
+                            const void *addr, size_t addrlen, struct gcoll_conn *gc,
+                            uint64_t deadline_ms, char *err, size_t errlen) {
+  struct shm_addr a;
+  if (parse_addr(t, peer, conn_id, addr, addrlen, &a, err, errlen) != 0) return -1;
+  struct shm_conn *c = calloc(1, sizeof(*c));
+  if (c == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  c->t = t;
+  c->peer = peer;
+  c->is_send = 1;
+  c->peer_pid = a.receiver_pid;
+  c->peer_start = a.receiver_start;
+  snprintf(c->name, sizeof(c->name), "%s", a.name);
+  if (map_segment(c, &a, err, errlen) != 0) {
+    free(c);
+    return -1;
+  }
+  struct gcoll_fifo *f = c->map;
+  c->ctl = (struct shm_ctl *)((char *)c->map + ctl_offset(t->cfg.slot_bytes));
+  if (f->slot_bytes != t->cfg.slot_bytes || f->simple_offset != sizeof(struct gcoll_fifo) ||
+      f->ll_offset != f->simple_offset + GCOLL_STEPS * f->slot_bytes ||
+      c->ctl->magic != SHM_CTL_MAGIC || c->ctl->version != SHM_VERSION) {
+    snprintf(err, errlen, "shm segment %s does not hold a gcoll FIFO", a.name);
+    shm_conn_free(c);
+    return -1;
+  }
+  if (!gcoll_process_alive(a.receiver_pid, a.receiver_start)) {
+    snprintf(err, errlen, "receiver (rank %d, pid %d) is gone", peer, a.receiver_pid);
+    shm_conn_free(c);
+    return -1;
+  }
+  atomic_store_explicit(&c->ctl->sender_pid, t->pid, memory_order_relaxed);
+  c->ctl->sender_start = t->start_ticks;
+  atomic_store_explicit(&c->ctl->sender_attached, 1, memory_order_release);
+  if (watch_peer(t, c, err, errlen) != 0) {
+    shm_conn_free(c);
+    return -1;
+  }
+  *gc = (struct gcoll_conn){.fifo = f, .peer = peer, .is_send = 1, .ops = &gcoll_transport_shm_ops,
+                            .impl = c};
+  return 0;
+}
+
+static void sleep_us(unsigned us) {
+  struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)us * 1000};
+  nanosleep(&ts, NULL);
+}
+
+static int shm_recv_complete(struct gcoll_transport *t, struct gcoll_conn *gc,
+                             uint64_t deadline_ms, char *err, size_t errlen) {
+  struct shm_conn *c = gc->impl;
+  unsigned pause = 20;
+  while (!atomic_load_explicit(&c->ctl->sender_attached, memory_order_acquire)) {
+    if (gcoll_transport_now_ms() >= deadline_ms) {
+      snprintf(err, errlen, "rank %d did not attach to shm segment %s before the deadline",
+               c->peer, c->name);
+      return -1;
+    }
+    sleep_us(pause);
+    if (pause < 2000) pause *= 2;
+  }
+  /* Normally already done by the sender. */
+  shm_unlink(c->name);
+  return 0;
+}
+
+static void shm_conn_close(struct gcoll_transport *t, struct gcoll_conn *gc) {
+  struct shm_conn *c = gc->impl;
+  if (c == NULL) return;
+  if (c->registered) gcoll_proxy_remove(t->cfg.proxy, &c->entry);
+  atomic_store_explicit(c->is_send ? &c->ctl->sender_closed : &c->ctl->receiver_closed, 1,
+                        memory_order_release);
+  if (!c->is_send) shm_unlink(c->name);
+  shm_conn_free(c);
+  gc->impl = NULL;
+  gc->fifo = NULL;
+}
+
+static void shm_fini(struct gcoll_transport *t) {
+  if (t == NULL) return;
+  gcoll_transport_base_fini(t);
+  free(t);
+}
+
+const struct gcoll_transport_ops gcoll_transport_shm_ops = {
+    .name = "shm",
+    .init = shm_init,
+    .recv_setup = shm_recv_setup,
+    .send_connect = shm_send_connect,
+    .recv_complete = shm_recv_complete,
+    .conn_close = shm_conn_close,
+    .fini = shm_fini,
+};

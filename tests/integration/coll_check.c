@@ -1,0 +1,315 @@
+/* Correctness and failure checks of the collective API, run as real ranks
+ * under gcollrun (tests/integration/test_coll.sh).
+ *
+ *   coll_check matrix [--full]   every collective x type x op x size, in and
+ *                                out of place, against a serial reference
+ *   coll_check die RANK ITER     RANK SIGKILLs itself in iteration ITER of an
+ *                                allreduce loop; the others must fail with
+ *                                gcollRemoteError naming RANK
+ *   coll_check abort             a thread aborts the communicator while rank
+ *                                0 waits in a collective its peers never join
+ *   coll_check badargs           invalid arguments are refused, and the
+ *                                communicator still works afterwards
+ *   coll_check init              only initialise (for plan mismatch tests)
+ *
+ * Inputs are a function of (seed, rank, index), so every rank computes every
+ * other rank's input and the expected result locally, with
+ * gcoll_reduce_reference: an independent serial fold in rank order. Floating
+ * inputs are small integers, which makes sums, products and averages exact
+ * in every type whatever order the algorithm reduces in, so results are
+ * compared bit for bit; integer types use their full range (wrapping sums
+ * are exact too). Prints one line per rank and exits 1 on any difference. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gcoll.h"
+#include "kernels/half.h"
+#include "kernels/reduce.h"
+
+static int rank, nranks;
+
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  return x ^ (x >> 33);
+}
+
+/* Element i of rank r's input. Floats: integers in [-2, 2] for prod (so a
+ * product of 8 ranks stays exact even in half), [-8, 8] otherwise. */
+static void fill(void *buf, size_t count, gcollDataType_t t, gcollRedOp_t op, int r, uint64_t seed) {
+  for (size_t i = 0; i < count; i++) {
+    uint64_t h = mix(seed ^ mix((uint64_t)r * 0x9e3779b97f4a7c15ULL + i));
+    int small = op == gcollProd ? (int)(h % 5) - 2 : (int)(h % 17) - 8;
+    switch (t) {
+    case gcollInt8: ((int8_t *)buf)[i] = (int8_t)h; break;
+    case gcollUint8: ((uint8_t *)buf)[i] = (uint8_t)h; break;
+    case gcollInt32: ((int32_t *)buf)[i] = (int32_t)h; break;
+    case gcollUint32: ((uint32_t *)buf)[i] = (uint32_t)h; break;
+    case gcollInt64: ((int64_t *)buf)[i] = (int64_t)h; break;
+    case gcollUint64: ((uint64_t *)buf)[i] = h; break;
+    case gcollFloat16: ((uint16_t *)buf)[i] = gcoll_float_to_half((float)small); break;
+    case gcollFloat32: ((float *)buf)[i] = (float)small; break;
+    case gcollFloat64: ((double *)buf)[i] = small; break;
+    case gcollBfloat16: ((uint16_t *)buf)[i] = gcoll_float_to_bf16((float)small); break;
+    default: break;
+    }
+  }
+}
+
+struct bufs {
+  size_t cap;                 /* bytes of each buffer */
+  unsigned char *send, *recv, *expect, *scratch;
+  unsigned char **inputs;     /* nranks buffers of cap bytes */
+};
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (p == NULL) {
+    fprintf(stderr, "rank %d: out of memory for %zu bytes\n", rank, n);
+    exit(2);
+  }
+  memset(p, 0, n ? n : 1);  /* touch once, reuse for every size */
+  return p;
+}
+
+static int check_gcoll(gcollResult_t rc, const char *what) {
+  if (rc == gcollSuccess) return 0;
+  fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, gcollGetErrorString(rc),
+          gcollGetLastError(NULL));
+  return -1;
+}
+
+static const char *coll_names[] = {"allreduce", "broadcast", "reduce", "allgather",
+                                   "reducescatter"};
+
+/* One collective call and its check; returns the number of wrong bytes or
+ * -1 when the call failed. */
+static long run_one(gcollComm_t comm, struct bufs *b, int coll, gcollDataType_t t, gcollRedOp_t op,
+                    size_t count, int in_place, int root, uint64_t seed) {
+  size_t es = gcoll_dtype_size(t), nbytes = count * es;
+  size_t total = coll == 3 || coll == 4 ? nbytes * (size_t)nranks : nbytes;
+  for (int r = 0; r < nranks; r++) fill(b->inputs[r], coll == 4 ? count * nranks : count, t, op, r, seed);
+  const void *in[64];
+  for (int r = 0; r < nranks; r++) in[r] = b->inputs[r];
+  memset(b->recv, 0xa5, total + 64);
+  gcollResult_t rc = gcollSuccess;
+  void *sendp = b->send, *recvp = b->recv;
+  switch (coll) {
+  case 0:  /* allreduce */
+    gcoll_reduce_reference(b->expect, in, nranks, count, t, op);
+    memcpy(in_place ? b->recv : b->send, b->inputs[rank], nbytes);
+    rc = gcollAllReduce(in_place ? recvp : sendp, recvp, count, t, op, comm, NULL);
+    break;
+  case 1:  /* broadcast */
+    memcpy(b->expect, b->inputs[root], nbytes);
+    memcpy(in_place ? b->recv : b->send, b->inputs[rank], nbytes);
+    rc = gcollBroadcast(in_place ? recvp : sendp, recvp, count, t, root, comm, NULL);
+    break;
+  case 2:  /* reduce: only root's buffer changes */
+    if (rank == root) gcoll_reduce_reference(b->expect, in, nranks, count, t, op);
+    else if (in_place) memcpy(b->expect, b->inputs[rank], nbytes);
+    else memset(b->expect, 0xa5, nbytes);
+    memcpy(in_place ? b->recv : b->send, b->inputs[rank], nbytes);
+    rc = gcollReduce(in_place ? recvp : sendp, recvp, count, t, op, root, comm, NULL);
+    break;
+  case 3:  /* allgather */
+    for (int r = 0; r < nranks; r++) memcpy(b->expect + (size_t)r * nbytes, b->inputs[r], nbytes);
+    if (in_place) {
+      memcpy(b->recv + (size_t)rank * nbytes, b->inputs[rank], nbytes);
+      sendp = b->recv + (size_t)rank * nbytes;
+    } else {
+      memcpy(b->send, b->inputs[rank], nbytes);
+    }
+    rc = gcollAllGather(sendp, recvp, count, t, comm, NULL);
+    break;
+  default:  /* reducescatter: rank r gets block r of the reduction */
+    gcoll_reduce_reference(b->scratch, in, nranks, count * nranks, t, op);
+    memcpy(b->expect, b->scratch + (size_t)rank * nbytes, nbytes);
+    memcpy(in_place ? b->recv : b->send, b->inputs[rank], nbytes * nranks);
+    if (in_place) recvp = b->recv + (size_t)rank * nbytes;
+    rc = gcollReduceScatter(in_place ? b->recv : sendp, recvp, count, t, op, comm, NULL);
+    break;
+  }
+  char what[160];
+  snprintf(what, sizeof(what), "%s %s %s count %zu %s", coll_names[coll], gcoll_dtype_name(t),
+           gcoll_redop_name(op), count, in_place ? "in-place" : "out-of-place");
+  if (check_gcoll(rc, what) != 0) return -1;
+  const unsigned char *got = coll == 4 && in_place ? b->recv + (size_t)rank * nbytes : b->recv;
+  size_t check_bytes = coll == 3 ? total : nbytes;
+  long wrong = 0;
+  for (size_t i = 0; i < check_bytes; i++) wrong += got[i] != b->expect[i];
+  /* Nothing written past the result. */
+  const unsigned char *end = coll == 4 && in_place ? b->recv + total : got + check_bytes;
+  for (size_t i = 0; i < 64; i++) wrong += end[i] != 0xa5;
+  if (wrong) fprintf(stderr, "rank %d: %s: %ld wrong bytes\n", rank, what, wrong);
+  return wrong;
+}
+
+static int matrix(gcollComm_t comm, int full) {
+  static const size_t sizes_quick[] = {0, 1, 7, 1023, 4097, 65539};
+  static const size_t sizes_full[] = {0, 1, 7, 1023, 4097, (1u << 20) + 3, 17u << 20};
+  const size_t *sizes = full ? sizes_full : sizes_quick;
+  int nsizes = full ? 7 : 6;
+  size_t maxcount = sizes[nsizes - 1];
+  struct bufs b;
+  b.cap = maxcount * 8 * (size_t)nranks + 128;
+  b.send = xmalloc(b.cap);
+  b.recv = xmalloc(b.cap);
+  b.expect = xmalloc(b.cap);
+  b.scratch = xmalloc(b.cap);
+  b.inputs = xmalloc(sizeof(*b.inputs) * (size_t)nranks);
+  for (int r = 0; r < nranks; r++) b.inputs[r] = xmalloc(b.cap);
+  long wrong = 0, calls = 0;
+  uint64_t seed = 12345;
+  for (int coll = 0; coll < 5; coll++)
+    for (int t = 0; t < gcollNumTypes; t++)
+      for (int op = 0; op < gcollNumOps; op++) {
+        if ((coll == 1 || coll == 3) && op > 0) continue;   /* no op: once per type */
+        for (int s = 0; s < nsizes; s++) {
+          /* The largest sizes once per collective and type: they test
+           * chunking, not arithmetic. */
+          if (sizes[s] > 100000 && (op != gcollSum || t != gcollFloat32) && !(full && op == 0 && t % 3 == 0))
+            continue;
+          for (int in_place = 0; in_place < 2; in_place++) {
+            int root = (int)((seed + (uint64_t)calls) % (uint64_t)nranks);
+            long w = run_one(comm, &b, coll, (gcollDataType_t)t, (gcollRedOp_t)op, sizes[s],
+                             in_place, root, seed + (uint64_t)calls);
+            if (w < 0) return 1;
+            wrong += w;
+            calls++;
+          }
+        }
+      }
+  printf("rank %d: %ld calls, %ld wrong bytes\n", rank, calls, wrong);
+  for (int r = 0; r < nranks; r++) free(b.inputs[r]);
+  free(b.inputs);
+  free(b.send);
+  free(b.recv);
+  free(b.expect);
+  free(b.scratch);
+  return wrong ? 1 : 0;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int die(gcollComm_t comm, int victim, int iter) {
+  /* Survivors must report, not be stopped by gcollrun's SIGTERM first. */
+  signal(SIGTERM, SIG_IGN);
+  float buf[1024];
+  for (int i = 0;; i++) {
+    if (rank == victim && i == iter) raise(SIGKILL);
+    for (int k = 0; k < 1024; k++) buf[k] = (float)k;
+    double t0 = now_s();
+    gcollResult_t rc = gcollAllReduce(buf, buf, 1024, gcollFloat, gcollSum, comm, NULL);
+    if (rc != gcollSuccess) {
+      printf("rank %d: iteration %d: %s after %.2f s: %s\n", rank, i, gcollGetErrorString(rc),
+             now_s() - t0, gcollGetLastError(comm));
+      fflush(stdout);
+      char want[32];
+      snprintf(want, sizeof(want), "rank %d ", victim);
+      return rc == gcollRemoteError && strstr(gcollGetLastError(comm), want) ? 0 : 1;
+    }
+    if (i > iter + 1000) {
+      printf("rank %d: still running 1000 iterations after rank %d died\n", rank, victim);
+      return 1;
+    }
+  }
+}
+
+static void *abort_later(void *arg) {
+  usleep(300000);
+  gcollCommAbort((gcollComm_t)arg);
+  return NULL;
+}
+
+static int abort_test(gcollComm_t comm) {
+  /* Rank 0 enters a broadcast nobody else joins; another thread aborts. */
+  if (rank != 0) {
+    sleep(3);
+    gcollCommDestroy(comm);
+    printf("rank %d: done\n", rank);
+    return 0;
+  }
+  pthread_t th;
+  float buf[256] = {0};
+  double t0 = now_s();
+  pthread_create(&th, NULL, abort_later, comm);
+  gcollResult_t rc = gcollBroadcast(buf, buf, 256, gcollFloat, 0, comm, NULL);
+  double dt = now_s() - t0;
+  pthread_join(th, NULL);
+  printf("rank 0: broadcast returned %s after %.2f s\n", gcollGetErrorString(rc), dt);
+  return rc != gcollSuccess && dt < 5.0 ? 0 : 1;
+}
+
+static int expect_invalid(gcollResult_t rc, const char *what) {
+  if (rc == gcollInvalidArgument || rc == gcollInvalidUsage) {
+    printf("rank %d: %s refused: %s\n", rank, what, gcollGetLastError(NULL));
+    return 0;
+  }
+  printf("rank %d: %s was not refused (%s)\n", rank, what, gcollGetErrorString(rc));
+  return 1;
+}
+
+static int badargs(gcollComm_t comm) {
+  float buf[16] = {0};
+  int bad = 0;
+  bad += expect_invalid(gcollAllReduce(NULL, buf, 16, gcollFloat, gcollSum, comm, NULL), "NULL sendbuff");
+  bad += expect_invalid(gcollAllReduce(buf, NULL, 16, gcollFloat, gcollSum, comm, NULL), "NULL recvbuff");
+  bad += expect_invalid(gcollAllReduce(buf, buf, 16, (gcollDataType_t)42, gcollSum, comm, NULL), "bad type");
+  bad += expect_invalid(gcollAllReduce(buf, buf, 16, gcollFloat, (gcollRedOp_t)9, comm, NULL), "bad op");
+  bad += expect_invalid(gcollBroadcast(buf, buf, 16, gcollFloat, nranks, comm, NULL), "root out of range");
+  bad += expect_invalid(gcollReduce(buf, buf, 16, gcollFloat, gcollSum, -1, comm, NULL), "negative root");
+  bad += expect_invalid(gcollAllGather(buf, buf, SIZE_MAX / 2, gcollFloat, comm, NULL), "count overflow");
+  bad += expect_invalid(gcollAllReduce(buf, buf, 16, gcollFloat, gcollSum, NULL, NULL), "NULL comm");
+  bad += expect_invalid(gcollAllReduce(buf, buf, 16, gcollFloat, gcollSum, comm, (void *)buf), "a stream");
+  /* Refused calls moved nothing: the communicator still works. */
+  for (int i = 0; i < 16; i++) buf[i] = (float)(rank + 1);
+  if (check_gcoll(gcollAllReduce(buf, buf, 16, gcollFloat, gcollSum, comm, NULL), "allreduce after refusals"))
+    return 1;
+  float want = (float)nranks * (nranks + 1) / 2;
+  for (int i = 0; i < 16; i++) bad += buf[i] != want;
+  printf("rank %d: %s\n", rank, bad ? "FAILED" : "ok");
+  return bad ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: coll_check matrix [--full] | die RANK ITER | abort | badargs | init\n");
+    return 2;
+  }
+  gcollComm_t comm;
+  gcollResult_t rc = gcollCommInitFromPlan(&comm, NULL, -1);
+  if (rc != gcollSuccess) {
+    fprintf(stderr, "coll_check: init: %s: %s\n", gcollGetErrorString(rc), gcollGetLastError(NULL));
+    return 3;
+  }
+  gcollCommUserRank(comm, &rank);
+  gcollCommCount(comm, &nranks);
+  if (nranks > 64) {
+    fprintf(stderr, "coll_check: at most 64 ranks\n");
+    return 2;
+  }
+  int status;
+  if (strcmp(argv[1], "matrix") == 0) status = matrix(comm, argc > 2 && strcmp(argv[2], "--full") == 0);
+  else if (strcmp(argv[1], "die") == 0 && argc == 4) status = die(comm, atoi(argv[2]), atoi(argv[3]));
+  else if (strcmp(argv[1], "abort") == 0) return abort_test(comm);
+  else if (strcmp(argv[1], "badargs") == 0) status = badargs(comm);
+  else if (strcmp(argv[1], "init") == 0) status = 0, printf("rank %d: initialised\n", rank);
+  else {
+    fprintf(stderr, "coll_check: unknown mode '%s'\n", argv[1]);
+    status = 2;
+  }
+  gcollCommDestroy(comm);
+  return status;
+}

@@ -1,0 +1,109 @@
+#!/bin/bash
+# Collectives through real processes: gcollrun starts the ranks, shm inside
+# a (virtual) node, net/socket between nodes, exactly as the plan says.
+# Checks results against the serial reference (coll_check matrix), a rank
+# killed mid-loop, an abort from another thread, bad arguments and plans
+# that do not fit the job.
+#
+# make check runs a subset; GCOLL_TEST_FULL=1 runs the whole matrix (every
+# rank count x node split x forced algorithm/protocol, sizes up to 17M
+# elements), which CI does in its own step.
+set -u
+top_builddir=${top_builddir:-.}
+RUN=$top_builddir/gcollrun
+CHECK=$top_builddir/tests/integration/coll_check
+PLAN=$top_builddir/gcoll-plan
+for f in "$RUN" "$CHECK" "$PLAN"; do
+  [ -x "$f" ] || { echo "test_coll: $f is not built" >&2; exit 99; }
+done
+export GCOLL_TIMEOUT=${GCOLL_TIMEOUT:-30}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gcoll-coll.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# matrix NAME GCOLLRUN-ARGS... -- CHECK-ARGS...: one correctness run.
+matrix() {
+  local name=$1; shift
+  local t0=$SECONDS
+  if timeout 600 "$RUN" "$@" >"$tmp/out" 2>&1; then
+    ok; echo "ok: $name ($((SECONDS - t0)) s)"
+  else
+    bad "$name: exit $?"; tail -20 "$tmp/out"
+  fi
+}
+
+full=${GCOLL_TEST_FULL:-0}
+for n in 1 2 3 4 5 8; do
+  for nodes in 1 2; do
+    [ "$nodes" -eq 2 ] && { [ "$n" -lt 2 ] || [ $((n % 2)) -ne 0 ]; } && continue
+    matrix "n=$n nodes=$nodes plan's choice" -n "$n" --nodes "$nodes" "$CHECK" matrix
+    if [ "$full" = 1 ] || { [ "$n" -eq 3 ] && [ "$nodes" -eq 1 ]; } || { [ "$n" -eq 4 ] && [ "$nodes" -eq 2 ]; }; then
+      for algo in ring tree; do
+        for proto in simple ll; do
+          size=""; [ "$full" = 1 ] && size=--full
+          GCOLL_ALGO=$algo GCOLL_PROTO=$proto matrix "n=$n nodes=$nodes $algo/$proto $size" \
+            -n "$n" --nodes "$nodes" "$CHECK" matrix $size
+        done
+      done
+    fi
+  done
+done
+# Every edge over TCP, even inside a node.
+GCOLL_TRANSPORT=net/socket matrix "n=3 all net/socket" -n 3 "$CHECK" matrix
+
+# A rank killed in the middle of a loop: every survivor fails with
+# gcollRemoteError naming it, within GCOLL_TIMEOUT + 1 s; gcollrun names it too.
+for spec in "4 1 2" "4 2 1" "5 1 3"; do
+  set -- $spec
+  n=$1 nodes=$2 victim=$3
+  t0=$(date +%s%N)
+  GCOLL_TIMEOUT=2 timeout 60 "$RUN" -n "$n" --nodes "$nodes" "$CHECK" die "$victim" 50 >"$tmp/out" 2>&1
+  rc=$? dt=$(( ($(date +%s%N) - t0) / 1000000 ))
+  reported=$(grep -c "gcollRemoteError.*rank $victim " "$tmp/out")
+  if [ "$rc" -ne 0 ] && [ "$reported" -eq $((n - 1)) ] && grep -q "gcollrun: rank $victim .*SIGKILL" "$tmp/out" \
+     && [ "$dt" -lt 10000 ]; then
+    ok; echo "ok: rank $victim of $n ($nodes nodes) killed: $reported survivors reported it, ${dt} ms"
+  else
+    bad "kill rank $victim of $n: rc $rc, $reported of $((n - 1)) survivors reported, ${dt} ms"; cat "$tmp/out"
+  fi
+done
+
+# gcollCommAbort from another thread unblocks a collective.
+if timeout 60 "$RUN" -n 2 "$CHECK" abort >"$tmp/out" 2>&1 && grep -q "rank 0: broadcast returned" "$tmp/out"; then
+  ok; echo "ok: abort unblocks a waiting collective"
+else
+  bad "abort"; cat "$tmp/out"
+fi
+
+# Bad arguments are refused one by one and leave the communicator usable.
+if timeout 60 "$RUN" -n 3 "$CHECK" badargs >"$tmp/out" 2>&1 && [ "$(grep -c ': ok$' "$tmp/out")" -eq 3 ]; then
+  ok; echo "ok: bad arguments refused"
+else
+  bad "badargs"; cat "$tmp/out"
+fi
+
+# Plans that do not fit: wrong rank count, corrupted file. One line, no hang.
+"$PLAN" generate --topo cpu-only --nodes 1 --ranks-per-node 4 -q -o "$tmp/four.yaml"
+if ! timeout 60 "$RUN" -n 2 --plan "$tmp/four.yaml" "$CHECK" init >"$tmp/out" 2>&1; then
+  ok; echo "ok: a 4-rank plan for 2 ranks is refused: $(head -1 "$tmp/out")"
+else
+  bad "4-rank plan for 2 ranks accepted"
+fi
+head -c 300 "$tmp/four.yaml" >"$tmp/cut.yaml"
+if ! GCOLL_PLAN="$tmp/cut.yaml" GCOLL_RANK=0 GCOLL_JOB_KEY=ab timeout 20 "$CHECK" init >"$tmp/out" 2>&1 \
+   && [ "$(wc -l <"$tmp/out")" -eq 1 ] && grep -q "cut.yaml" "$tmp/out"; then
+  ok; echo "ok: truncated plan: $(cat "$tmp/out")"
+else
+  bad "truncated plan"; cat "$tmp/out"
+fi
+if ! GCOLL_PLAN="$tmp/four.yaml" GCOLL_RANK=7 GCOLL_JOB_KEY=ab timeout 20 "$CHECK" init >"$tmp/out" 2>&1 \
+   && grep -q "rank 7 is not in the plan" "$tmp/out"; then
+  ok; echo "ok: rank outside the plan: $(cat "$tmp/out")"
+else
+  bad "rank outside the plan"; cat "$tmp/out"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
