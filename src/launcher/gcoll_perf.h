@@ -59,6 +59,8 @@ struct perf_data;
 
 struct perf_data *perf_data_new(int nranks, uint64_t seed);
 void perf_data_free(struct perf_data *d);
+/* Inputs change with the seed: one per case keeps cases independent. */
+void perf_data_reseed(struct perf_data *d, uint64_t seed);
 
 /* Writes input elements [first, first + count) of `rank` for (type, op). */
 void perf_data_fill(const struct perf_data *d, void *buf, int rank, size_t first, size_t count,

@@ -89,6 +89,27 @@ static int lost_rank(struct gcollComm *comm) {
   return atoi(value);
 }
 
+/* Turns an executor failure into the caller's one-line reason. */
+static gcollResult_t explain(struct gcollComm *comm, const struct call *c, gcollResult_t rc,
+                             const char *err) {
+  if (rc == gcollRemoteError)
+    return gcoll_fail(rc, "%s: rank %d died or closed its connection (%s)", c->name,
+                      atomic_load(&comm->failed_peer), err);
+  int lost = rc == gcollSystemError ? lost_rank(comm) : -1;
+  if (lost >= 0) {
+    atomic_store(&comm->abort_word, (int)gcollRemoteError);
+    atomic_store(&comm->failed_peer, lost);
+    return gcoll_fail(gcollRemoteError, "%s: rank %d died (no progress within GCOLL_TIMEOUT, %llu ms)",
+                      c->name, lost, (unsigned long long)comm->timeout_ms);
+  }
+  if (rc == gcollSystemError)
+    return gcoll_fail(rc, "%s: no progress within GCOLL_TIMEOUT (%llu ms): %s", c->name,
+                      (unsigned long long)comm->timeout_ms, err);
+  if (atomic_load(&comm->abort_word) == gcollInvalidUsage)
+    return gcoll_fail(rc, "%s: the communicator was aborted", c->name);
+  return gcoll_fail(rc, "%s: %s", c->name, err);
+}
+
 static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *stream) {
   size_t bytes = 0;
   gcollResult_t rc = check_args(comm, c, stream, &bytes);
@@ -104,24 +125,13 @@ static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *str
   };
   choose(comm, c, bytes, &hc);
   char err[512];
+  /* Held until the result is formed: an abort from another thread frees
+   * comm as soon as it gets the lock. */
   pthread_mutex_lock(&comm->busy);
   rc = gcoll_host_exec_run(comm->exec, &hc, err, sizeof(err));
+  if (rc != gcollSuccess) rc = explain(comm, c, rc, err);
   pthread_mutex_unlock(&comm->busy);
-  if (rc == gcollSuccess) return rc;
-  if (rc == gcollRemoteError)
-    return gcoll_fail(rc, "%s: rank %d died or closed its connection (%s)", c->name,
-                      atomic_load(&comm->failed_peer), err);
-  int lost = rc == gcollSystemError ? lost_rank(comm) : -1;
-  if (lost >= 0) {
-    atomic_store(&comm->abort_word, (int)gcollRemoteError);
-    atomic_store(&comm->failed_peer, lost);
-    return gcoll_fail(gcollRemoteError, "%s: rank %d died (no progress within GCOLL_TIMEOUT, %llu ms)",
-                      c->name, lost, (unsigned long long)comm->timeout_ms);
-  }
-  if (rc == gcollSystemError)
-    return gcoll_fail(rc, "%s: no progress within GCOLL_TIMEOUT (%llu ms): %s", c->name,
-                      (unsigned long long)comm->timeout_ms, err);
-  return gcoll_fail(rc, "%s: %s", c->name, err);
+  return rc;
 }
 
 gcollResult_t gcollAllReduce(const void *sendbuff, void *recvbuff, size_t count,

@@ -234,7 +234,7 @@ static void *abort_later(void *arg) {
 }
 
 static int abort_test(gcollComm_t comm) {
-  /* Rank 0 enters a broadcast nobody else joins; another thread aborts. */
+  /* Rank 0 enters an allreduce nobody else joins; another thread aborts. */
   if (rank != 0) {
     sleep(3);
     gcollCommDestroy(comm);
@@ -245,10 +245,10 @@ static int abort_test(gcollComm_t comm) {
   float buf[256] = {0};
   double t0 = now_s();
   pthread_create(&th, NULL, abort_later, comm);
-  gcollResult_t rc = gcollBroadcast(buf, buf, 256, gcollFloat, 0, comm, NULL);
+  gcollResult_t rc = gcollAllReduce(buf, buf, 256, gcollFloat, gcollSum, comm, NULL);
   double dt = now_s() - t0;
   pthread_join(th, NULL);
-  printf("rank 0: broadcast returned %s after %.2f s\n", gcollGetErrorString(rc), dt);
+  printf("rank 0: allreduce returned %s after %.2f s\n", gcollGetErrorString(rc), dt);
   return rc != gcollSuccess && dt < 5.0 ? 0 : 1;
 }
 

@@ -1,0 +1,362 @@
+/* gcoll-perf: times gcoll collectives over a size sweep and checks them,
+ * nccl-tests style. Every rank runs the same sweep; rank 0 prints.
+ *
+ * Buffers are allocated and touched once for the largest size: on hosts
+ * where a first touch costs microseconds per page, allocating per size
+ * would time the page faults, not the collective. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "kernels/reduce.h"
+#include "launcher/gcoll_perf.h"
+
+#define HUGE_PAGE ((size_t)2 << 20)
+#define PERF_SEED 0x6763f11ba5e5ull
+
+static const char *const coll_names[PERF_NCOLLS] = {"allreduce", "broadcast", "reduce",
+                                                    "allgather", "reducescatter"};
+
+const char *perf_coll_name(enum perf_coll c) { return coll_names[c]; }
+
+int perf_coll_has_op(enum perf_coll c) {
+  return c == PERF_ALLREDUCE || c == PERF_REDUCE || c == PERF_REDUCESCATTER;
+}
+
+int perf_coll_has_root(enum perf_coll c) { return c == PERF_BROADCAST || c == PERF_REDUCE; }
+
+double perf_busbw_factor(enum perf_coll c, int nranks) {
+  switch (c) {
+  case PERF_ALLREDUCE: return 2.0 * (nranks - 1) / nranks;
+  case PERF_ALLGATHER:
+  case PERF_REDUCESCATTER: return (double)(nranks - 1) / nranks;
+  default: return 1.0;
+  }
+}
+
+struct perf_ctx {
+  struct perf_opts o;
+  gcollComm_t comm;
+  int rank, nranks;
+  unsigned char *sendbuf, *recvbuf;
+  struct perf_data *data;
+  int inject_rank;          /* GCOLL_PERF_INJECT_ERROR, -1 when unset */
+  long long wrong_total;
+  double busbw_sum;
+  long nresults;
+};
+
+/* One row of the table: a collective, type, op and size. */
+struct perf_case {
+  enum perf_coll coll;
+  gcollDataType_t type;
+  gcollRedOp_t op;          /* gcollSum for collectives without one */
+  int root;                 /* -1 for collectives without one */
+  size_t ts;
+  size_t count;             /* the count argument: per rank for allgather
+                               and reducescatter, as in nccl-tests */
+  size_t bytes;             /* the largest buffer */
+};
+
+struct perf_bufs {
+  unsigned char *send, *recv;
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void die(struct perf_ctx *cx, const char *what, gcollResult_t rc) {
+  fprintf(stderr, PERF_PROG ": rank %d: %s: %s: %s\n", cx->rank, what, gcollGetErrorString(rc),
+          gcollGetLastError(cx->comm));
+  gcollCommAbort(cx->comm);
+  exit(1);
+}
+
+/* ---- buffers --------------------------------------------------------------- */
+
+/* 2 MiB-aligned, huge-page advised and touched, so no page fault lands in a
+ * timed loop. Never freed: the process ends with the sweep. */
+static unsigned char *alloc_touched(size_t bytes) {
+  size_t len = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+  if (len == 0) len = HUGE_PAGE;
+  void *p = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                 0);
+  if (p == MAP_FAILED) return NULL;
+  unsigned char *aligned =
+      (unsigned char *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+  madvise(aligned, len, MADV_HUGEPAGE); /* a hint: fine if THP is off */
+  memset(aligned, 0, len);
+  return aligned;
+}
+
+static void case_setup(struct perf_case *c, size_t size, int nranks) {
+  c->ts = gcoll_dtype_size(c->type);
+  if (c->coll == PERF_ALLGATHER || c->coll == PERF_REDUCESCATTER) {
+    c->count = size / c->ts / (size_t)nranks;
+    c->bytes = c->count * c->ts * (size_t)nranks;
+  } else {
+    c->count = size / c->ts;
+    c->bytes = c->count * c->ts;
+  }
+}
+
+/* Elements of this rank's input and of its whole output buffer. */
+static size_t case_in_elems(const struct perf_case *c, int nranks) {
+  return c->coll == PERF_REDUCESCATTER ? c->count * (size_t)nranks : c->count;
+}
+
+static size_t case_out_elems(const struct perf_case *c, int nranks) {
+  return c->coll == PERF_ALLGATHER ? c->count * (size_t)nranks : c->count;
+}
+
+/* In place follows the API: the rank's block of the big buffer is the small
+ * one, for allgather's input and reducescatter's output. */
+static struct perf_bufs case_bufs(const struct perf_ctx *cx, const struct perf_case *c,
+                                  int inplace) {
+  struct perf_bufs b = {cx->sendbuf, cx->recvbuf};
+  if (!inplace) return b;
+  unsigned char *own_block = cx->recvbuf + (size_t)cx->rank * c->count * c->ts;
+  b.send = b.recv = cx->recvbuf;
+  if (c->coll == PERF_ALLGATHER) b.send = own_block;
+  if (c->coll == PERF_REDUCESCATTER) b.recv = own_block;
+  return b;
+}
+
+static gcollResult_t run_coll(const struct perf_ctx *cx, const struct perf_case *c,
+                              struct perf_bufs b) {
+  switch (c->coll) {
+  case PERF_ALLREDUCE:
+    return gcollAllReduce(b.send, b.recv, c->count, c->type, c->op, cx->comm, NULL);
+  case PERF_BROADCAST:
+    return gcollBroadcast(b.send, b.recv, c->count, c->type, c->root, cx->comm, NULL);
+  case PERF_REDUCE:
+    return gcollReduce(b.send, b.recv, c->count, c->type, c->op, c->root, cx->comm, NULL);
+  case PERF_ALLGATHER:
+    return gcollAllGather(b.send, b.recv, c->count, c->type, cx->comm, NULL);
+  default:
+    return gcollReduceScatter(b.send, b.recv, c->count, c->type, c->op, cx->comm, NULL);
+  }
+}
+
+static void run_or_die(struct perf_ctx *cx, const struct perf_case *c, struct perf_bufs b) {
+  gcollResult_t rc = run_coll(cx, c, b);
+  if (rc != gcollSuccess) die(cx, perf_coll_name(c->coll), rc);
+}
+
+/* ---- timing ---------------------------------------------------------------- */
+
+/* Mean seconds per call on the slowest rank: every rank times its own loop
+ * (the calls block), then they agree on the maximum. */
+static double time_calls(struct perf_ctx *cx, const struct perf_case *c, struct perf_bufs b) {
+  for (long i = 0; i < cx->o.warmup; i++) run_or_die(cx, c, b);
+  double t0 = now_s();
+  for (long i = 0; i < cx->o.iters; i++) run_or_die(cx, c, b);
+  double sec = (now_s() - t0) / (double)cx->o.iters;
+  gcollResult_t rc = gcollAllReduce(&sec, &sec, 1, gcollDouble, gcollMax, cx->comm, NULL);
+  if (rc != gcollSuccess) die(cx, "allreduce of the time", rc);
+  return sec;
+}
+
+/* ---- checking -------------------------------------------------------------- */
+
+/* Poisons the whole output extent, then writes this rank's input where the
+ * call reads it (in place: inside the output buffer). */
+static void fill_input(struct perf_ctx *cx, const struct perf_case *c, struct perf_bufs b) {
+  size_t out_bytes = case_out_elems(c, cx->nranks) * c->ts;
+  size_t in_bytes = case_in_elems(c, cx->nranks) * c->ts;
+  memset(cx->recvbuf, PERF_POISON_BYTE, out_bytes > in_bytes ? out_bytes : in_bytes);
+  perf_data_fill(cx->data, b.send, cx->rank, 0, case_in_elems(c, cx->nranks), c->type, c->op);
+}
+
+/* The part of this rank's output that holds a result, NULL if none. */
+static unsigned char *result_region(const struct perf_ctx *cx, const struct perf_case *c,
+                                    struct perf_bufs b) {
+  if (c->coll == PERF_REDUCE && cx->rank != c->root) return NULL;
+  return c->count > 0 ? b.recv : NULL;
+}
+
+static void inject_error(const struct perf_ctx *cx, const struct perf_case *c, struct perf_bufs b) {
+  unsigned char *res = result_region(cx, c, b);
+  if (cx->inject_rank == cx->rank && res != NULL) res[c->ts - 1] ^= 0x40;
+}
+
+static size_t count_wrong_output(struct perf_ctx *cx, const struct perf_case *c,
+                                 struct perf_bufs b, int inplace) {
+  struct perf_data *d = cx->data;
+  size_t n = c->count;
+  switch (c->coll) {
+  case PERF_ALLREDUCE: return perf_data_wrong_reduced(d, b.recv, 0, n, c->type, c->op);
+  case PERF_BROADCAST: return perf_data_wrong_copy(d, b.recv, c->root, 0, n, c->type, c->op);
+  case PERF_REDUCE:
+    if (cx->rank == c->root) return perf_data_wrong_reduced(d, b.recv, 0, n, c->type, c->op);
+    /* Non-roots: the buffer is left alone (in place, it is the input). */
+    if (inplace) return perf_data_wrong_copy(d, b.recv, cx->rank, 0, n, c->type, c->op);
+    return perf_data_wrong_untouched(b.recv, n, c->type);
+  case PERF_ALLGATHER: {
+    size_t wrong = 0;
+    for (int r = 0; r < cx->nranks; r++)
+      wrong += perf_data_wrong_copy(d, b.recv + (size_t)r * n * c->ts, r, 0, n, c->type, c->op);
+    return wrong;
+  }
+  default:
+    return perf_data_wrong_reduced(d, b.recv, (size_t)cx->rank * n, n, c->type, c->op);
+  }
+}
+
+/* One more call on known data; wrong elements summed over ranks. Out of
+ * place, the send buffer must come back unchanged too. */
+static long long check_case(struct perf_ctx *cx, const struct perf_case *c, struct perf_bufs b,
+                            int inplace) {
+  fill_input(cx, c, b);
+  run_or_die(cx, c, b);
+  inject_error(cx, c, b);
+  size_t wrong = count_wrong_output(cx, c, b, inplace);
+  if (!inplace)
+    wrong += perf_data_wrong_copy(cx->data, b.send, cx->rank, 0, case_in_elems(c, cx->nranks),
+                                  c->type, c->op);
+  int64_t total = (int64_t)wrong;
+  gcollResult_t rc = gcollAllReduce(&total, &total, 1, gcollInt64, gcollSum, cx->comm, NULL);
+  if (rc != gcollSuccess) die(cx, "allreduce of the error count", rc);
+  return (long long)total;
+}
+
+/* ---- the sweep ------------------------------------------------------------- */
+
+static uint64_t case_seed(const struct perf_case *c, size_t size, int inplace) {
+  return PERF_SEED ^ ((uint64_t)c->coll << 56) ^ ((uint64_t)c->type << 48) ^
+         ((uint64_t)c->op << 40) ^ ((uint64_t)inplace << 39) ^ (uint64_t)size;
+}
+
+static void run_mode(struct perf_ctx *cx, const struct perf_case *c, size_t size, int inplace) {
+  struct perf_bufs b = case_bufs(cx, c, inplace);
+  struct perf_result r;
+  double sec = time_calls(cx, c, b);
+  r.time_us = sec * 1e6;
+  r.algbw = sec > 0 ? (double)c->bytes / sec / 1e9 : 0;
+  r.busbw = r.algbw * perf_busbw_factor(c->coll, cx->nranks);
+  r.wrong = -1;
+  if (cx->o.check) {
+    perf_data_reseed(cx->data, case_seed(c, size, inplace));
+    r.wrong = check_case(cx, c, b, inplace);
+    cx->wrong_total += r.wrong;
+  }
+  cx->busbw_sum += r.busbw;
+  cx->nresults++;
+  if (cx->rank == 0) perf_report_result(&r);
+}
+
+static void run_sizes(struct perf_ctx *cx, struct perf_case *c) {
+  for (size_t size = cx->o.minbytes;;) {
+    case_setup(c, size, cx->nranks);
+    if (cx->rank == 0)
+      perf_report_row_start(c->bytes, c->count, c->type,
+                            perf_coll_has_op(c->coll) ? gcoll_redop_name(c->op) : "none",
+                            c->root);
+    run_mode(cx, c, size, 0);
+    run_mode(cx, c, size, 1);
+    if (cx->rank == 0) perf_report_row_end();
+    size = perf_next_size(&cx->o, size);
+    if (size == 0) break;
+  }
+}
+
+static void run_collective(struct perf_ctx *cx, enum perf_coll coll, int several) {
+  if (cx->rank == 0) perf_report_collective(coll, several);
+  for (int t = 0; t < gcollNumTypes; t++) {
+    if (!(cx->o.type_mask & (1u << t))) continue;
+    for (int op = 0; op < gcollNumOps; op++) {
+      /* Collectives without an op run once per type. */
+      if (perf_coll_has_op(coll) ? !(cx->o.op_mask & (1u << op)) : op != gcollSum) continue;
+      struct perf_case c = {.coll = coll, .type = (gcollDataType_t)t, .op = (gcollRedOp_t)op,
+                            .root = perf_coll_has_root(coll) ? (int)cx->o.root : -1};
+      run_sizes(cx, &c);
+    }
+  }
+}
+
+/* ---- setup ----------------------------------------------------------------- */
+
+/* Before the communicator exists only $GCOLL_RANK says who is rank 0; one
+ * copy of a usage error is enough. */
+static int env_is_rank0(void) {
+  const char *r = getenv("GCOLL_RANK");
+  return r == NULL || strcmp(r, "0") == 0;
+}
+
+static int parse_env_rank(const char *name) {
+  const char *v = getenv(name);
+  if (v == NULL || *v < '0' || *v > '9') return -1;
+  return atoi(v);
+}
+
+static int setup(struct perf_ctx *cx) {
+  gcollResult_t rc = gcollCommInitFromPlan(&cx->comm, NULL, -1);
+  if (rc != gcollSuccess) {
+    fprintf(stderr, PERF_PROG ": gcollCommInitFromPlan: %s (start it with 'gcollrun -n N " PERF_PROG
+            "')\n", gcollGetLastError(NULL));
+    return 1;
+  }
+  gcollCommCount(cx->comm, &cx->nranks);
+  gcollCommUserRank(cx->comm, &cx->rank);
+  if (cx->o.root >= cx->nranks) {
+    if (cx->rank == 0)
+      fprintf(stderr, PERF_PROG ": -R %ld: root must be below nranks %d\n", cx->o.root,
+              cx->nranks);
+    return 2;
+  }
+  size_t bytes = cx->o.maxbytes;
+  cx->sendbuf = alloc_touched(bytes);
+  cx->recvbuf = alloc_touched(bytes);
+  cx->data = perf_data_new(cx->nranks, PERF_SEED);
+  if (cx->sendbuf == NULL || cx->recvbuf == NULL || cx->data == NULL) {
+    fprintf(stderr, PERF_PROG ": rank %d: cannot allocate 2 x %zu bytes of buffers\n", cx->rank,
+            bytes);
+    return 1;
+  }
+  cx->inject_rank = parse_env_rank("GCOLL_PERF_INJECT_ERROR");
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  static struct perf_ctx cx;
+  char err[512];
+  int prc = perf_parse_args(argc, argv, &cx.o, err, sizeof(err));
+  if (prc == PERF_ARGS_HELP) {
+    if (env_is_rank0()) perf_print_usage();
+    return 0;
+  }
+  if (prc != PERF_ARGS_OK) {
+    if (env_is_rank0()) fprintf(stderr, PERF_PROG ": %s\n", err);
+    return 2;
+  }
+  /* The communicator reads these at init. */
+  if (cx.o.algo != NULL) setenv("GCOLL_ALGO", cx.o.algo, 1);
+  if (cx.o.proto != NULL) setenv("GCOLL_PROTO", cx.o.proto, 1);
+  int src = setup(&cx);
+  if (src != 0) {
+    if (cx.comm != NULL) gcollCommDestroy(cx.comm);
+    return src;
+  }
+  if (cx.rank == 0) perf_report_header(&cx.o, cx.nranks, cx.rank);
+  int several = __builtin_popcount(cx.o.coll_mask) > 1;
+  for (int coll = 0; coll < PERF_NCOLLS; coll++)
+    if (cx.o.coll_mask & (1u << coll)) run_collective(&cx, (enum perf_coll)coll, several);
+  if (cx.rank == 0)
+    perf_report_summary(cx.wrong_total, cx.nresults ? cx.busbw_sum / (double)cx.nresults : 0);
+  perf_data_free(cx.data);
+  gcollResult_t rc = gcollCommDestroy(cx.comm);
+  if (rc != gcollSuccess) {
+    fprintf(stderr, PERF_PROG ": rank %d: gcollCommDestroy: %s\n", cx.rank,
+            gcollGetLastError(NULL));
+    return 1;
+  }
+  return cx.wrong_total != 0 ? 1 : 0;
+}
