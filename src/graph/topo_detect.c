@@ -620,6 +620,14 @@ struct gcoll_topo *gcoll_topo_detect(char *err, size_t errlen) {
   hwloc_topology_t h;
   if (hwloc_topology_init(&h) == 0) {
     hwloc_topology_set_io_types_filter(h, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+#if HWLOC_API_VERSION >= 0x00020100
+    /* GPUs come from our own dlopen of the CUDA driver and NVML; hwloc's
+     * GPU plugins (libhwloc-plugins) would initialise those stacks a second
+     * time, slowly, and some leak on unload. */
+    static const char *const gpu_plugins[] = {"cuda", "nvml", "opencl", "rsmi", "levelzero", "gl"};
+    for (size_t i = 0; i < sizeof(gpu_plugins) / sizeof(gpu_plugins[0]); i++)
+      hwloc_topology_set_components(h, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, gpu_plugins[i]);
+#endif
     if (hwloc_topology_load(h) == 0) hw = h;
     else hwloc_topology_destroy(h);
   }

@@ -27,6 +27,7 @@
 
 #include "graph/plan.h"
 #include "launcher/gcollrun.h"
+#include "runtime/transport.h"
 #include "launcher/kvs_server.h"
 
 #ifndef PACKAGE_VERSION
@@ -496,6 +497,9 @@ static int launch(struct job *j) {
   start_ranks(j, path, addr, key);
   run_loop(j);
   drain_output(j);
+  /* Ranks unlink their shared-memory segments as soon as both ends map
+   * them; a rank killed in between leaves one, which only we can remove. */
+  if (j->first_fail >= 0 || j->timed_out) gcoll_shm_cleanup(key);
   if (j->timed_out) return GCOLLRUN_EXIT_TIMEOUT;
   return j->first_fail >= 0 ? j->exit_status : 0;
 }

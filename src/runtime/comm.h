@@ -27,6 +27,7 @@ struct gcollComm {
   struct gcoll_proxy *proxy;
   struct gcoll_transport *transport[GCOLL_NTRANSPORTS];
   int nconns;
+  int has_net;                         /* some connection goes through the proxy */
   struct gcoll_conn conns[GCOLL_COMM_MAX_CONNS];
   struct gcoll_host_channel channels[GCOLL_MAX_CHANNELS];
   struct gcoll_host_exec *exec;

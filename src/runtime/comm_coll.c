@@ -6,6 +6,7 @@
 
 #include "kernels/reduce.h"
 #include "runtime/comm.h"
+#include "runtime/proxy.h"
 
 struct call {
   const char *name;
@@ -128,6 +129,9 @@ static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *str
   /* Held until the result is formed: an abort from another thread frees
    * comm as soon as it gets the lock. */
   pthread_mutex_lock(&comm->busy);
+  /* A proxy asleep after an idle spell would add up to its poll timeout to
+   * the first network step. */
+  if (comm->has_net) gcoll_proxy_wake(comm->proxy);
   rc = gcoll_host_exec_run(comm->exec, &hc, err, sizeof(err));
   if (rc != gcollSuccess) rc = explain(comm, c, rc, err);
   pthread_mutex_unlock(&comm->busy);

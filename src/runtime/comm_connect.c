@@ -143,6 +143,7 @@ static gcollResult_t setup_receivers(struct gcollComm *comm, struct edge *edges,
       return gcoll_fail(gcollSystemError, "receive from rank %d over %s: %s", e->peer,
                         transport_ops[k]->name, err);
     comm->nconns++;
+    comm->has_net |= k == GCOLL_TRANSPORT_SOCKET;
     *e->fifo = c->fifo;
     value[0] = (unsigned char)k;
     edge_key(key, sizeof(key), comm, e);
@@ -176,6 +177,7 @@ static gcollResult_t connect_senders(struct gcollComm *comm, struct edge *edges,
       return gcoll_fail(gcollRemoteError, "send to rank %d over %s: %s", e->peer,
                         transport_ops[k]->name, err);
     comm->nconns++;
+    comm->has_net |= k == GCOLL_TRANSPORT_SOCKET;
     *e->fifo = c->fifo;
     gcoll_log_info(comm, "send to rank %d (%s edge, id %u) over %s", e->peer,
                    gcoll_edge_name(e->cls), e->id, transport_ops[k]->name);

@@ -24,7 +24,8 @@
  * mark the peer failed (abort word = gcollRemoteError). A clean close sends
  * a goodbye header first (after flushing what the executor published); a
  * connection that said goodbye and then closes is not a failure, unless
- * this side still has steps to send to it. */
+ * this side still has steps to send to it. A communicator that closes in
+ * error (its abort word set) sends no goodbye, so its peers fail at once. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <endian.h>
@@ -54,6 +55,8 @@
 #define HELLO_BYTES 32
 #define HDR_BYTES 16
 #define PROTO_GOODBYE 0x47425945u /* "GBYE": the peer closes cleanly */
+#define PROTO_BLAME 0x47424c4du   /* "GBLM": the peer closes in error; the
+                                     step field names the rank it blames */
 #define MAX_PENDING 256
 #define CLOSE_FLUSH_MAX_MS 10000u
 
@@ -148,11 +151,21 @@ struct sock_state {
 
 static struct sock_state *state_of(struct gcoll_transport *t) { return t->impl; }
 
-static void conn_failed(struct sock_conn *c) {
+static void conn_failed_blaming(struct sock_conn *c, int rank) {
+  if (c->state == CONN_FAILED) return;
   c->state = CONN_FAILED;
   c->entry.events = 0;
   c->entry.busy = 0;
-  gcoll_transport_peer_failed(c->s->t->cfg.abort_word, c->s->t->cfg.failed_peer, c->peer);
+  gcoll_transport_peer_failed(c->s->t->cfg.abort_word, c->s->t->cfg.failed_peer, rank);
+}
+
+static void conn_failed(struct sock_conn *c) { conn_failed_blaming(c, c->peer); }
+
+/* A blame header names the failed rank; a rank out of range is the peer's
+ * own fault. */
+static void blamed_by_peer(struct sock_conn *c, uint64_t rank) {
+  int nranks = c->s->t->cfg.nranks;
+  conn_failed_blaming(c, rank < (uint64_t)nranks ? (int)rank : c->peer);
 }
 
 /* A broken local invariant (the executor published a step no transport
@@ -269,6 +282,10 @@ static int watch_receiver(struct sock_conn *c) {
     uint64_t step;
     uint32_t nb, proto;
     get_hdr(c->back, &step, &nb, &proto);
+    if (proto == PROTO_BLAME && nb == 0) {
+      blamed_by_peer(c, step);
+      return 1;
+    }
     if (proto != PROTO_GOODBYE || nb != 0 || c->goodbye_seen) {
       conn_failed(c);
       return 1;
@@ -321,6 +338,10 @@ static int parse_rhdr(struct sock_conn *c) {
   uint64_t step;
   get_hdr(c->rhdr, &step, &c->rnb, &c->rproto);
   c->pay_got = 0;
+  if (c->rproto == PROTO_BLAME && c->rnb == 0) {
+    blamed_by_peer(c, step);
+    return -1;
+  }
   if (c->goodbye_seen || step != c->recvd) return -1;
   if (c->rproto == PROTO_GOODBYE) return c->rnb == 0 ? 0 : -1;
   if (c->rproto != GCOLL_PROTO_SIMPLE && c->rproto != GCOLL_PROTO_LL) return -1;
@@ -967,12 +988,12 @@ static void flush(struct sock_conn *c, uint64_t deadline_ms) {
   }
 }
 
-/* Goodbye, then an orderly shutdown. Unread bytes are drained first: closing
- * a socket with unread data makes the kernel reset the connection, which
- * could discard what we just flushed. */
-static void say_goodbye_and_close(struct sock_conn *c, uint64_t step) {
+/* A last header (goodbye or blame), then an orderly shutdown. Unread bytes
+ * are drained first: closing a socket with unread data makes the kernel
+ * reset the connection, which could discard what we just sent. */
+static void last_word_and_close(struct sock_conn *c, uint64_t step, uint32_t proto) {
   unsigned char h[HDR_BYTES];
-  put_hdr(h, step, 0, PROTO_GOODBYE);
+  put_hdr(h, step, 0, proto);
   (void)send_all(c->fd, h, sizeof(h), gcoll_transport_now_ms() + 1000);
   shutdown(c->fd, SHUT_WR);
   char sink[4096];
@@ -1002,8 +1023,16 @@ static void sock_conn_close(struct gcoll_transport *t, struct gcoll_conn *gc) {
     flush(c, gcoll_transport_now_ms() + bound);
   }
   if (c->fd >= 0) {
-    if (c->state == CONN_FAILED) close(c->fd);
-    else say_goodbye_and_close(c, c->is_send ? c->sent : c->recvd);
+    /* No goodbye from a communicator in error: the peer cannot finish what
+     * it waits for from us, so it should fail now, not at its deadline,
+     * naming the rank we blame. A header can only go between steps. */
+    int in_error = atomic_load(t->cfg.abort_word) != 0;
+    if (c->state == CONN_FAILED || (in_error && c->is_send && c->off != 0))
+      close(c->fd);
+    else if (in_error)
+      last_word_and_close(c, (uint64_t)gcoll_transport_blame(&t->cfg), PROTO_BLAME);
+    else
+      last_word_and_close(c, c->is_send ? c->sent : c->recvd, PROTO_GOODBYE);
   }
   conn_free(c);
   gc->impl = NULL;

@@ -109,7 +109,7 @@ static void *proxy_main(void *arg) {
     int sockets;
     int n = build_poll_set(p, &sockets);
     uint64_t gen = p->generation, t = now_ns();
-    int active = busy || t - last_move < GCOLL_PROXY_ACTIVE_NS;
+    int active = t - last_move < (busy ? GCOLL_PROXY_BUSY_NS : GCOLL_PROXY_ACTIVE_NS);
     uint64_t timeout = 0;
     if (!active) {
       uint64_t to_check = next_check > t ? next_check - t : 0;
@@ -132,13 +132,14 @@ static void *proxy_main(void *arg) {
     if (timeout > 0) atomic_fetch_add_explicit(&p->sleeps, 1, memory_order_relaxed);
     int r = ppoll(p->pfd, (nfds_t)n, &ts, NULL);
     atomic_store(&p->sleeping, 0);
-    if (r > 0 && (p->pfd[0].revents & POLLIN)) drain_wake_fd(p);
+    int woken = r > 0 && (p->pfd[0].revents & POLLIN);
+    if (woken) drain_wake_fd(p);
     pthread_mutex_lock(&p->lock);
     if (atomic_load(&p->stop)) break;
     int polled = r > 0 && gen == p->generation;
     int moved = progress_all(p, n, polled, &busy);
     t = now_ns();
-    if (moved) {
+    if (moved || woken) {
       last_move = t;
       sleep_ns = GCOLL_PROXY_MIN_SLEEP_NS;
     } else if (!active && timeout > 0 && sleep_ns < GCOLL_PROXY_MAX_SLEEP_NS) {

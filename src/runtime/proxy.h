@@ -10,10 +10,14 @@
  *
  * CPU use matters on small machines where the ranks' executors compete with
  * the proxies for cores:
- *   active  while something moved in the last GCOLL_PROXY_ACTIVE_NS, or an
- *           entry says it waits on the local executor (busy): polls with a
- *           zero timeout and sched_yield()s between rounds that moved
- *           nothing, so a runnable executor gets the core at once;
+ *   active  while something moved (or a wake-up came) in the last
+ *           GCOLL_PROXY_ACTIVE_NS, or GCOLL_PROXY_BUSY_NS while an entry
+ *           waits on its local executor (busy: a full receive FIFO): polls
+ *           with a zero timeout and sched_yield()s between rounds that moved
+ *           nothing, so a runnable executor gets the core at once. The busy
+ *           window is bounded so that an application computing between
+ *           collectives, with the next one's data already queued, does not
+ *           have a proxy spinning beside it;
  *   asleep  otherwise: sleeps in ppoll on the fds and a wake-up eventfd, with
  *           timeouts doubling from GCOLL_PROXY_MIN_SLEEP_NS to
  *           GCOLL_PROXY_MAX_SLEEP_NS while there are socket entries (steps
@@ -38,6 +42,7 @@
 
 #define GCOLL_PROXY_CHECK_MS 100
 #define GCOLL_PROXY_ACTIVE_NS 2000000ull
+#define GCOLL_PROXY_BUSY_NS 20000000ull
 #define GCOLL_PROXY_MIN_SLEEP_NS 20000ull
 #define GCOLL_PROXY_MAX_SLEEP_NS 10000000ull
 

@@ -75,6 +75,11 @@ void gcoll_transport_peer_failed(_Atomic int *abort_word, _Atomic int *failed_pe
   if (abort_word != NULL) atomic_compare_exchange_strong(abort_word, &ok, (int)gcollRemoteError);
 }
 
+int gcoll_transport_blame(const struct gcoll_transport_config *cfg) {
+  int peer = atomic_load(cfg->failed_peer);
+  return peer >= 0 && peer < cfg->nranks ? peer : cfg->rank;
+}
+
 uint64_t gcoll_transport_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -82,7 +82,10 @@ struct gcoll_transport_ops {
   int (*recv_complete)(struct gcoll_transport *t, struct gcoll_conn *c, uint64_t deadline_ms,
                        char *err, size_t errlen);
   /* Sends what the executor published but the peer has not received yet
-   * (bounded; skipped once *abort_word is set), says goodbye, frees. */
+   * (bounded), says goodbye, frees. With *abort_word set it neither flushes
+   * nor says goodbye but tells the peer whom it blames (*failed_peer, or
+   * itself): the peer then fails at once with gcollRemoteError naming the
+   * same rank, instead of waiting for its deadline. */
   void (*conn_close)(struct gcoll_transport *t, struct gcoll_conn *c);
   void (*fini)(struct gcoll_transport *t);
 };
@@ -135,6 +138,10 @@ int gcoll_shm_cleanup(const char *job_key);
 /* Records a dead or misbehaving peer: first failure wins the failed_peer
  * slot; the abort word gets gcollRemoteError unless already set. */
 void gcoll_transport_peer_failed(_Atomic int *abort_word, _Atomic int *failed_peer, int peer);
+
+/* The rank a communicator in error blames when it closes its connections:
+ * the first dead peer it saw, else itself (an abort). */
+int gcoll_transport_blame(const struct gcoll_transport_config *cfg);
 
 /* CLOCK_MONOTONIC milliseconds, the clock of every deadline here. */
 uint64_t gcoll_transport_now_ms(void);

@@ -18,8 +18,9 @@
  *
  * Dead peers: the proxy's check callback (every ~100 ms) tests the peer's
  * pid (kill(pid, 0), zombie state and start time from /proc, so neither an
- * unreaped child nor a reused pid passes for alive) unless the peer said
- * goodbye. */
+ * unreaped child nor a reused pid passes for alive) unless the peer closed
+ * cleanly. A peer that closed while its communicator was in error counts as
+ * failed at once, like a socket closed without a goodbye. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +40,11 @@
 #define SHM_CTL_MAGIC 0x4c544347u  /* "GCTL" */
 #define SHM_VERSION 1
 #define SHM_NAME_MAX 64
+/* Values of the closed flags. A side that closes while its communicator is
+ * in error (its abort word is set) did not finish the collective protocol,
+ * so its peer must fail now rather than wait for a deadline. */
+#define SHM_CLOSED_CLEAN 1u
+#define SHM_CLOSED_ABORTED 2u
 
 struct shm_ctl {
   uint32_t magic, version;
@@ -47,6 +53,10 @@ struct shm_ctl {
   uint64_t sender_start;
   _Atomic uint32_t sender_closed;
   _Atomic uint32_t receiver_closed;
+  /* Written before a closed flag becomes SHM_CLOSED_ABORTED: the rank the
+   * closing side blames (the peer it saw die, or itself after an abort), so
+   * the failure is named after its cause all along the job. */
+  _Atomic int32_t sender_blames, receiver_blames;
 };
 
 /* Same host, same ABI on both ends: the address is the struct's bytes. */
@@ -101,19 +111,25 @@ static void shm_check(struct gcoll_proxy_entry *e) {
   if (c->failed) return;
   int pid;
   uint64_t start;
+  uint32_t closed;
+  int blamed;
   if (c->is_send) {
-    if (atomic_load_explicit(&c->ctl->receiver_closed, memory_order_acquire)) return;
+    closed = atomic_load_explicit(&c->ctl->receiver_closed, memory_order_acquire);
+    blamed = atomic_load_explicit(&c->ctl->receiver_blames, memory_order_relaxed);
     pid = c->peer_pid;
     start = c->peer_start;
   } else {
     if (!atomic_load_explicit(&c->ctl->sender_attached, memory_order_acquire)) return;
-    if (atomic_load_explicit(&c->ctl->sender_closed, memory_order_acquire)) return;
+    closed = atomic_load_explicit(&c->ctl->sender_closed, memory_order_acquire);
+    blamed = atomic_load_explicit(&c->ctl->sender_blames, memory_order_relaxed);
     pid = atomic_load_explicit(&c->ctl->sender_pid, memory_order_relaxed);
     start = c->ctl->sender_start;
   }
-  if (gcoll_process_alive(pid, start)) return;
+  if (closed == SHM_CLOSED_CLEAN) return;
+  if (closed != SHM_CLOSED_ABORTED && gcoll_process_alive(pid, start)) return;
   c->failed = 1;
-  gcoll_transport_peer_failed(c->t->cfg.abort_word, c->t->cfg.failed_peer, c->peer);
+  if (closed != SHM_CLOSED_ABORTED || blamed < 0 || blamed >= c->t->cfg.nranks) blamed = c->peer;
+  gcoll_transport_peer_failed(c->t->cfg.abort_word, c->t->cfg.failed_peer, blamed);
 }
 
 static int watch_peer(struct gcoll_transport *t, struct shm_conn *c, char *err, size_t errlen) {
@@ -361,7 +377,10 @@ static void shm_conn_close(struct gcoll_transport *t, struct gcoll_conn *gc) {
   struct shm_conn *c = gc->impl;
   if (c == NULL) return;
   if (c->registered) gcoll_proxy_remove(t->cfg.proxy, &c->entry);
-  atomic_store_explicit(c->is_send ? &c->ctl->sender_closed : &c->ctl->receiver_closed, 1,
+  uint32_t how = atomic_load(t->cfg.abort_word) == 0 ? SHM_CLOSED_CLEAN : SHM_CLOSED_ABORTED;
+  atomic_store_explicit(c->is_send ? &c->ctl->sender_blames : &c->ctl->receiver_blames,
+                        gcoll_transport_blame(&t->cfg), memory_order_relaxed);
+  atomic_store_explicit(c->is_send ? &c->ctl->sender_closed : &c->ctl->receiver_closed, how,
                         memory_order_release);
   if (!c->is_send) shm_unlink(c->name);
   shm_conn_free(c);
