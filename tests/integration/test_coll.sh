@@ -34,17 +34,24 @@ matrix() {
   fi
 }
 
+# make check: every rank count and node split with the plan's choices, and
+# every forced algorithm/protocol on two shapes. GCOLL_TEST_FULL=1 (CI):
+# forced choices on every shape, and sizes up to 17M elements (1M+3 and 17M
+# are not multiples of any chunk) with the plan's choices on every shape and
+# forced ones on n=4 over 2 nodes.
 full=${GCOLL_TEST_FULL:-0}
+sizes=""; [ "$full" = 1 ] && sizes=--full
 for n in 1 2 3 4 5 8; do
   for nodes in 1 2; do
     [ "$nodes" -eq 2 ] && { [ "$n" -lt 2 ] || [ $((n % 2)) -ne 0 ]; } && continue
-    matrix "n=$n nodes=$nodes plan's choice" -n "$n" --nodes "$nodes" "$CHECK" matrix
+    matrix "n=$n nodes=$nodes plan's choice $sizes" -n "$n" --nodes "$nodes" "$CHECK" matrix $sizes
     if [ "$full" = 1 ] || { [ "$n" -eq 3 ] && [ "$nodes" -eq 1 ]; } || { [ "$n" -eq 4 ] && [ "$nodes" -eq 2 ]; }; then
+      forced_sizes=""
+      [ "$full" = 1 ] && [ "$n" -eq 4 ] && [ "$nodes" -eq 2 ] && forced_sizes=--full
       for algo in ring tree; do
         for proto in simple ll; do
-          size=""; [ "$full" = 1 ] && size=--full
-          GCOLL_ALGO=$algo GCOLL_PROTO=$proto matrix "n=$n nodes=$nodes $algo/$proto $size" \
-            -n "$n" --nodes "$nodes" "$CHECK" matrix $size
+          GCOLL_ALGO=$algo GCOLL_PROTO=$proto matrix "n=$n nodes=$nodes $algo/$proto $forced_sizes" \
+            -n "$n" --nodes "$nodes" "$CHECK" matrix $forced_sizes
         done
       done
     fi
