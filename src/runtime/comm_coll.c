@@ -70,7 +70,8 @@ static void choose(const struct gcollComm *comm, const struct call *c, size_t by
   hc->nchannels = row ? row->nchannels : comm->nchannels;
   if (comm->force_algo >= 0) hc->algo = (enum gcoll_algo)comm->force_algo;
   if (comm->force_proto >= 0) hc->proto = (enum gcoll_proto)comm->force_proto;
-  if (hc->algo != GCOLL_ALGO_TREE || c->coll != GCOLL_COLL_ALLREDUCE) hc->algo = GCOLL_ALGO_RING;
+  if (hc->algo != GCOLL_ALGO_TREE || c->coll != GCOLL_COLL_ALLREDUCE || comm->nranks == 1)
+    hc->algo = GCOLL_ALGO_RING;   /* one rank has no tree: it is a copy */
   if (hc->proto == GCOLL_PROTO_LL128) hc->proto = GCOLL_PROTO_SIMPLE;
   if (hc->nchannels < 1 || hc->nchannels > comm->nchannels) hc->nchannels = comm->nchannels;
   /* The double binary tree is two trees: it needs both halves of the channels. */
