@@ -19,21 +19,9 @@
 #include "graph/plan.h"
 #include "testutil.h"
 
-#define NREF 4
-static const char *const ref_names[NREF] = {"dgx-h100", "dgx-a100", "pcie-2s-4gpu", "cpu-only"};
-static struct gcoll_topo *ref[NREF];
-
-static int setup(void **state) {
-  (void)state;
-  for (int i = 0; i < NREF; i++) ref[i] = test_topo_load(ref_names[i]);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  for (int i = 0; i < NREF; i++) gcoll_topo_free(ref[i]);
-  return 0;
-}
+#define NREF TEST_NREF
+#define ref test_ref
+#define ref_names test_ref_names
 
 static const struct gcoll_topo *ref_topo(const char *name) {
   for (int i = 0; i < NREF; i++)
@@ -567,5 +555,5 @@ int main(void) {
       cmocka_unit_test(test_many_classes),
       cmocka_unit_test(test_bad_inputs),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, test_ref_load, test_ref_free);
 }

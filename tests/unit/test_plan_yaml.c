@@ -29,25 +29,10 @@ struct shape {
   int64_t job_id, step_id;
 };
 
-static struct gcoll_topo *h100, *a100, *pcie, *cpu;
-
-static int load_topos(void **state) {
-  (void)state;
-  h100 = test_topo_load("dgx-h100");
-  a100 = test_topo_load("dgx-a100");
-  pcie = test_topo_load("pcie-2s-4gpu");
-  cpu = test_topo_load("cpu-only");
-  return 0;
-}
-
-static int free_topos(void **state) {
-  (void)state;
-  gcoll_topo_free(h100);
-  gcoll_topo_free(a100);
-  gcoll_topo_free(pcie);
-  gcoll_topo_free(cpu);
-  return 0;
-}
+#define h100 (test_ref[TEST_H100])
+#define a100 (test_ref[TEST_A100])
+#define pcie (test_ref[TEST_PCIE])
+#define cpu (test_ref[TEST_CPU])
 
 static struct gcoll_plan *build(int nnodes, const struct gcoll_topo **topo, char **hosts,
                                 int ranks_per_node, int64_t job, int64_t step) {
@@ -768,5 +753,5 @@ int main(void) {
       cmocka_unit_test(test_corrupted_text),
       cmocka_unit_test(test_truncated_text),
   };
-  return cmocka_run_group_tests(tests, load_topos, free_topos);
+  return cmocka_run_group_tests(tests, test_ref_load, test_ref_free);
 }

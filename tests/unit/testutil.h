@@ -27,6 +27,25 @@ static inline struct gcoll_topo *test_topo_load(const char *name) {
   return t;
 }
 
+/* The four reference topologies as a cmocka group fixture:
+ * cmocka_run_group_tests(tests, test_ref_load, test_ref_free). */
+enum { TEST_H100, TEST_A100, TEST_PCIE, TEST_CPU, TEST_NREF };
+static const char *const test_ref_names[TEST_NREF] __attribute__((unused)) = {
+    "dgx-h100", "dgx-a100", "pcie-2s-4gpu", "cpu-only"};
+static struct gcoll_topo *test_ref[TEST_NREF] __attribute__((unused));
+
+static inline int test_ref_load(void **state) {
+  (void)state;
+  for (int i = 0; i < TEST_NREF; i++) test_ref[i] = test_topo_load(test_ref_names[i]);
+  return 0;
+}
+
+static inline int test_ref_free(void **state) {
+  (void)state;
+  for (int i = 0; i < TEST_NREF; i++) gcoll_topo_free(test_ref[i]);
+  return 0;
+}
+
 /* Deterministic PRNG for property tests (xorshift64*). */
 static inline unsigned long long test_rand(unsigned long long *s) {
   *s ^= *s >> 12;
