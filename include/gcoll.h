@@ -85,6 +85,30 @@ gcollResult_t gcollGetVersion(int *version);
  * store). Collective over all ranks of the plan; bounded by GCOLL_TIMEOUT. */
 gcollResult_t gcollCommInitFromPlan(gcollComm_t *comm, const char *plan_path, int rank);
 
+/* An opaque job identifier (NCCL's size), made by gcollGetUniqueId on one
+ * process and passed by the user to every rank (MPI_Bcast, a file, ...). */
+typedef struct { char internal[128]; } gcollUniqueId;
+
+/* Starts the job's bootstrap store on a thread of this process (it serves
+ * until every rank destroyed its communicator, or GCOLL_TIMEOUT after the
+ * first rank was lost or after no rank was connected for that long) and writes its address and a
+ * random job key into id. The store listens on 127.0.0.1: all ranks run on
+ * this host. */
+gcollResult_t gcollGetUniqueId(gcollUniqueId *id);
+
+/* Joins the job of id as rank of nranks. Rank 0 computes a cpu-only plan
+ * (one node, or GCOLL_NODES=K virtual nodes) into a private directory under
+ * $GCOLL_PLAN_DIR (default $TMPDIR, then /tmp) and shares its path; the
+ * others read that file, so across hosts GCOLL_PLAN_DIR would have to be on
+ * a shared filesystem. Collective over all nranks ranks. */
+gcollResult_t gcollCommInitRank(gcollComm_t *comm, int nranks, gcollUniqueId id, int rank);
+
+/* Makes ndev communicators of one job in this process, rank i in comms[i]
+ * (devlist is ignored on the host and may be NULL). Initialises the ranks
+ * concurrently on ndev threads; each comm is then used from its own thread
+ * (a collective blocks until every rank has called it). */
+gcollResult_t gcollCommInitAll(gcollComm_t *comms, int ndev, const int *devlist);
+
 /* Frees a communicator after its last collective. Not collective, but peers
  * still running collectives with this rank will fail with gcollRemoteError. */
 gcollResult_t gcollCommDestroy(gcollComm_t comm);

@@ -28,7 +28,7 @@
 #include "graph/plan.h"
 #include "launcher/gcollrun.h"
 #include "runtime/transport.h"
-#include "launcher/kvs_server.h"
+#include "runtime/kvs_server.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "(unversioned build)"

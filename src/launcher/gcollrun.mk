@@ -11,8 +11,10 @@ gcoll_plan_SOURCES += src/launcher/topo_lookup.h src/launcher/topo_lookup.c
 bin_PROGRAMS += gcollrun
 gcollrun_SOURCES = src/launcher/gcollrun.h src/launcher/gcollrun.c \
 	src/launcher/gcollrun_plan.c src/launcher/gcollrun_spawn.c \
-	src/launcher/gcollrun_output.c src/launcher/kvs_server.h \
-	src/launcher/kvs_server.c src/launcher/topo_lookup.h src/launcher/topo_lookup.c
+	src/launcher/gcollrun_output.c \
+	src/launcher/topo_lookup.h src/launcher/topo_lookup.c
+# kvs_server.c comes from libgcoll (src/runtime/auto.mk), which also hosts
+# the store for gcollGetUniqueId.
 gcollrun_LDADD = libgcoll.la -lm
 
 check_PROGRAMS += tests/integration/kvs_client

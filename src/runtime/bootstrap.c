@@ -44,7 +44,7 @@ int gcoll_bootstrap_env_int(const char *name, long min, long max, long *out, cha
 }
 
 /* GCOLL_TIMEOUT: seconds, fractions allowed (tests use short ones). */
-static int timeout_from_env(uint64_t *ms, char *err, size_t errlen) {
+int gcoll_bootstrap_timeout_from_env(uint64_t *ms, char *err, size_t errlen) {
   const char *s = getenv("GCOLL_TIMEOUT");
   if (s == NULL || *s == '\0') {
     *ms = (uint64_t)GCOLL_BOOTSTRAP_DEFAULT_TIMEOUT_S * 1000u;
@@ -86,7 +86,7 @@ int gcoll_bootstrap_open_from_env(struct gcoll_bootstrap **out, char *err, size_
     return -1;
   }
   bs->backend = be->name;
-  if (timeout_from_env(&bs->timeout_ms, err, errlen) != 0 || be->open(bs, err, errlen) != 0) {
+  if (gcoll_bootstrap_timeout_from_env(&bs->timeout_ms, err, errlen) != 0 || be->open(bs, err, errlen) != 0) {
     free(bs);
     return -1;
   }

@@ -104,4 +104,22 @@ extern const struct gcoll_bootstrap_backend gcoll_bootstrap_tcp_backend;
 int gcoll_bootstrap_env_int(const char *name, long min, long max, long *out, char *err,
                             size_t errlen);
 
+/* GCOLL_TIMEOUT in milliseconds (default 60 s); -1 when malformed. */
+int gcoll_bootstrap_timeout_from_env(uint64_t *ms, char *err, size_t errlen);
+
+/* The TCP backend with its identity given, not read from the environment
+ * (gcollCommInitRank: the address and key come from a gcollUniqueId). */
+int gcoll_bootstrap_tcp_open(struct gcoll_bootstrap **bs, const char *addr, const char *job_key,
+                             int rank, int nranks, char *err, size_t errlen);
+
+/* Backend "local" (bootstrap_local.c): the ranks are threads of one
+ * process. create() makes the shared store for nranks ranks; each rank's
+ * thread opens its own handle on it; the store lives until the creator
+ * released it and every handle is closed. */
+struct gcoll_bootstrap_local;
+struct gcoll_bootstrap_local *gcoll_bootstrap_local_create(int nranks, char *err, size_t errlen);
+int gcoll_bootstrap_local_open(struct gcoll_bootstrap_local *shared, int rank,
+                               struct gcoll_bootstrap **bs, char *err, size_t errlen);
+void gcoll_bootstrap_local_release(struct gcoll_bootstrap_local *shared);
+
 #endif

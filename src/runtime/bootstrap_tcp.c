@@ -1,5 +1,5 @@
 /* Bootstrap backend "tcp": a client of the key-value store gcollrun hosts
- * (launcher/kvs_server.c, wire format in kvs_proto.h). One connection per
+ * (runtime/kvs_server.c, wire format in kvs_proto.h). One connection per
  * rank, one request in flight; every send and receive is bounded by the
  * caller's deadline through poll(), so a dead or silent server is an error
  * message, never a hang.
@@ -338,27 +338,66 @@ static int read_identity(struct gcoll_bootstrap *bs, struct tcp_state *t, char *
   return 0;
 }
 
-static int tcp_open(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
+static struct tcp_state *tcp_state_new(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
   struct tcp_state *t = calloc(1, sizeof(*t));
   if (t == NULL || (t->buf = malloc(KVS_MAX_MSG)) == NULL) {
     free(t);
     snprintf(err, errlen, "bootstrap(tcp): out of memory");
-    return -1;
+    return NULL;
   }
   t->fd = -1;
   bs->impl = t;
   bs->ops = &tcp_ops;
+  return t;
+}
+
+/* Connects and says hello once the identity is in bs and t. */
+static int tcp_join(struct gcoll_bootstrap *bs, struct tcp_state *t, char *err, size_t errlen) {
   uint64_t deadline = gcoll_bootstrap_deadline(bs);
-  if (read_identity(bs, t, err, errlen) != 0 ||
-      (t->fd = tcp_connect(t->addr, deadline, err, errlen)) < 0)
-    goto fail;
+  if ((t->fd = tcp_connect(t->addr, deadline, err, errlen)) < 0) return -1;
   struct kvs_request r = {.op = KVS_OP_HELLO, .rank = (uint32_t)bs->rank,
                           .nranks = (uint32_t)bs->nranks};
-  if (simple_op(bs, &r, "hello", deadline, err, errlen) != 0) goto fail;
+  return simple_op(bs, &r, "hello", deadline, err, errlen);
+}
+
+static int tcp_open(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
+  struct tcp_state *t = tcp_state_new(bs, err, errlen);
+  if (t == NULL) return -1;
+  if (read_identity(bs, t, err, errlen) == 0 && tcp_join(bs, t, err, errlen) == 0) return 0;
+  tcp_free(t);
+  bs->impl = NULL;
+  return -1;
+}
+
+int gcoll_bootstrap_tcp_open(struct gcoll_bootstrap **out, const char *addr, const char *job_key,
+                             int rank, int nranks, char *err, size_t errlen) {
+  *out = NULL;
+  if (strlen(addr) >= sizeof(((struct tcp_state *)0)->addr) || *job_key == '\0' ||
+      strlen(job_key) > KVS_MAX_JOB_KEY || nranks < 1 || rank < 0 || rank >= nranks) {
+    snprintf(err, errlen, "bootstrap(tcp): bad identity (rank %d of %d, job key of %zu bytes)",
+             rank, nranks, strlen(job_key));
+    return -1;
+  }
+  struct gcoll_bootstrap *bs = calloc(1, sizeof(*bs));
+  if (bs == NULL) {
+    snprintf(err, errlen, "bootstrap(tcp): out of memory");
+    return -1;
+  }
+  bs->backend = gcoll_bootstrap_tcp_backend.name;
+  bs->rank = rank;
+  bs->nranks = nranks;
+  struct tcp_state *t = NULL;
+  if (gcoll_bootstrap_timeout_from_env(&bs->timeout_ms, err, errlen) != 0 ||
+      (t = tcp_state_new(bs, err, errlen)) == NULL)
+    goto fail;
+  snprintf(t->addr, sizeof(t->addr), "%s", addr);
+  snprintf(t->job_key, sizeof(t->job_key), "%s", job_key);
+  if (tcp_join(bs, t, err, errlen) != 0) goto fail;
+  *out = bs;
   return 0;
 fail:
   tcp_free(t);
-  bs->impl = NULL;
+  free(bs);
   return -1;
 }
 

@@ -7,6 +7,7 @@
 
 #include "graph/plan.h"
 #include "runtime/comm.h"
+#include "runtime/comm_init_paths.h"
 #include "runtime/proxy.h"
 
 #define DEFAULT_SLOT_BYTES (128u << 10)
@@ -20,7 +21,7 @@ static int env_choice(const char *name, int (*from_name)(const char *), int *out
   return *out < 0 ? -1 : 0;
 }
 
-static gcollResult_t read_env(struct gcollComm *comm) {
+static gcollResult_t read_tuning_env(struct gcollComm *comm) {
   if (env_choice("GCOLL_ALGO", gcoll_algo_from_name, &comm->force_algo) != 0)
     return gcoll_fail(gcollInvalidArgument, "GCOLL_ALGO='%s': expected ring or tree",
                       getenv("GCOLL_ALGO"));
@@ -37,15 +38,27 @@ static gcollResult_t read_env(struct gcollComm *comm) {
                         "GCOLL_SLOT_BYTES must be a multiple of 64 from 4096 to 16777216");
     comm->slot_bytes = (size_t)v;
   }
+  return gcollSuccess;
+}
+
+static gcollResult_t set_job_key(struct gcollComm *comm, const char *key) {
+  if (strlen(key) >= sizeof(comm->job_key) || strspn(key, "0123456789abcdefABCDEF") != strlen(key))
+    return gcoll_fail(gcollInvalidUsage, "job key must be up to 63 hex digits");
+  snprintf(comm->job_key, sizeof(comm->job_key), "%s", key);
+  return gcollSuccess;
+}
+
+static gcollResult_t job_key_from_env(const char **out) {
   /* Names of shared-memory segments derive from the job key, so two jobs on
    * one host never collide; gcollrun and the SPANK plugin set it. */
   const char *key = getenv("GCOLL_JOB_KEY");
   if (key == NULL || *key == '\0')
     return gcoll_fail(gcollInvalidUsage, "GCOLL_JOB_KEY is not set: start the job with gcollrun "
                                          "or srun --gcoll=plan");
-  if (strlen(key) >= sizeof(comm->job_key) || strspn(key, "0123456789abcdefABCDEF") != strlen(key))
+  if (strlen(key) >= sizeof(((struct gcollComm *)0)->job_key) ||
+      strspn(key, "0123456789abcdefABCDEF") != strlen(key))
     return gcoll_fail(gcollInvalidUsage, "GCOLL_JOB_KEY must be up to 63 hex digits");
-  snprintf(comm->job_key, sizeof(comm->job_key), "%s", key);
+  *out = key;
   return gcollSuccess;
 }
 
@@ -102,12 +115,12 @@ out:
 
 /* The plan must be this job's: same rank count as the bootstrap, and (on
  * real nodes, not gcollrun's virtual ones) this rank's host. */
-static gcollResult_t check_job(struct gcollComm *comm, const char *path) {
+static gcollResult_t check_job(struct gcollComm *comm, const char *path, int check_host) {
   char err[512], host[256] = "";
   if (comm->bs->rank != comm->rank)
     return gcoll_fail(gcollInvalidUsage, "rank %d asked for, but the job started this process "
                                          "as rank %d", comm->rank, comm->bs->rank);
-  int virtual_node = getenv("GCOLL_NODE") != NULL;
+  int virtual_node = !check_host || getenv("GCOLL_NODE") != NULL;
   if (!virtual_node) gethostname(host, sizeof(host) - 1);
   if (gcoll_rank_view_check_job(comm->view, comm->bs->nranks, virtual_node ? NULL : host, NULL,
                                 err, sizeof(err)) != 0)
@@ -141,28 +154,35 @@ static void comm_free(struct gcollComm *comm) {
   free(comm);
 }
 
-gcollResult_t gcollCommInitFromPlan(gcollComm_t *out, const char *plan_path, int rank) {
-  if (out == NULL) return gcoll_fail(gcollInvalidArgument, "gcollCommInitFromPlan: comm is NULL");
+gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_init_args *a) {
   *out = NULL;
-  const char *path;
-  gcollResult_t rc = resolve_rank(plan_path, &rank, &path);
-  if (rc != gcollSuccess) return rc;
   struct gcollComm *comm = calloc(1, sizeof(*comm));
-  if (comm == NULL) return gcoll_fail(gcollSystemError, "out of memory for a communicator");
+  if (comm == NULL) {
+    gcoll_bootstrap_close(a->bs);
+    return gcoll_fail(gcollSystemError, "out of memory for a communicator");
+  }
   pthread_mutex_init(&comm->busy, NULL);
   atomic_init(&comm->abort_word, 0);
   atomic_init(&comm->failed_peer, -1);
-  comm->rank = rank;
+  comm->rank = a->rank;
+  comm->bs = a->bs;
   char err[512];
-  if ((rc = read_env(comm)) != gcollSuccess || (rc = load_plan(comm, path)) != gcollSuccess)
+  gcollResult_t rc;
+  const char *key = a->job_key;
+  if ((rc = read_tuning_env(comm)) != gcollSuccess ||
+      (key == NULL && (rc = job_key_from_env(&key)) != gcollSuccess) ||
+      (rc = set_job_key(comm, key)) != gcollSuccess ||
+      (rc = load_plan(comm, a->plan_path)) != gcollSuccess)
     goto fail;
-  if (gcoll_bootstrap_open_from_env(&comm->bs, err, sizeof(err)) != 0) {
+  /* From the environment only once the plan is known good, so a bad plan
+   * is reported as such even outside a job. */
+  if (comm->bs == NULL && gcoll_bootstrap_open_from_env(&comm->bs, err, sizeof(err)) != 0) {
     rc = gcoll_fail(gcollInvalidUsage, "%s", err);
     goto fail;
   }
   comm->timeout_ms = comm->bs->timeout_ms;
-  if ((rc = check_job(comm, path)) != gcollSuccess || (rc = gcoll_comm_connect(comm)) != gcollSuccess ||
-      (rc = start_executor(comm)) != gcollSuccess)
+  if ((rc = check_job(comm, a->plan_path, a->check_host)) != gcollSuccess ||
+      (rc = gcoll_comm_connect(comm)) != gcollSuccess || (rc = start_executor(comm)) != gcollSuccess)
     goto fail;
   /* Every rank connected before anyone's first collective: a peer that
    * failed to connect shows up here, with its reason on its own stderr. */
@@ -171,13 +191,24 @@ gcollResult_t gcollCommInitFromPlan(gcollComm_t *out, const char *plan_path, int
     goto fail;
   }
   gcoll_log_info(comm, "joined %s: %d ranks, node %d, %d channels, %d connections, slot %zu B",
-                 path, comm->nranks, comm->view->node, comm->nchannels, comm->nconns,
+                 a->plan_path, comm->nranks, comm->view->node, comm->nchannels, comm->nconns,
                  comm->slot_bytes);
   *out = comm;
   return gcollSuccess;
 fail:
   comm_free(comm);
   return rc;
+}
+
+gcollResult_t gcollCommInitFromPlan(gcollComm_t *out, const char *plan_path, int rank) {
+  if (out == NULL) return gcoll_fail(gcollInvalidArgument, "gcollCommInitFromPlan: comm is NULL");
+  *out = NULL;
+  const char *path;
+  gcollResult_t rc = resolve_rank(plan_path, &rank, &path);
+  if (rc != gcollSuccess) return rc;
+  struct gcoll_comm_init_args a = {.plan_path = path, .rank = rank, .bs = NULL, .job_key = NULL,
+                                   .check_host = 1};
+  return gcoll_comm_init_with(out, &a);
 }
 
 gcollResult_t gcollCommDestroy(gcollComm_t comm) {

@@ -6,7 +6,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "launcher/kvs_server.h"
+#include "runtime/kvs_server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -64,6 +64,7 @@ struct kvs_server {
   struct entry **buckets;
   size_t nbuckets, nkeys, nbytes;
   int broken_rank;           /* first rank lost without BYE, -1 if none */
+  int nbye;                  /* ranks that said goodbye */
 };
 
 static uint64_t now_ms(void) {
@@ -204,6 +205,9 @@ static void handle_hello(struct kvs_server *s, struct conn *c, const struct kvs_
     queue_error(s, c, r->op, KVS_ERR_STATE, "hello twice (already rank %d)", c->rank);
     return;
   }
+  /* A store opened before the job size was known takes the first hello's. */
+  if (s->cfg.nranks == 0 && r->nranks >= 1 && r->nranks <= (1u << 20))
+    s->cfg.nranks = (int)r->nranks;
   if ((int)r->nranks != s->cfg.nranks) {
     c->close_after_reply = 1;
     queue_error(s, c, r->op, KVS_ERR_AUTH, "this job has %d ranks, not %u", s->cfg.nranks,
@@ -322,6 +326,7 @@ static void handle_request(struct kvs_server *s, struct conn *c) {
   case KVS_OP_FENCE: handle_collective(s, c, &r, WAIT_FENCE); break;
   case KVS_OP_BARRIER: handle_collective(s, c, &r, WAIT_BARRIER); break;
   case KVS_OP_BYE:
+    if (!c->said_bye) s->nbye++;
     c->said_bye = 1;
     queue_reply(s, c, r.op, KVS_OK, NULL, 0);
     break;
@@ -463,8 +468,8 @@ static int open_listener(struct kvs_server *s, char *err, size_t errlen) {
 static int config_defaults(struct kvs_server *s, const struct kvs_server_config *cfg,
                            char *err, size_t errlen) {
   size_t jk = cfg->job_key ? strlen(cfg->job_key) : 0;
-  if (cfg->nranks < 1 || cfg->nranks > (1 << 20)) {
-    snprintf(err, errlen, "KVS: %d ranks, must be 1 to %d", cfg->nranks, 1 << 20);
+  if (cfg->nranks < 0 || cfg->nranks > (1 << 20)) {
+    snprintf(err, errlen, "KVS: %d ranks, must be 0 (unknown yet) to %d", cfg->nranks, 1 << 20);
     return -1;
   }
   if (jk == 0 || jk > KVS_MAX_JOB_KEY) {
@@ -538,6 +543,12 @@ void kvs_server_close(struct kvs_server *s) {
 uint16_t kvs_server_port(const struct kvs_server *s) { return s->port; }
 
 size_t kvs_server_nkeys(const struct kvs_server *s) { return s->nkeys; }
+
+int kvs_server_nranks(const struct kvs_server *s) { return s->cfg.nranks; }
+
+int kvs_server_nbye(const struct kvs_server *s) { return s->nbye; }
+
+int kvs_server_broken_rank(const struct kvs_server *s) { return s->broken_rank; }
 
 int kvs_server_max_pollfds(const struct kvs_server *s) { return s->nconns_max + 1; }
 

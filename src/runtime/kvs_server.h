@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 struct kvs_server_config {
-  int nranks;
+  int nranks;                   /* 0: taken from the first HELLO */
   const char *job_key;          /* 1..KVS_MAX_JOB_KEY bytes */
   size_t max_keys;              /* 0: 1024 + 64 per rank */
   size_t max_bytes;             /* keys + values; 0: 64 MiB */
@@ -52,5 +52,10 @@ int kvs_server_timeout_ms(const struct kvs_server *s);
 
 /* Number of keys stored (tests and diagnostics). */
 size_t kvs_server_nkeys(const struct kvs_server *s);
+/* The job size (0 until the first HELLO when opened with nranks 0), how
+ * many ranks said goodbye, and the first rank lost without one (-1). */
+int kvs_server_nranks(const struct kvs_server *s);
+int kvs_server_nbye(const struct kvs_server *s);
+int kvs_server_broken_rank(const struct kvs_server *s);
 
 #endif

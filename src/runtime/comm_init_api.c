@@ -1,0 +1,307 @@
+/* NCCL-style ways into a communicator that need no launcher:
+ *
+ *   gcollCommInitAll     every rank a thread of this process; bootstrap
+ *                        "local", plan computed here.
+ *   gcollGetUniqueId +   the root hosts the TCP key-value store gcollrun
+ *   gcollCommInitRank    uses, on a thread of its own; rank 0 computes the
+ *                        plan and shares its path through the store.
+ *
+ * Both compute a cpu-only plan (comm_plan_local.c) and end in
+ * gcoll_comm_init_with(), the same path gcollCommInitFromPlan takes. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/plan.h"
+#include "runtime/kvs_server.h"
+#include "runtime/comm.h"
+#include "runtime/comm_init_paths.h"
+#include "runtime/kvs_proto.h"
+
+/* Enough randomness that another job on the host cannot guess the key that
+ * names our shm segments and authenticates our store. */
+#define JOB_KEY_BYTES 16
+#define PLAN_KEY "init/plan"
+#define UID_MAGIC "gcoll-uid1"
+/* Threads of one process: more would not be a sensible job. */
+#define MAX_LOCAL_RANKS 4096
+
+/* ---- gcollCommInitAll ---------------------------------------------------- */
+
+struct local_rank {
+  int rank;
+  const char *plan_path, *job_key;
+  struct gcoll_bootstrap_local *shared;
+  pthread_t thread;
+  int started;
+  gcollComm_t comm;
+  gcollResult_t rc;
+  char why[512];
+};
+
+static void *local_rank_main(void *arg) {
+  struct local_rank *r = arg;
+  char err[512];
+  struct gcoll_comm_init_args a = {.plan_path = r->plan_path, .rank = r->rank,
+                                   .job_key = r->job_key, .check_host = 0};
+  if (gcoll_bootstrap_local_open(r->shared, r->rank, &a.bs, err, sizeof(err)) != 0) {
+    r->rc = gcoll_fail(gcollSystemError, "%s", err);
+  } else {
+    r->rc = gcoll_comm_init_with(&r->comm, &a);
+  }
+  /* The reason lives in this thread's last-error slot: carry it home. */
+  if (r->rc != gcollSuccess) snprintf(r->why, sizeof(r->why), "%s", gcollGetLastError(NULL));
+  return NULL;
+}
+
+/* A rank whose thread never ran must still leave the store, or the others
+ * would wait for it until GCOLL_TIMEOUT. */
+static void leave_for(struct local_rank *r) {
+  struct gcoll_bootstrap *bs;
+  char err[256];
+  if (gcoll_bootstrap_local_open(r->shared, r->rank, &bs, err, sizeof(err)) == 0)
+    gcoll_bootstrap_close(bs);
+}
+
+static gcollResult_t run_local_ranks(struct local_rank *ranks, int n) {
+  for (int i = 0; i < n; i++) {
+    int e = pthread_create(&ranks[i].thread, NULL, local_rank_main, &ranks[i]);
+    ranks[i].started = e == 0;
+    if (e != 0) {
+      ranks[i].rc = gcollSystemError;
+      snprintf(ranks[i].why, sizeof(ranks[i].why), "thread for rank %d: %s", i, strerror(e));
+      leave_for(&ranks[i]);
+    }
+  }
+  for (int i = 0; i < n; i++)
+    if (ranks[i].started) pthread_join(ranks[i].thread, NULL);
+  /* The first rank that failed for its own reason, not because another left. */
+  int worst = -1;
+  for (int i = 0; i < n; i++)
+    if (ranks[i].rc != gcollSuccess &&
+        (worst < 0 || (ranks[worst].rc == gcollRemoteError && ranks[i].rc != gcollRemoteError)))
+      worst = i;
+  if (worst < 0) return gcollSuccess;
+  return gcoll_fail(ranks[worst].rc, "rank %d: %s", worst, ranks[worst].why);
+}
+
+gcollResult_t gcollCommInitAll(gcollComm_t *comms, int ndev, const int *devlist) {
+  (void)devlist;   /* host memory: there are no devices to pick */
+  if (comms == NULL) return gcoll_fail(gcollInvalidArgument, "gcollCommInitAll: comms is NULL");
+  if (ndev < 1 || ndev > MAX_LOCAL_RANKS)
+    return gcoll_fail(gcollInvalidArgument, "gcollCommInitAll: ndev %d is not in 1..%d", ndev,
+                      MAX_LOCAL_RANKS);
+  for (int i = 0; i < ndev; i++) comms[i] = NULL;
+  char err[1024], key[2 * JOB_KEY_BYTES + 1], dir[4096], path[4200];
+  if (gcoll_random_hex(key, JOB_KEY_BYTES, err, sizeof(err)) != 0)
+    return gcoll_fail(gcollSystemError, "job key: %s", err);
+  if (gcoll_local_plan_write(ndev, 1, NULL, dir, sizeof(dir), path, sizeof(path), err,
+                             sizeof(err)) != 0)
+    return gcoll_fail(gcollInvalidUsage, "plan for %d ranks: %s", ndev, err);
+  struct gcoll_bootstrap_local *shared = gcoll_bootstrap_local_create(ndev, err, sizeof(err));
+  struct local_rank *ranks = calloc((size_t)ndev, sizeof(*ranks));
+  gcollResult_t rc;
+  if (shared == NULL || ranks == NULL) {
+    rc = gcoll_fail(gcollSystemError, "%s", shared == NULL ? err : "out of memory");
+  } else {
+    for (int i = 0; i < ndev; i++)
+      ranks[i] = (struct local_rank){.rank = i, .plan_path = path, .job_key = key,
+                                     .shared = shared};
+    rc = run_local_ranks(ranks, ndev);
+    for (int i = 0; i < ndev; i++) {
+      if (rc == gcollSuccess)
+        comms[i] = ranks[i].comm;
+      else if (ranks[i].comm != NULL)
+        gcollCommDestroy(ranks[i].comm);
+    }
+  }
+  free(ranks);
+  gcoll_bootstrap_local_release(shared);
+  gcoll_local_plan_remove(dir);
+  return rc;
+}
+
+/* ---- gcollGetUniqueId ---------------------------------------------------- */
+
+/* The store of one job, served by a detached thread until every rank said
+ * goodbye, a rank was lost (then once the survivors had time to read why),
+ * or no rank was connected for GCOLL_TIMEOUT. */
+struct uid_server {
+  struct kvs_server *kvs;
+  uint64_t timeout_ms;
+};
+
+static void *uid_server_main(void *arg) {
+  struct uid_server *u = arg;
+  int maxfds = kvs_server_max_pollfds(u->kvs);
+  struct pollfd *fds = calloc((size_t)maxfds, sizeof(*fds));
+  uint64_t idle_since = gcoll_bootstrap_now_ms(), broken_at = 0;
+  while (fds != NULL) {
+    int nr = kvs_server_nranks(u->kvs);
+    uint64_t now = gcoll_bootstrap_now_ms();
+    if (nr > 0 && kvs_server_nbye(u->kvs) >= nr) break;
+    if (kvs_server_broken_rank(u->kvs) >= 0) {
+      if (broken_at == 0) broken_at = now;
+      if (now - broken_at > u->timeout_ms + 2000) break;
+    }
+    /* The listener is always there; anything more is a client. */
+    int n = kvs_server_fill_pollfds(u->kvs, fds);
+    if (n > 1) idle_since = now;
+    else if (now - idle_since > u->timeout_ms) break;
+    int t = kvs_server_timeout_ms(u->kvs);
+    /* Wake now and then to notice the end conditions above. */
+    if (t < 0 || t > 200) t = 200;
+    int rc = poll(fds, (nfds_t)n, t);
+    if (rc < 0 && errno != EINTR) break;
+    kvs_server_dispatch(u->kvs, fds, rc > 0 ? n : 0);
+  }
+  free(fds);
+  kvs_server_close(u->kvs);
+  free(u);
+  return NULL;
+}
+
+static gcollResult_t start_uid_server(const char *key, uint16_t *port) {
+  char err[512];
+  struct uid_server *u = calloc(1, sizeof(*u));
+  if (u == NULL) return gcoll_fail(gcollSystemError, "out of memory for the bootstrap store");
+  if (gcoll_bootstrap_timeout_from_env(&u->timeout_ms, err, sizeof(err)) != 0) {
+    free(u);
+    return gcoll_fail(gcollInvalidArgument, "%s", err);
+  }
+  /* The job size is not known yet: the first rank's hello sets it. Room for
+   * many ranks, since the store cannot grow later. */
+  struct kvs_server_config cfg = {.nranks = 0, .job_key = key, .max_keys = 1 << 16,
+                                  .max_conns = 2 * MAX_LOCAL_RANKS + 16};
+  u->kvs = kvs_server_open(&cfg, err, sizeof(err));
+  if (u->kvs == NULL) {
+    free(u);
+    return gcoll_fail(gcollSystemError, "bootstrap store: %s", err);
+  }
+  *port = kvs_server_port(u->kvs);
+  pthread_t th;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int e = pthread_create(&th, &attr, uid_server_main, u);
+  pthread_attr_destroy(&attr);
+  if (e != 0) {
+    kvs_server_close(u->kvs);
+    free(u);
+    return gcoll_fail(gcollSystemError, "bootstrap store thread: %s", strerror(e));
+  }
+  return gcollSuccess;
+}
+
+gcollResult_t gcollGetUniqueId(gcollUniqueId *id) {
+  if (id == NULL) return gcoll_fail(gcollInvalidArgument, "gcollGetUniqueId: id is NULL");
+  char err[256], key[2 * JOB_KEY_BYTES + 1];
+  uint16_t port = 0;
+  if (gcoll_random_hex(key, JOB_KEY_BYTES, err, sizeof(err)) != 0)
+    return gcoll_fail(gcollSystemError, "job key: %s", err);
+  gcollResult_t rc = start_uid_server(key, &port);
+  if (rc != gcollSuccess) return rc;
+  memset(id, 0, sizeof(*id));
+  snprintf(id->internal, sizeof(id->internal), "%s 127.0.0.1:%u %s", UID_MAGIC, (unsigned)port,
+           key);
+  return gcollSuccess;
+}
+
+/* ---- gcollCommInitRank --------------------------------------------------- */
+
+/* "gcoll-uid1 ADDR KEY": checked field by field, since an id arrives through
+ * whatever channel the user chose. */
+static gcollResult_t parse_uid(const gcollUniqueId *id, char *addr, size_t addrlen, char *key,
+                               size_t keylen) {
+  const char *s = id->internal;
+  size_t len = strnlen(s, sizeof(id->internal));
+  const char *sp1 = memchr(s, ' ', len);
+  const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - s)) : NULL;
+  if (len == sizeof(id->internal) || sp1 == NULL || sp2 == NULL ||
+      (size_t)(sp1 - s) != strlen(UID_MAGIC) || memcmp(s, UID_MAGIC, strlen(UID_MAGIC)) != 0)
+    return gcoll_fail(gcollInvalidArgument, "gcollCommInitRank: the id was not made by "
+                                            "gcollGetUniqueId");
+  size_t alen = (size_t)(sp2 - sp1 - 1), klen = len - (size_t)(sp2 + 1 - s);
+  if (alen == 0 || alen >= addrlen || klen == 0 || klen >= keylen ||
+      strspn(sp2 + 1, "0123456789abcdef") != klen)
+    return gcoll_fail(gcollInvalidArgument, "gcollCommInitRank: malformed id");
+  memcpy(addr, sp1 + 1, alen);
+  addr[alen] = '\0';
+  memcpy(key, sp2 + 1, klen);
+  key[klen] = '\0';
+  return gcollSuccess;
+}
+
+/* GCOLL_NODES=K: K virtual nodes on this host (as gcollrun --nodes K). */
+static gcollResult_t nodes_from_env(int nranks, int *nnodes) {
+  *nnodes = 1;
+  if (getenv("GCOLL_NODES") == NULL) return gcollSuccess;
+  long v;
+  char err[256];
+  if (gcoll_bootstrap_env_int("GCOLL_NODES", 1, nranks, &v, err, sizeof(err)) != 0 ||
+      nranks % v != 0)
+    return gcoll_fail(gcollInvalidArgument, "GCOLL_NODES must divide the %d ranks", nranks);
+  *nnodes = (int)v;
+  return gcollSuccess;
+}
+
+/* Rank 0 computes the plan and publishes its path, or "!" and the reason it
+ * could not, so that the others fail at once instead of at the deadline. */
+static gcollResult_t publish_plan(struct gcoll_bootstrap *bs, char *dir, size_t dirlen,
+                                  char *path, size_t pathlen) {
+  char err[1024], value[4300];
+  int nnodes;
+  gcollResult_t rc = nodes_from_env(bs->nranks, &nnodes);
+  if (rc != gcollSuccess)
+    snprintf(value, sizeof(value), "!%s", gcollGetLastError(NULL));
+  else if (gcoll_local_plan_write(bs->nranks, nnodes, getenv("GCOLL_PLAN_DIR"), dir, dirlen,
+                                  path, pathlen, err, sizeof(err)) != 0) {
+    rc = gcoll_fail(gcollInvalidUsage, "plan for %d ranks: %s", bs->nranks, err);
+    snprintf(value, sizeof(value), "!rank 0: %s", gcollGetLastError(NULL));
+  } else {
+    snprintf(value, sizeof(value), "%s", path);
+  }
+  if (gcoll_bootstrap_put(bs, PLAN_KEY, value, strlen(value) + 1, err, sizeof(err)) != 0 &&
+      rc == gcollSuccess)
+    rc = gcoll_fail(gcollSystemError, "%s", err);
+  return rc;
+}
+
+static gcollResult_t fetch_plan(struct gcoll_bootstrap *bs, char *path, size_t pathlen) {
+  char err[1024];
+  size_t len = 0;
+  if (gcoll_bootstrap_get(bs, PLAN_KEY, path, pathlen, &len, gcoll_bootstrap_deadline(bs), err,
+                          sizeof(err)) != 0)
+    return gcoll_fail(gcollRemoteError, "plan from rank 0: %s", err);
+  if (len == 0 || path[len - 1] != '\0')
+    return gcoll_fail(gcollRemoteError, "plan from rank 0: malformed path");
+  if (path[0] == '!') return gcoll_fail(gcollRemoteError, "%s", path + 1);
+  return gcollSuccess;
+}
+
+gcollResult_t gcollCommInitRank(gcollComm_t *comm, int nranks, gcollUniqueId id, int rank) {
+  if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "gcollCommInitRank: comm is NULL");
+  *comm = NULL;
+  if (nranks < 1 || nranks > GCOLL_MAX_RANKS || rank < 0 || rank >= nranks)
+    return gcoll_fail(gcollInvalidArgument, "gcollCommInitRank: rank %d of %d ranks", rank,
+                      nranks);
+  char addr[300], key[KVS_MAX_JOB_KEY + 1], err[1024], dir[4096] = "", path[4200];
+  gcollResult_t rc = parse_uid(&id, addr, sizeof(addr), key, sizeof(key));
+  if (rc != gcollSuccess) return rc;
+  struct gcoll_comm_init_args a = {.plan_path = path, .rank = rank, .job_key = key,
+                                   .check_host = 0};
+  if (gcoll_bootstrap_tcp_open(&a.bs, addr, key, rank, nranks, err, sizeof(err)) != 0)
+    return gcoll_fail(gcollSystemError, "%s", err);
+  rc = rank == 0 ? publish_plan(a.bs, dir, sizeof(dir), path, sizeof(path))
+                 : fetch_plan(a.bs, path, sizeof(path));
+  if (rc != gcollSuccess)
+    gcoll_bootstrap_close(a.bs);
+  else
+    rc = gcoll_comm_init_with(comm, &a);
+  /* Init ends in a barrier, so every rank has read the plan by now. */
+  gcoll_local_plan_remove(dir);
+  return rc;
+}

@@ -1,0 +1,43 @@
+/* The ways into a communicator besides gcollCommInitFromPlan's environment:
+ * gcollCommInitAll (threads of one process, bootstrap "local") and
+ * gcollCommInitRank (a gcollUniqueId naming a KVS this library hosts). All
+ * of them end in gcoll_comm_init_with(), so a communicator is built the same
+ * way whatever found the plan and the bootstrap. */
+#ifndef GCOLL_RUNTIME_COMM_INIT_PATHS_H
+#define GCOLL_RUNTIME_COMM_INIT_PATHS_H
+
+#include <stddef.h>
+
+#include "gcoll.h"
+#include "runtime/bootstrap.h"
+
+struct gcoll_comm_init_args {
+  const char *plan_path;
+  int rank;
+  /* Open, and owned by the communicator from here on; NULL: opened from
+   * the environment once the plan is loaded. */
+  struct gcoll_bootstrap *bs;
+  const char *job_key;          /* hex: names the job's shm segments; NULL:
+                                 * $GCOLL_JOB_KEY */
+  int check_host;               /* whether the plan must name this host */
+};
+
+/* Loads the plan, connects its edges over bs, starts the executor.
+ * Collective over all ranks of bs. bs is closed on failure. */
+gcollResult_t gcoll_comm_init_with(gcollComm_t *comm, const struct gcoll_comm_init_args *args);
+
+/* A cpu-only plan for nranks ranks on nnodes nodes (nranks a multiple of
+ * nnodes; one node uses this host's name, several get "<host>-v<i>"),
+ * written to plan.yaml in a fresh private directory under parent (NULL:
+ * $TMPDIR, else /tmp). The topology is cpu-only.yaml found like gcollrun
+ * finds it: $GCOLL_TOPO_DIR, the installed directory, the source tree.
+ * Returns 0 with dir and path filled, or -1 with one line in err. */
+int gcoll_local_plan_write(int nranks, int nnodes, const char *parent, char *dir, size_t dirlen,
+                           char *path, size_t pathlen, char *err, size_t errlen);
+/* Removes what gcoll_local_plan_write created. */
+void gcoll_local_plan_remove(const char *dir);
+
+/* count random bytes as 2 * count hex digits (+ NUL) in out. */
+int gcoll_random_hex(char *out, size_t count, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,165 @@
+/* Plans computed inside the library, for the init paths that have no
+ * launcher to compute one (gcollCommInitAll, gcollCommInitRank). Same
+ * inputs as gcollrun's own computed plan: the cpu-only topology, found in
+ * the same directories in the same order (launcher/topo_lookup.c is not
+ * part of libgcoll, so the few lines of the search are repeated here). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "graph/plan.h"
+#include "graph/topo.h"
+#include "runtime/comm_init_paths.h"
+
+#ifndef GCOLL_TOPO_DIR
+#define GCOLL_TOPO_DIR "/usr/local/share/gcoll/topologies"
+#endif
+#ifndef GCOLL_SRC_TOPO_DIR
+#define GCOLL_SRC_TOPO_DIR GCOLL_TOPO_DIR
+#endif
+
+#define LOCAL_TOPO "cpu-only.yaml"
+
+static int find_topo(char *path, size_t len, char *err, size_t errlen) {
+  const char *env = getenv("GCOLL_TOPO_DIR");
+  const char *dirs[3] = {env, GCOLL_TOPO_DIR, GCOLL_SRC_TOPO_DIR};
+  for (int i = 0; i < 3; i++) {
+    struct stat st;
+    if (dirs[i] == NULL || dirs[i][0] == '\0') continue;
+    int n = snprintf(path, len, "%s/%s", dirs[i], LOCAL_TOPO);
+    if (n > 0 && (size_t)n < len && stat(path, &st) == 0 && S_ISREG(st.st_mode)) return 0;
+  }
+  snprintf(err, errlen, "no %s in $GCOLL_TOPO_DIR (%s), %s or %s", LOCAL_TOPO,
+           env && *env ? env : "unset", GCOLL_TOPO_DIR, GCOLL_SRC_TOPO_DIR);
+  return -1;
+}
+
+static struct gcoll_topo *load_topo(char *err, size_t errlen) {
+  char path[4096], why[1024];
+  if (find_topo(path, sizeof(path), err, errlen) != 0) return NULL;
+  struct gcoll_topo *topo = gcoll_topo_read_file(path, err, errlen);
+  if (topo != NULL && topo->paths == NULL &&
+      gcoll_topo_compute_paths(topo, why, sizeof(why)) != 0) {
+    snprintf(err, errlen, "%s: %s", path, why);
+    gcoll_topo_free(topo);
+    return NULL;
+  }
+  return topo;
+}
+
+/* This host's short name; with several nodes "<host>-v<i>", like gcollrun's
+ * virtual nodes (the plan's hosts are not checked on these init paths). */
+static char **node_hosts(int nnodes) {
+  char host[256];
+  if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "localhost");
+  host[sizeof(host) - 1] = '\0';
+  char *dot = strchr(host, '.');
+  if (dot) *dot = '\0';
+  char **names = calloc((size_t)nnodes, sizeof(*names));
+  if (names == NULL) return NULL;
+  for (int i = 0; i < nnodes; i++) {
+    int n = nnodes == 1 ? asprintf(&names[i], "%s", host)
+                        : asprintf(&names[i], "%.200s-v%d", host, i);
+    if (n < 0) {
+      names[i] = NULL;
+      gcoll_hostlist_free(names, nnodes);
+      return NULL;
+    }
+  }
+  return names;
+}
+
+static struct gcoll_plan *build(int nranks, int nnodes, char *err, size_t errlen) {
+  if (nranks < 1 || nnodes < 1 || nranks % nnodes != 0) {
+    snprintf(err, errlen, "%d ranks do not split evenly over %d nodes", nranks, nnodes);
+    return NULL;
+  }
+  struct gcoll_topo *topo = load_topo(err, errlen);
+  if (topo == NULL) return NULL;
+  struct gcoll_plan *plan = NULL;
+  const struct gcoll_topo **node_topo = calloc((size_t)nnodes, sizeof(*node_topo));
+  char **hosts = node_hosts(nnodes);
+  if (node_topo == NULL || hosts == NULL) {
+    snprintf(err, errlen, "out of memory for %d nodes", nnodes);
+  } else {
+    for (int i = 0; i < nnodes; i++) node_topo[i] = topo;
+    struct gcoll_plan_input in = {.nnodes = nnodes, .node_topo = node_topo,
+                                  .node_host = (const char **)hosts,
+                                  .ranks_per_node = nranks / nnodes,
+                                  .job_id = -1, .step_id = -1};
+    plan = gcoll_plan_build(&in, err, errlen);
+  }
+  if (hosts) gcoll_hostlist_free(hosts, nnodes);
+  free(node_topo);
+  gcoll_topo_free(topo);
+  return plan;
+}
+
+int gcoll_local_plan_write(int nranks, int nnodes, const char *parent, char *dir, size_t dirlen,
+                           char *path, size_t pathlen, char *err, size_t errlen) {
+  dir[0] = '\0';
+  struct gcoll_plan *plan = build(nranks, nnodes, err, errlen);
+  if (plan == NULL) return -1;
+  if (parent == NULL || *parent == '\0') parent = getenv("TMPDIR");
+  if (parent == NULL || *parent == '\0') parent = "/tmp";
+  int rc = -1;
+  int n = snprintf(dir, dirlen, "%s/gcoll-plan.XXXXXX", parent);
+  if (n < 0 || (size_t)n >= dirlen || mkdtemp(dir) == NULL) {
+    snprintf(err, errlen, "cannot create a temp directory in %.256s: %s", parent,
+             n < 0 || (size_t)n >= dirlen ? "path too long" : strerror(errno));
+    dir[0] = '\0';
+  } else if ((n = snprintf(path, pathlen, "%s/plan.yaml", dir)) < 0 || (size_t)n >= pathlen) {
+    snprintf(err, errlen, "%.256s/plan.yaml: path too long", dir);
+  } else {
+    rc = gcoll_plan_write_file(plan, path, err, errlen);
+  }
+  if (rc != 0 && dir[0] != '\0') gcoll_local_plan_remove(dir);
+  gcoll_plan_free(plan);
+  return rc;
+}
+
+/* Only plain entries are expected (the plan and the writer's temp file);
+ * unlinkat never follows links. */
+void gcoll_local_plan_remove(const char *dir) {
+  if (dir == NULL || dir[0] == '\0') return;
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd >= 0) {
+    DIR *d = fdopendir(dfd);
+    if (d != NULL) {
+      struct dirent *e;
+      while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+          unlinkat(dirfd(d), e->d_name, 0);
+      closedir(d);
+    } else {
+      close(dfd);
+    }
+  }
+  rmdir(dir);
+}
+
+int gcoll_random_hex(char *out, size_t count, char *err, size_t errlen) {
+  unsigned char bytes[64];
+  if (count > sizeof(bytes)) count = sizeof(bytes);
+  size_t have = 0;
+  while (have < count) {
+    ssize_t n = getrandom(bytes + have, count - have, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      snprintf(err, errlen, "getrandom: %s", strerror(errno));
+      return -1;
+    }
+    have += (size_t)n;
+  }
+  for (size_t i = 0; i < count; i++) snprintf(out + 2 * i, 3, "%02x", bytes[i]);
+  return 0;
+}
