@@ -63,7 +63,7 @@
 #define GCOLL_FIFO_MIN_SLOT 64
 #define GCOLL_FIFO_MAX_SLOT (64u << 20)
 
-/* enum gcoll_proto (SIMPLE, LL; LL128 is not implemented on the host) comes
+/* enum gcoll_proto (SIMPLE, LL; the host executor has no LL128) comes
  * from the public plan header so plan choices pass through unchanged. */
 
 struct gcoll_fifo {

@@ -5,14 +5,10 @@
 libgcoll_la_SOURCES += src/runtime/bootstrap.h src/runtime/bootstrap.c \
 	src/runtime/bootstrap_tcp.c src/runtime/kvs_proto.h src/runtime/kvs_proto.c
 
-# Topology name lookup, shared by gcoll-plan and gcollrun.
-gcoll_plan_SOURCES += src/launcher/topo_lookup.h src/launcher/topo_lookup.c
-
 bin_PROGRAMS += gcollrun
 gcollrun_SOURCES = src/launcher/gcollrun.h src/launcher/gcollrun.c \
 	src/launcher/gcollrun_plan.c src/launcher/gcollrun_spawn.c \
-	src/launcher/gcollrun_output.c \
-	src/launcher/topo_lookup.h src/launcher/topo_lookup.c
+	src/launcher/gcollrun_output.c
 # kvs_server.c comes from libgcoll (src/runtime/auto.mk), which also hosts
 # the store for gcollGetUniqueId.
 gcollrun_LDADD = libgcoll.la -lm

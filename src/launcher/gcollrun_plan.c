@@ -13,7 +13,7 @@
 
 #include "graph/plan.h"
 #include "launcher/gcollrun.h"
-#include "launcher/topo_lookup.h"
+#include "graph/topo_lookup.h"
 
 #define DEFAULT_TOPO "cpu-only"
 
@@ -61,7 +61,7 @@ static int fill_layout(struct gcollrun_plan *p, const struct gcoll_plan *plan, c
 
 static struct gcoll_plan *build_plan(int nranks, int nnodes, const char *topo_name, char *err,
                                      size_t errlen) {
-  struct gcoll_topo *topo = cli_load_topo(topo_name ? topo_name : DEFAULT_TOPO, err, errlen);
+  struct gcoll_topo *topo = gcoll_topo_load_name(topo_name ? topo_name : DEFAULT_TOPO, err, errlen);
   if (topo == NULL) return NULL;
   struct gcoll_plan *plan = NULL;
   const struct gcoll_topo **node_topo = calloc((size_t)nnodes, sizeof(*node_topo));

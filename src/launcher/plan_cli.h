@@ -11,7 +11,7 @@
 
 #include "graph/plan.h"
 #include "graph/topo.h"
-#include "launcher/topo_lookup.h"
+#include "graph/topo_lookup.h"
 
 #define PLAN_CLI_PROG "gcoll-plan"
 

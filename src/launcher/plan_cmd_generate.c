@@ -181,7 +181,7 @@ static int load_list(const char *list, int nnodes, struct topo_set *s, char *err
   if (file_topo == NULL) goto oom;
   char *save = NULL;
   for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    struct gcoll_topo *t = cli_load_topo(tok, err, errlen);
+    struct gcoll_topo *t = gcoll_topo_load_name(tok, err, errlen);
     if (t == NULL) goto out;
     if ((file_topo[nfiles++] = topo_set_add(s, t, &cap)) < 0) goto oom;
   }

@@ -127,7 +127,7 @@ int plan_cmd_topo(int argc, char **argv) {
     }
     if (topo == NULL) return cli_fail("detection failed: %s", err);
   } else {
-    topo = cli_load_topo(argv[optind], err, sizeof(err));
+    topo = gcoll_topo_load_name(argv[optind], err, sizeof(err));
     if (topo == NULL) return cli_fail("%s", err);
   }
   int rc = PLAN_EXIT_OK;

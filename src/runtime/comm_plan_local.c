@@ -18,43 +18,8 @@
 
 #include "graph/plan.h"
 #include "graph/topo.h"
+#include "graph/topo_lookup.h"
 #include "runtime/comm_init_paths.h"
-
-#ifndef GCOLL_TOPO_DIR
-#define GCOLL_TOPO_DIR "/usr/local/share/gcoll/topologies"
-#endif
-#ifndef GCOLL_SRC_TOPO_DIR
-#define GCOLL_SRC_TOPO_DIR GCOLL_TOPO_DIR
-#endif
-
-#define LOCAL_TOPO "cpu-only.yaml"
-
-static int find_topo(char *path, size_t len, char *err, size_t errlen) {
-  const char *env = getenv("GCOLL_TOPO_DIR");
-  const char *dirs[3] = {env, GCOLL_TOPO_DIR, GCOLL_SRC_TOPO_DIR};
-  for (int i = 0; i < 3; i++) {
-    struct stat st;
-    if (dirs[i] == NULL || dirs[i][0] == '\0') continue;
-    int n = snprintf(path, len, "%s/%s", dirs[i], LOCAL_TOPO);
-    if (n > 0 && (size_t)n < len && stat(path, &st) == 0 && S_ISREG(st.st_mode)) return 0;
-  }
-  snprintf(err, errlen, "no %s in $GCOLL_TOPO_DIR (%s), %s or %s", LOCAL_TOPO,
-           env && *env ? env : "unset", GCOLL_TOPO_DIR, GCOLL_SRC_TOPO_DIR);
-  return -1;
-}
-
-static struct gcoll_topo *load_topo(char *err, size_t errlen) {
-  char path[4096], why[1024];
-  if (find_topo(path, sizeof(path), err, errlen) != 0) return NULL;
-  struct gcoll_topo *topo = gcoll_topo_read_file(path, err, errlen);
-  if (topo != NULL && topo->paths == NULL &&
-      gcoll_topo_compute_paths(topo, why, sizeof(why)) != 0) {
-    snprintf(err, errlen, "%s: %s", path, why);
-    gcoll_topo_free(topo);
-    return NULL;
-  }
-  return topo;
-}
 
 /* This host's short name; with several nodes "<host>-v<i>", like gcollrun's
  * virtual nodes (the plan's hosts are not checked on these init paths). */
@@ -83,7 +48,7 @@ static struct gcoll_plan *build(int nranks, int nnodes, char *err, size_t errlen
     snprintf(err, errlen, "%d ranks do not split evenly over %d nodes", nranks, nnodes);
     return NULL;
   }
-  struct gcoll_topo *topo = load_topo(err, errlen);
+  struct gcoll_topo *topo = gcoll_topo_load_name("cpu-only", err, errlen);
   if (topo == NULL) return NULL;
   struct gcoll_plan *plan = NULL;
   const struct gcoll_topo **node_topo = calloc((size_t)nnodes, sizeof(*node_topo));

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "launcher/topo_lookup.h"
+#include "graph/topo_lookup.h"
 
 #ifndef GCOLL_TOPO_DIR
 #define GCOLL_TOPO_DIR "/usr/local/share/gcoll/topologies"
@@ -38,7 +38,7 @@ static int try_topo_dir(const char *dir, const char *name, char *out, size_t out
   return n > 0 && (size_t)n < outlen && is_regular_file(out) ? 0 : -1;
 }
 
-int cli_resolve_topo(const char *arg, char *out, size_t outlen, char *err,
+int gcoll_topo_resolve_name(const char *arg, char *out, size_t outlen, char *err,
                      size_t errlen) {
   if (strlen(arg) + 1 > outlen) {
     snprintf(err, errlen, "topology '%.64s...': name too long", arg);
@@ -61,9 +61,9 @@ int cli_resolve_topo(const char *arg, char *out, size_t outlen, char *err,
   return -1;
 }
 
-struct gcoll_topo *cli_load_topo(const char *arg, char *err, size_t errlen) {
+struct gcoll_topo *gcoll_topo_load_name(const char *arg, char *err, size_t errlen) {
   char path[4096];
-  if (cli_resolve_topo(arg, path, sizeof(path), err, errlen) != 0) return NULL;
+  if (gcoll_topo_resolve_name(arg, path, sizeof(path), err, errlen) != 0) return NULL;
   struct gcoll_topo *topo = gcoll_topo_read_file(path, err, errlen);
   if (topo == NULL) return NULL;
   if (topo->paths == NULL && gcoll_topo_compute_paths(topo, err, errlen) != 0) {
