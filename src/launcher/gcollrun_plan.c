@@ -3,9 +3,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +11,7 @@
 
 #include "graph/plan.h"
 #include "launcher/gcollrun.h"
+#include "runtime/comm_init_paths.h"
 #include "graph/topo_lookup.h"
 
 #define DEFAULT_TOPO "cpu-only"
@@ -142,27 +141,8 @@ int gcollrun_plan_prepare(struct gcollrun_plan *p, int nranks, int nnodes, const
   return rc;
 }
 
-/* Empties and removes our own directory. Only plain entries are expected
- * (the plan and the writer's temp file); unlinkat never follows links. */
-static void remove_private_dir(const char *dir) {
-  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dfd >= 0) {
-    DIR *d = fdopendir(dfd);
-    if (d != NULL) {
-      struct dirent *e;
-      while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-          unlinkat(dirfd(d), e->d_name, 0);
-      closedir(d);
-    } else {
-      close(dfd);
-    }
-  }
-  rmdir(dir);
-}
-
 void gcollrun_plan_cleanup(struct gcollrun_plan *p) {
-  if (p->dir[0] != '\0') remove_private_dir(p->dir);
+  gcoll_local_plan_remove(p->dir);
   p->dir[0] = '\0';
   free(p->node_of);
   free(p->local_of);
