@@ -247,15 +247,30 @@ static int uid_rank(gcollUniqueId id, int nranks, int rank) {
   return gcollCommDestroy(comm) != gcollSuccess || bad != 0;
 }
 
+/* Children are forked before gcollGetUniqueId starts the library's store
+ * thread and get the id through a pipe: a fork while another thread holds
+ * the allocator's lock would leave the child deadlocked in malloc. */
 static void uid_run(int nranks, const char *nodes) {
   if (nodes) setenv("GCOLL_NODES", nodes, 1);
   gcollUniqueId id;
-  assert_int_equal(gcollGetUniqueId(&id), gcollSuccess);
   pid_t pids[8];
+  int pipes[8][2];
   for (int r = 1; r < nranks; r++) {
+    assert_int_equal(pipe(pipes[r]), 0);
     pids[r] = fork();
     assert_true(pids[r] >= 0);
-    if (pids[r] == 0) _exit(uid_rank(id, nranks, r));
+    if (pids[r] == 0) {
+      close(pipes[r][1]);
+      gcollUniqueId child_id;
+      ssize_t n = read(pipes[r][0], &child_id, sizeof(child_id));
+      _exit(n == (ssize_t)sizeof(child_id) ? uid_rank(child_id, nranks, r) : 1);
+    }
+    close(pipes[r][0]);
+  }
+  assert_int_equal(gcollGetUniqueId(&id), gcollSuccess);
+  for (int r = 1; r < nranks; r++) {
+    assert_int_equal(write(pipes[r][1], &id, sizeof(id)), (ssize_t)sizeof(id));
+    close(pipes[r][1]);
   }
   int bad = uid_rank(id, nranks, 0);
   for (int r = 1; r < nranks; r++) {
