@@ -154,6 +154,42 @@ gcollResult_t gcollReduceScatter(const void *sendbuff, void *recvbuff, size_t re
                                  gcollDataType_t datatype, gcollRedOp_t op, gcollComm_t comm,
                                  void *stream);
 
+/* Point-to-point. gcollSend sends count elements of sendbuff to rank
+ * peer; gcollRecv receives count elements from rank peer into recvbuff.
+ * Host buffers, stream = NULL. Outside a group both block until done: a
+ * send returns once its data is in the connection to peer (sendbuff may be
+ * reused), which for a message larger than the connection's buffer (8
+ * slots of GCOLL_SLOT_BYTES) or a first message to that peer means the
+ * peer has posted the matching receive; a receive returns when the data
+ * arrived. A wait longer than GCOLL_TIMEOUT without progress fails with
+ * gcollSystemError (gcollRemoteError naming the rank when a peer died).
+ * Matching follows NCCL: the k-th send from rank a to rank b meets b's k-th
+ * receive from a; count and type of the two must give the same byte count,
+ * else the receive fails with gcollInvalidUsage (the message is consumed,
+ * the communicator stays usable). count 0 is a message without data that
+ * matches like any other. peer may be the own rank: such a send and receive
+ * must be in the same group, where they are paired in call order.
+ * Connections to peers the plan does not name are made on first use and
+ * kept until gcollCommDestroy. */
+gcollResult_t gcollSend(const void *sendbuff, size_t count, gcollDataType_t datatype, int peer,
+                        gcollComm_t comm, void *stream);
+gcollResult_t gcollRecv(void *recvbuff, size_t count, gcollDataType_t datatype, int peer,
+                        gcollComm_t comm, void *stream);
+
+/* Groups (per thread, nestable). Between gcollGroupStart and the matching
+ * outermost gcollGroupEnd, gcollSend and gcollRecv only check their
+ * arguments and queue; gcollGroupEnd runs all queued operations
+ * concurrently (of any communicators) and returns when all completed, so
+ * exchanges like "send to next, receive from previous" or an all-to-all made
+ * of sends and receives cannot deadlock. Buffers must stay valid until then.
+ * A call refused inside a group makes gcollGroupEnd run nothing and return
+ * that call's error. Collectives cannot be grouped in this version: one
+ * called inside a group fails with gcollInvalidUsage (and so does the
+ * group). gcollGroupEnd without gcollGroupStart fails with
+ * gcollInvalidUsage. */
+gcollResult_t gcollGroupStart(void);
+gcollResult_t gcollGroupEnd(void);
+
 #ifdef __cplusplus
 }
 #endif

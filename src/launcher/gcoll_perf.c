@@ -284,11 +284,16 @@ static void run_collective(struct perf_ctx *cx, enum perf_coll coll, int several
 
 /* ---- setup ----------------------------------------------------------------- */
 
-/* Before the communicator exists only $GCOLL_RANK says who is rank 0; one
- * copy of a usage error is enough. */
+/* Before the communicator exists only the environment says who is rank 0:
+ * $GCOLL_RANK (gcollrun), else what srun sets ($PMI_RANK with --mpi=pmi2,
+ * $SLURM_PROCID always); one copy of a usage error is enough. */
 static int env_is_rank0(void) {
-  const char *r = getenv("GCOLL_RANK");
-  return r == NULL || strcmp(r, "0") == 0;
+  const char *names[] = {"GCOLL_RANK", "PMI_RANK", "SLURM_PROCID"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    const char *r = getenv(names[i]);
+    if (r != NULL && *r != '\0') return strcmp(r, "0") == 0;
+  }
+  return 1;
 }
 
 static int parse_env_rank(const char *name) {

@@ -12,29 +12,8 @@
 #include "graph/plan.h"
 #include "launcher/gcollrun.h"
 #include "runtime/comm_init_paths.h"
-#include "graph/topo_lookup.h"
 
 #define DEFAULT_TOPO "cpu-only"
-
-/* "<hostname>-v<i>": one name per virtual node, so the plan reads like a
- * real multi-node job and host lists stay compact. */
-static char **virtual_hosts(int nnodes) {
-  char host[256];
-  if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "localhost");
-  host[sizeof(host) - 1] = '\0';
-  char *dot = strchr(host, '.');
-  if (dot) *dot = '\0';
-  char **names = calloc((size_t)nnodes, sizeof(*names));
-  if (names == NULL) return NULL;
-  for (int i = 0; i < nnodes; i++) {
-    if (asprintf(&names[i], "%.200s-v%d", host, i) < 0) {
-      names[i] = NULL;
-      gcoll_hostlist_free(names, nnodes);
-      return NULL;
-    }
-  }
-  return names;
-}
 
 static int fill_layout(struct gcollrun_plan *p, const struct gcoll_plan *plan, char *err,
                        size_t errlen) {
@@ -58,54 +37,16 @@ static int fill_layout(struct gcollrun_plan *p, const struct gcoll_plan *plan, c
   return 0;
 }
 
-static struct gcoll_plan *build_plan(int nranks, int nnodes, const char *topo_name, char *err,
-                                     size_t errlen) {
-  struct gcoll_topo *topo = gcoll_topo_load_name(topo_name ? topo_name : DEFAULT_TOPO, err, errlen);
-  if (topo == NULL) return NULL;
-  struct gcoll_plan *plan = NULL;
-  const struct gcoll_topo **node_topo = calloc((size_t)nnodes, sizeof(*node_topo));
-  char **hosts = virtual_hosts(nnodes);
-  if (node_topo == NULL || hosts == NULL) {
-    snprintf(err, errlen, "out of memory for %d nodes", nnodes);
-    goto out;
-  }
-  for (int i = 0; i < nnodes; i++) node_topo[i] = topo;
-  /* ranks_per_node is explicit even on CPU-only nodes with fewer cores: the
-   * user asked for N ranks, oversubscription is theirs to choose. */
-  struct gcoll_plan_input in = {.nnodes = nnodes, .node_topo = node_topo,
-                                .node_host = (const char **)hosts,
-                                .ranks_per_node = nranks / nnodes,
-                                .job_id = -1, .step_id = -1};
-  plan = gcoll_plan_build(&in, err, errlen);
-out:
-  if (hosts) gcoll_hostlist_free(hosts, nnodes);
-  free(node_topo);
-  gcoll_topo_free(topo);
-  return plan;
-}
-
-static int make_private_dir(struct gcollrun_plan *p, char *err, size_t errlen) {
-  const char *tmp = getenv("TMPDIR");
-  if (tmp == NULL || *tmp == '\0') tmp = "/tmp";
-  int n = snprintf(p->dir, sizeof(p->dir), "%s/gcollrun.XXXXXX", tmp);
-  if (n < 0 || (size_t)n >= sizeof(p->dir) || mkdtemp(p->dir) == NULL) {
-    snprintf(err, errlen, "cannot create a temp directory in %.256s: %s", tmp,
-             n < 0 || (size_t)n >= sizeof(p->dir) ? "path too long" : strerror(errno));
-    p->dir[0] = '\0';
-    return -1;
-  }
-  snprintf(p->path, sizeof(p->path), "%.*s/plan.yaml", (int)sizeof(p->path) - 16, p->dir);
-  return 0;
-}
-
+/* The library's plan for virtual nodes of this host, the same one
+ * gcollCommInitRank computes for GCOLL_NODES. */
 static int computed_plan(struct gcollrun_plan *p, int nranks, int nnodes, const char *topo,
                          char *err, size_t errlen) {
-  struct gcoll_plan *plan = build_plan(nranks, nnodes, topo, err, errlen);
+  if (gcoll_local_plan_write(nranks, nnodes, topo ? topo : DEFAULT_TOPO, NULL, p->dir,
+                             sizeof(p->dir), p->path, sizeof(p->path), err, errlen) != 0)
+    return -1;
+  struct gcoll_plan *plan = gcoll_plan_read_file(p->path, err, errlen);
   if (plan == NULL) return -1;
-  int rc = -1;
-  if (make_private_dir(p, err, errlen) == 0 &&
-      gcoll_plan_write_file(plan, p->path, err, errlen) == 0)
-    rc = fill_layout(p, plan, err, errlen);
+  int rc = fill_layout(p, plan, err, errlen);
   gcoll_plan_free(plan);
   return rc;
 }

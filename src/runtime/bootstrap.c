@@ -1,4 +1,8 @@
 /* Backend selection and the environment parsing every backend shares. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
 #include "runtime/bootstrap.h"
 
 #include <errno.h>
@@ -11,6 +15,9 @@
  * store wins over whatever the scheduler offers. */
 static const struct gcoll_bootstrap_backend *const backends[] = {
     &gcoll_bootstrap_tcp_backend,
+#ifdef HAVE_PMI2
+    &gcoll_bootstrap_pmi2_backend,
+#endif
 };
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 
@@ -62,6 +69,31 @@ int gcoll_bootstrap_timeout_from_env(uint64_t *ms, char *err, size_t errlen) {
   return 0;
 }
 
+static int env_set(const char *name) {
+  const char *v = getenv(name);
+  return v != NULL && *v != '\0';
+}
+
+/* Says what the user must add. Under Slurm a silent fallback to some other
+ * bootstrap would hide a misconfigured step, so the answer is an error. */
+static void no_backend_reason(char *err, size_t errlen) {
+#ifdef HAVE_PMI2
+  if (env_set("SLURM_STEP_ID"))
+    snprintf(err, errlen, "bootstrap: running under srun without PMI2: use srun --mpi=pmi2 (or "
+                          "MpiDefault=pmi2 in slurm.conf)");
+  else if (env_set("SLURM_JOB_ID"))
+    snprintf(err, errlen, "bootstrap: in Slurm job %.32s but not in an srun step: start the "
+                          "ranks with srun --mpi=pmi2 (or gcollrun)", getenv("SLURM_JOB_ID"));
+#else
+  if (env_set("SLURM_STEP_ID") || env_set("SLURM_JOB_ID"))
+    snprintf(err, errlen, "bootstrap: running under Slurm, but this libgcoll was built without "
+                          "PMI2 (libpmi2-0-dev): start the job with gcollrun");
+#endif
+  else
+    snprintf(err, errlen, "bootstrap: no bootstrap found (GCOLL_KVS_ADDR unset: start the "
+                          "job with gcollrun)");
+}
+
 static const struct gcoll_bootstrap_backend *pick_backend(char *err, size_t errlen) {
   const char *want = getenv("GCOLL_BOOTSTRAP");
   for (size_t i = 0; i < NBACKENDS; i++) {
@@ -71,8 +103,7 @@ static const struct gcoll_bootstrap_backend *pick_backend(char *err, size_t errl
   if (want && *want)
     snprintf(err, errlen, "bootstrap: GCOLL_BOOTSTRAP='%.64s' names no known backend", want);
   else
-    snprintf(err, errlen, "bootstrap: no bootstrap found (GCOLL_KVS_ADDR unset: start the "
-                          "job with gcollrun)");
+    no_backend_reason(err, errlen);
   return NULL;
 }
 

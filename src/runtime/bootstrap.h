@@ -52,6 +52,10 @@ struct gcoll_bootstrap {
   const char *backend;      /* "tcp", "pmi2" */
   int rank, nranks;
   uint64_t timeout_ms;      /* GCOLL_TIMEOUT */
+  /* Hex string naming the job's shm segments when GCOLL_JOB_KEY is unset
+   * (pmi2 derives it from the Slurm job step); owned by the backend, or
+   * NULL. */
+  const char *job_key;
   void *impl;               /* backend state */
 };
 
@@ -98,6 +102,8 @@ struct gcoll_bootstrap_backend {
 };
 
 extern const struct gcoll_bootstrap_backend gcoll_bootstrap_tcp_backend;
+/* Only in builds with PMI2 (HAVE_PMI2). */
+extern const struct gcoll_bootstrap_backend gcoll_bootstrap_pmi2_backend;
 
 /* Reads an integer environment variable in [min, max]; -1 with a one-line
  * reason when unset or malformed. */

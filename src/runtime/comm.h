@@ -1,6 +1,7 @@
 /* The communicator: one rank's share of a job's plan, its connections and
  * its executor. Built by comm_init.c (plan, bootstrap) and comm_connect.c
- * (transports per plan edge); used by comm_coll.c (the collective API). */
+ * (transports per plan edge); used by comm_coll.c (the collective API) and
+ * comm_p2p.c (send/recv, with connections made on first use). */
 #ifndef GCOLL_RUNTIME_COMM_H
 #define GCOLL_RUNTIME_COMM_H
 
@@ -19,6 +20,12 @@
 
 enum gcoll_transport_kind { GCOLL_TRANSPORT_SHM = 0, GCOLL_TRANSPORT_SOCKET, GCOLL_NTRANSPORTS };
 
+/* Connection id of the send/recv connection between two ranks: past every
+ * plan edge's id (channel * 4 + purpose). */
+#define GCOLL_CONN_ID_P2P ((uint32_t)GCOLL_MAX_CHANNELS * 4u)
+
+struct gcoll_p2p;
+
 struct gcollComm {
   int rank, nranks, nchannels;
   struct gcoll_rank_view *view;        /* this rank's facts from the plan */
@@ -31,6 +38,7 @@ struct gcollComm {
   struct gcoll_conn conns[GCOLL_COMM_MAX_CONNS];
   struct gcoll_host_channel channels[GCOLL_MAX_CHANNELS];
   struct gcoll_host_exec *exec;
+  struct gcoll_p2p *p2p;               /* send/recv connections, NULL until used */
   /* Set by an abort (gcollInvalidUsage) or a transport that saw a peer die
    * (gcollRemoteError); every wait in the executor polls it. */
   _Atomic int abort_word;
@@ -48,6 +56,42 @@ struct gcollComm {
 /* Connects every edge the plan names for this rank (comm_connect.c). */
 gcollResult_t gcoll_comm_connect(struct gcollComm *comm);
 void gcoll_comm_disconnect(struct gcollComm *comm);
+
+/* One direction of one connection through the transport table and the
+ * bootstrap (comm_connect.c), for the plan's edges and send/recv peers. */
+/* Bootstrap key of the receiver's address for connection id sender -> receiver. */
+void gcoll_comm_conn_key(char *key, size_t len, int sender, int receiver, uint32_t id);
+/* Receiver: creates the receive end over `transport` (enum
+ * gcoll_transport_kind) and publishes its address. */
+gcollResult_t gcoll_comm_conn_recv_setup(struct gcollComm *comm, int peer, uint32_t id,
+                                         int transport, struct gcoll_conn *c);
+/* Sender: attaches to the address value (as published) the receiver put. */
+gcollResult_t gcoll_comm_conn_attach(struct gcollComm *comm, int peer, uint32_t id,
+                                     const void *value, size_t len, struct gcoll_conn *c,
+                                     uint64_t deadline_ms);
+/* Receiver: waits until the sender attached. */
+gcollResult_t gcoll_comm_conn_recv_complete(struct gcollComm *comm, struct gcoll_conn *c,
+                                            uint64_t deadline_ms);
+void gcoll_comm_conn_close(struct gcollComm *comm, struct gcoll_conn *c);
+/* The transport for a connection with peer: shm inside this rank's node,
+ * net/socket across nodes, unless GCOLL_TRANSPORT forces one (-1 and *rc
+ * set when that variable is malformed). */
+int gcoll_comm_transport_for_peer(const struct gcollComm *comm, int peer, gcollResult_t *rc);
+
+/* Turns an executor or send/recv failure (rc, with the waiter's one-line
+ * err) into the caller's reason, naming a dead rank when one is known
+ * (comm_coll.c). */
+gcollResult_t gcoll_comm_explain(struct gcollComm *comm, const char *what, gcollResult_t rc,
+                                 const char *err);
+
+/* Closes the send/recv connections (comm_p2p.c); before gcoll_comm_disconnect. */
+void gcoll_p2p_free(struct gcollComm *comm);
+
+/* Nesting depth of gcollGroupStart on this thread (comm_group.c). */
+int gcoll_group_depth(void);
+/* Inside a group: remembers the first failed call, so that gcollGroupEnd
+ * runs nothing and returns it. Returns rc. */
+gcollResult_t gcoll_group_note(gcollResult_t rc);
 
 /* Records a one-line reason for the calling thread (errors.c) and returns
  * `result`, so failures read `return gcoll_fail(gcollInvalidArgument, ...)`. */

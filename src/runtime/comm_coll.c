@@ -91,28 +91,35 @@ static int lost_rank(struct gcollComm *comm) {
   return atoi(value);
 }
 
-/* Turns an executor failure into the caller's one-line reason. */
-static gcollResult_t explain(struct gcollComm *comm, const struct call *c, gcollResult_t rc,
-                             const char *err) {
+gcollResult_t gcoll_comm_explain(struct gcollComm *comm, const char *what, gcollResult_t rc,
+                                 const char *err) {
   if (rc == gcollRemoteError)
-    return gcoll_fail(rc, "%s: rank %d died or closed its connection (%s)", c->name,
+    return gcoll_fail(rc, "%s: rank %d died or closed its connection (%s)", what,
                       atomic_load(&comm->failed_peer), err);
   int lost = rc == gcollSystemError ? lost_rank(comm) : -1;
   if (lost >= 0) {
     atomic_store(&comm->abort_word, (int)gcollRemoteError);
     atomic_store(&comm->failed_peer, lost);
     return gcoll_fail(gcollRemoteError, "%s: rank %d died (no progress within GCOLL_TIMEOUT, %llu ms)",
-                      c->name, lost, (unsigned long long)comm->timeout_ms);
+                      what, lost, (unsigned long long)comm->timeout_ms);
   }
   if (rc == gcollSystemError)
-    return gcoll_fail(rc, "%s: no progress within GCOLL_TIMEOUT (%llu ms): %s", c->name,
+    return gcoll_fail(rc, "%s: no progress within GCOLL_TIMEOUT (%llu ms): %s", what,
                       (unsigned long long)comm->timeout_ms, err);
   if (atomic_load(&comm->abort_word) == gcollInvalidUsage)
-    return gcoll_fail(rc, "%s: the communicator was aborted", c->name);
-  return gcoll_fail(rc, "%s: %s", c->name, err);
+    return gcoll_fail(rc, "%s: the communicator was aborted", what);
+  return gcoll_fail(rc, "%s: %s", what, err);
 }
 
 static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *stream) {
+  /* The host executor runs a collective to its end, so one queued in a
+   * group could not progress alongside the group's sends and receives:
+   * a peer whose matching receive comes after its own copy of the
+   * collective would deadlock. Refusing is the honest answer. */
+  if (gcoll_group_depth() > 0)
+    return gcoll_group_note(gcoll_fail(gcollInvalidUsage, "%s inside gcollGroupStart/"
+                                       "gcollGroupEnd: only gcollSend and gcollRecv can be "
+                                       "grouped in this version", c->name));
   size_t bytes = 0;
   gcollResult_t rc = check_args(comm, c, stream, &bytes);
   if (rc != gcollSuccess) return rc;
@@ -134,7 +141,7 @@ static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *str
    * the first network step. */
   if (comm->has_net) gcoll_proxy_wake(comm->proxy);
   rc = gcoll_host_exec_run(comm->exec, &hc, err, sizeof(err));
-  if (rc != gcollSuccess) rc = explain(comm, c, rc, err);
+  if (rc != gcollSuccess) rc = gcoll_comm_explain(comm, c->name, rc, err);
   pthread_mutex_unlock(&comm->busy);
   return rc;
 }

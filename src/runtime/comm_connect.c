@@ -1,4 +1,6 @@
-/* Connecting the edges the plan names for this rank, and only those.
+/* Connecting the edges the plan names for this rank, and only those; and
+ * the one-connection helpers that comm_p2p.c also uses for peers the plan
+ * does not name (connected on first use, under GCOLL_CONN_ID_P2P).
  *
  * Each connection is one direction between two ranks for one channel and
  * purpose. The receiver creates the FIFO (so its memory is local to the
@@ -87,11 +89,6 @@ static int channel_edges(struct gcollComm *comm, int c, struct edge *edges, int 
   return rc;
 }
 
-static void edge_key(char *key, size_t len, const struct gcollComm *comm, const struct edge *e) {
-  int sender = e->is_send ? comm->rank : e->peer, receiver = e->is_send ? e->peer : comm->rank;
-  snprintf(key, len, "conn/%d/%d/%u", sender, receiver, e->id);
-}
-
 /* GCOLL_TRANSPORT forces one transport for every edge; -1 when unset. */
 static int forced_transport(gcollResult_t *rc) {
   const char *v = getenv("GCOLL_TRANSPORT");
@@ -128,27 +125,83 @@ static gcollResult_t start_transports(struct gcollComm *comm) {
   return gcollSuccess;
 }
 
-/* Phase 1: every receive end exists and its address is published. */
-static gcollResult_t setup_receivers(struct gcollComm *comm, struct edge *edges, int n, int forced) {
+/* ---- one direction of one connection, shared with comm_p2p.c ------------- */
+
+void gcoll_comm_conn_key(char *key, size_t len, int sender, int receiver, uint32_t id) {
+  snprintf(key, len, "conn/%d/%d/%u", sender, receiver, id);
+}
+
+gcollResult_t gcoll_comm_conn_recv_setup(struct gcollComm *comm, int peer, uint32_t id,
+                                         int transport, struct gcoll_conn *c) {
   char err[512], key[96];
   unsigned char value[1 + GCOLL_CONN_ADDR_MAX];
+  const struct gcoll_transport_ops *ops = transport_ops[transport];
+  size_t len = GCOLL_CONN_ADDR_MAX;
+  if (ops->recv_setup(comm->transport[transport], peer, id, c, value + 1, &len, err,
+                      sizeof(err)) != 0)
+    return gcoll_fail(gcollSystemError, "receive from rank %d over %s: %s", peer, ops->name, err);
+  comm->has_net |= transport == GCOLL_TRANSPORT_SOCKET;
+  value[0] = (unsigned char)transport;
+  gcoll_comm_conn_key(key, sizeof(key), peer, comm->rank, id);
+  if (gcoll_bootstrap_put(comm->bs, key, value, len + 1, err, sizeof(err)) != 0) {
+    ops->conn_close(comm->transport[transport], c);
+    return gcoll_fail(gcollSystemError, "%s", err);
+  }
+  return gcollSuccess;
+}
+
+gcollResult_t gcoll_comm_conn_attach(struct gcollComm *comm, int peer, uint32_t id,
+                                     const void *value, size_t len, struct gcoll_conn *c,
+                                     uint64_t deadline_ms) {
+  char err[512];
+  const unsigned char *v = value;
+  if (len < 1 || v[0] >= GCOLL_NTRANSPORTS)
+    return gcoll_fail(gcollRemoteError, "rank %d published a malformed address", peer);
+  int k = v[0];
+  if (transport_ops[k]->send_connect(comm->transport[k], peer, id, v + 1, len - 1, c, deadline_ms,
+                                     err, sizeof(err)) != 0)
+    return gcoll_fail(gcollRemoteError, "send to rank %d over %s: %s", peer,
+                      transport_ops[k]->name, err);
+  comm->has_net |= k == GCOLL_TRANSPORT_SOCKET;
+  return gcollSuccess;
+}
+
+gcollResult_t gcoll_comm_conn_recv_complete(struct gcollComm *comm, struct gcoll_conn *c,
+                                            uint64_t deadline_ms) {
+  char err[512];
+  if (c->ops->recv_complete == NULL ||
+      c->ops->recv_complete(transport_of(comm, c), c, deadline_ms, err, sizeof(err)) == 0)
+    return gcollSuccess;
+  return gcoll_fail(gcollRemoteError, "receive from rank %d: %s", c->peer, err);
+}
+
+void gcoll_comm_conn_close(struct gcollComm *comm, struct gcoll_conn *c) {
+  if (c->ops != NULL) c->ops->conn_close(transport_of(comm, c), c);
+}
+
+int gcoll_comm_transport_for_peer(const struct gcollComm *comm, int peer, gcollResult_t *rc) {
+  int forced = forced_transport(rc);
+  if (*rc != gcollSuccess) return -1;
+  /* Plans keep every node's ranks contiguous (plan_verify checks it), so
+   * this rank's node is one range. */
+  int first = comm->rank - comm->view->local_rank;
+  int same_node = peer >= first && peer < first + comm->view->local_nranks;
+  return transport_for(same_node ? GCOLL_EDGE_SHM : GCOLL_EDGE_NET, forced);
+}
+
+/* ---- the plan's edges, all at init ----------------------------------------- */
+
+/* Phase 1: every receive end exists and its address is published. */
+static gcollResult_t setup_receivers(struct gcollComm *comm, struct edge *edges, int n, int forced) {
   for (int i = 0; i < n; i++) {
     struct edge *e = &edges[i];
     if (e->is_send) continue;
     int k = transport_for(e->cls, forced);
     struct gcoll_conn *c = &comm->conns[comm->nconns];
-    size_t len = GCOLL_CONN_ADDR_MAX;
-    if (transport_ops[k]->recv_setup(comm->transport[k], e->peer, e->id, c, value + 1, &len, err,
-                                     sizeof(err)) != 0)
-      return gcoll_fail(gcollSystemError, "receive from rank %d over %s: %s", e->peer,
-                        transport_ops[k]->name, err);
+    gcollResult_t rc = gcoll_comm_conn_recv_setup(comm, e->peer, e->id, k, c);
+    if (rc != gcollSuccess) return rc;
     comm->nconns++;
-    comm->has_net |= k == GCOLL_TRANSPORT_SOCKET;
     *e->fifo = c->fifo;
-    value[0] = (unsigned char)k;
-    edge_key(key, sizeof(key), comm, e);
-    if (gcoll_bootstrap_put(comm->bs, key, value, len + 1, err, sizeof(err)) != 0)
-      return gcoll_fail(gcollSystemError, "%s", err);
     gcoll_log_info(comm, "recv from rank %d (%s edge, id %u) over %s", e->peer,
                    gcoll_edge_name(e->cls), e->id, transport_ops[k]->name);
   }
@@ -164,36 +217,29 @@ static gcollResult_t connect_senders(struct gcollComm *comm, struct edge *edges,
     struct edge *e = &edges[i];
     if (!e->is_send) continue;
     size_t len = 0;
-    edge_key(key, sizeof(key), comm, e);
+    gcoll_comm_conn_key(key, sizeof(key), comm->rank, e->peer, e->id);
     if (gcoll_bootstrap_get(comm->bs, key, value, sizeof(value), &len, deadline, err,
                             sizeof(err)) != 0)
       return gcoll_fail(gcollRemoteError, "address of rank %d: %s", e->peer, err);
-    if (len < 1 || value[0] >= GCOLL_NTRANSPORTS)
-      return gcoll_fail(gcollRemoteError, "rank %d published a malformed address", e->peer);
-    int k = value[0];
     struct gcoll_conn *c = &comm->conns[comm->nconns];
-    if (transport_ops[k]->send_connect(comm->transport[k], e->peer, e->id, value + 1, len - 1, c,
-                                       deadline, err, sizeof(err)) != 0)
-      return gcoll_fail(gcollRemoteError, "send to rank %d over %s: %s", e->peer,
-                        transport_ops[k]->name, err);
+    gcollResult_t rc = gcoll_comm_conn_attach(comm, e->peer, e->id, value, len, c, deadline);
+    if (rc != gcollSuccess) return rc;
     comm->nconns++;
-    comm->has_net |= k == GCOLL_TRANSPORT_SOCKET;
     *e->fifo = c->fifo;
     gcoll_log_info(comm, "send to rank %d (%s edge, id %u) over %s", e->peer,
-                   gcoll_edge_name(e->cls), e->id, transport_ops[k]->name);
+                   gcoll_edge_name(e->cls), e->id, c->ops->name);
   }
   return gcollSuccess;
 }
 
 /* Phase 3: receive ends whose transport needs the sender first (TCP accept). */
 static gcollResult_t complete_receivers(struct gcollComm *comm) {
-  char err[512];
   uint64_t deadline = gcoll_bootstrap_deadline(comm->bs);
   for (int i = 0; i < comm->nconns; i++) {
     struct gcoll_conn *c = &comm->conns[i];
-    if (c->is_send || c->ops->recv_complete == NULL) continue;
-    if (c->ops->recv_complete(transport_of(comm, c), c, deadline, err, sizeof(err)) != 0)
-      return gcoll_fail(gcollRemoteError, "receive from rank %d: %s", c->peer, err);
+    if (c->is_send) continue;
+    gcollResult_t rc = gcoll_comm_conn_recv_complete(comm, c, deadline);
+    if (rc != gcollSuccess) return rc;
   }
   return gcollSuccess;
 }

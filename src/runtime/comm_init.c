@@ -48,10 +48,12 @@ static gcollResult_t set_job_key(struct gcollComm *comm, const char *key) {
   return gcollSuccess;
 }
 
-static gcollResult_t job_key_from_env(const char **out) {
+static gcollResult_t job_key_from_env(const struct gcoll_bootstrap *bs, const char **out) {
   /* Names of shared-memory segments derive from the job key, so two jobs on
-   * one host never collide; gcollrun and the SPANK plugin set it. */
+   * one host never collide; gcollrun and the SPANK plugin set it, and a
+   * bootstrap that knows the job (pmi2: the Slurm step) offers one. */
   const char *key = getenv("GCOLL_JOB_KEY");
+  if ((key == NULL || *key == '\0') && bs->job_key != NULL) key = bs->job_key;
   if (key == NULL || *key == '\0')
     return gcoll_fail(gcollInvalidUsage, "GCOLL_JOB_KEY is not set: start the job with gcollrun "
                                          "or srun --gcoll=plan");
@@ -66,7 +68,8 @@ static gcollResult_t resolve_rank(const char *plan_path, int *rank, const char *
   *path = plan_path ? plan_path : getenv("GCOLL_PLAN");
   if (*path == NULL || **path == '\0')
     return gcoll_fail(gcollInvalidArgument, "no plan: pass a path or set GCOLL_PLAN");
-  if (*rank < 0) {
+  /* Unset: the bootstrap says (srun --mpi=pmi2 sets no GCOLL_RANK). */
+  if (*rank < 0 && getenv("GCOLL_RANK") != NULL) {
     long r;
     char err[256];
     if (gcoll_bootstrap_env_int("GCOLL_RANK", 0, GCOLL_MAX_RANKS - 1, &r, err, sizeof(err)) != 0)
@@ -114,14 +117,21 @@ out:
 }
 
 /* The plan must be this job's: same rank count as the bootstrap, and (on
- * real nodes, not gcollrun's virtual ones) this rank's host. */
+ * real nodes, not gcollrun's virtual ones) this rank's node. */
 static gcollResult_t check_job(struct gcollComm *comm, const char *path, int check_host) {
   char err[512], host[256] = "";
   if (comm->bs->rank != comm->rank)
     return gcoll_fail(gcollInvalidUsage, "rank %d asked for, but the job started this process "
                                          "as rank %d", comm->rank, comm->bs->rank);
   int virtual_node = !check_host || getenv("GCOLL_NODE") != NULL;
-  if (!virtual_node) gethostname(host, sizeof(host) - 1);
+  /* Under Slurm a node is what Slurm calls it: with several slurmd on one
+   * host (and on clusters whose NodeName differs from the hostname) the plan
+   * names nodes by SLURMD_NODENAME, which srun gives every task. */
+  const char *slurm_node = getenv("SLURMD_NODENAME");
+  if (!virtual_node && slurm_node != NULL && *slurm_node != '\0')
+    snprintf(host, sizeof(host), "%s", slurm_node);
+  else if (!virtual_node)
+    gethostname(host, sizeof(host) - 1);
   if (gcoll_rank_view_check_job(comm->view, comm->bs->nranks, virtual_node ? NULL : host, NULL,
                                 err, sizeof(err)) != 0)
     return gcoll_fail(gcollInvalidUsage, "%s: not for this job: %s", path, err);
@@ -146,6 +156,7 @@ static gcollResult_t start_executor(struct gcollComm *comm) {
 static void comm_free(struct gcollComm *comm) {
   if (comm == NULL) return;
   gcoll_host_exec_destroy(comm->exec);
+  gcoll_p2p_free(comm);
   gcoll_comm_disconnect(comm);
   gcoll_bootstrap_close(comm->bs);
   pthread_mutex_destroy(&comm->busy);
@@ -169,17 +180,24 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
   char err[512];
   gcollResult_t rc;
   const char *key = a->job_key;
-  if ((rc = read_tuning_env(comm)) != gcollSuccess ||
-      (key == NULL && (rc = job_key_from_env(&key)) != gcollSuccess) ||
-      (rc = set_job_key(comm, key)) != gcollSuccess ||
-      (rc = load_plan(comm, a->plan_path)) != gcollSuccess)
+  if ((rc = read_tuning_env(comm)) != gcollSuccess) goto fail;
+  /* Without a rank the bootstrap must name it before the plan can be read. */
+  if (comm->rank < 0 && comm->bs == NULL &&
+      gcoll_bootstrap_open_from_env(&comm->bs, err, sizeof(err)) != 0) {
+    rc = gcoll_fail(gcollInvalidUsage, "%s", err);
     goto fail;
+  }
+  if (comm->rank < 0) comm->rank = comm->bs->rank;
+  if ((rc = load_plan(comm, a->plan_path)) != gcollSuccess) goto fail;
   /* From the environment only once the plan is known good, so a bad plan
    * is reported as such even outside a job. */
   if (comm->bs == NULL && gcoll_bootstrap_open_from_env(&comm->bs, err, sizeof(err)) != 0) {
     rc = gcoll_fail(gcollInvalidUsage, "%s", err);
     goto fail;
   }
+  if ((key == NULL && (rc = job_key_from_env(comm->bs, &key)) != gcollSuccess) ||
+      (rc = set_job_key(comm, key)) != gcollSuccess)
+    goto fail;
   comm->timeout_ms = comm->bs->timeout_ms;
   if ((rc = check_job(comm, a->plan_path, a->check_host)) != gcollSuccess ||
       (rc = gcoll_comm_connect(comm)) != gcollSuccess || (rc = start_executor(comm)) != gcollSuccess)

@@ -98,7 +98,7 @@ gcollResult_t gcollCommInitAll(gcollComm_t *comms, int ndev, const int *devlist)
   char err[1024], key[2 * JOB_KEY_BYTES + 1], dir[4096], path[4200];
   if (gcoll_random_hex(key, JOB_KEY_BYTES, err, sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "job key: %s", err);
-  if (gcoll_local_plan_write(ndev, 1, NULL, dir, sizeof(dir), path, sizeof(path), err,
+  if (gcoll_local_plan_write(ndev, 1, NULL, NULL, dir, sizeof(dir), path, sizeof(path), err,
                              sizeof(err)) != 0)
     return gcoll_fail(gcollInvalidUsage, "plan for %d ranks: %s", ndev, err);
   struct gcoll_bootstrap_local *shared = gcoll_bootstrap_local_create(ndev, err, sizeof(err));
@@ -257,8 +257,8 @@ static gcollResult_t publish_plan(struct gcoll_bootstrap *bs, char *dir, size_t 
   gcollResult_t rc = nodes_from_env(bs->nranks, &nnodes);
   if (rc != gcollSuccess)
     snprintf(value, sizeof(value), "!%s", gcollGetLastError(NULL));
-  else if (gcoll_local_plan_write(bs->nranks, nnodes, getenv("GCOLL_PLAN_DIR"), dir, dirlen,
-                                  path, pathlen, err, sizeof(err)) != 0) {
+  else if (gcoll_local_plan_write(bs->nranks, nnodes, NULL, getenv("GCOLL_PLAN_DIR"), dir,
+                                  dirlen, path, pathlen, err, sizeof(err)) != 0) {
     rc = gcoll_fail(gcollInvalidUsage, "plan for %d ranks: %s", bs->nranks, err);
     snprintf(value, sizeof(value), "!rank 0: %s", gcollGetLastError(NULL));
   } else {

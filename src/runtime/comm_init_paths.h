@@ -26,14 +26,16 @@ struct gcoll_comm_init_args {
  * Collective over all ranks of bs. bs is closed on failure. */
 gcollResult_t gcoll_comm_init_with(gcollComm_t *comm, const struct gcoll_comm_init_args *args);
 
-/* A cpu-only plan for nranks ranks on nnodes nodes (nranks a multiple of
- * nnodes; one node uses this host's name, several get "<host>-v<i>"),
- * written to plan.yaml in a fresh private directory under parent (NULL:
- * $TMPDIR, else /tmp). The topology is cpu-only.yaml found like gcollrun
- * finds it: $GCOLL_TOPO_DIR, the installed directory, the source tree.
- * Returns 0 with dir and path filled, or -1 with one line in err. */
-int gcoll_local_plan_write(int nranks, int nnodes, const char *parent, char *dir, size_t dirlen,
-                           char *path, size_t pathlen, char *err, size_t errlen);
+/* A plan for nranks ranks on nnodes virtual nodes of this host (nranks a
+ * multiple of nnodes; one node uses this host's name, several get
+ * "<host>-v<i>"), every node of topology `topo` (NULL: cpu-only; a name is
+ * looked up like everywhere else: $GCOLL_TOPO_DIR, the installed directory,
+ * the source tree), written to plan.yaml in a fresh private directory under
+ * parent (NULL: $TMPDIR, else /tmp). Returns 0 with dir and path filled, or
+ * -1 with one line in err. */
+int gcoll_local_plan_write(int nranks, int nnodes, const char *topo, const char *parent,
+                           char *dir, size_t dirlen, char *path, size_t pathlen, char *err,
+                           size_t errlen);
 /* Removes what gcoll_local_plan_write created. */
 void gcoll_local_plan_remove(const char *dir);
 

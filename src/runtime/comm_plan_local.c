@@ -1,8 +1,7 @@
-/* Plans computed inside the library, for the init paths that have no
- * launcher to compute one (gcollCommInitAll, gcollCommInitRank). Same
- * inputs as gcollrun's own computed plan: the cpu-only topology, found in
- * the same directories in the same order (launcher/topo_lookup.c is not
- * part of libgcoll, so the few lines of the search are repeated here). */
+/* Plans for ranks on virtual nodes of this host, computed by whoever has no
+ * scheduler to ask: gcollrun, gcollCommInitAll and gcollCommInitRank. One
+ * function for all three, so the same job gets the same plan whichever way
+ * it started. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -43,12 +42,13 @@ static char **node_hosts(int nnodes) {
   return names;
 }
 
-static struct gcoll_plan *build(int nranks, int nnodes, char *err, size_t errlen) {
+static struct gcoll_plan *build(int nranks, int nnodes, const char *topo_name, char *err,
+                                size_t errlen) {
   if (nranks < 1 || nnodes < 1 || nranks % nnodes != 0) {
     snprintf(err, errlen, "%d ranks do not split evenly over %d nodes", nranks, nnodes);
     return NULL;
   }
-  struct gcoll_topo *topo = gcoll_topo_load_name("cpu-only", err, errlen);
+  struct gcoll_topo *topo = gcoll_topo_load_name(topo_name, err, errlen);
   if (topo == NULL) return NULL;
   struct gcoll_plan *plan = NULL;
   const struct gcoll_topo **node_topo = calloc((size_t)nnodes, sizeof(*node_topo));
@@ -57,6 +57,8 @@ static struct gcoll_plan *build(int nranks, int nnodes, char *err, size_t errlen
     snprintf(err, errlen, "out of memory for %d nodes", nnodes);
   } else {
     for (int i = 0; i < nnodes; i++) node_topo[i] = topo;
+    /* ranks_per_node is explicit even on CPU-only nodes with fewer cores:
+     * the user asked for N ranks, oversubscription is theirs to choose. */
     struct gcoll_plan_input in = {.nnodes = nnodes, .node_topo = node_topo,
                                   .node_host = (const char **)hosts,
                                   .ranks_per_node = nranks / nnodes,
@@ -69,10 +71,11 @@ static struct gcoll_plan *build(int nranks, int nnodes, char *err, size_t errlen
   return plan;
 }
 
-int gcoll_local_plan_write(int nranks, int nnodes, const char *parent, char *dir, size_t dirlen,
-                           char *path, size_t pathlen, char *err, size_t errlen) {
+int gcoll_local_plan_write(int nranks, int nnodes, const char *topo, const char *parent,
+                           char *dir, size_t dirlen, char *path, size_t pathlen, char *err,
+                           size_t errlen) {
   dir[0] = '\0';
-  struct gcoll_plan *plan = build(nranks, nnodes, err, errlen);
+  struct gcoll_plan *plan = build(nranks, nnodes, topo ? topo : "cpu-only", err, errlen);
   if (plan == NULL) return -1;
   if (parent == NULL || *parent == '\0') parent = getenv("TMPDIR");
   if (parent == NULL || *parent == '\0') parent = "/tmp";

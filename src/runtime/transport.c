@@ -1,5 +1,6 @@
 /* Transport lookup and what the transports share. */
 #define _GNU_SOURCE
+#include "config.h"
 #include "runtime/transport.h"
 
 #include <dirent.h>
@@ -19,11 +20,17 @@
 static const struct gcoll_transport_ops *const all_transports[] = {
     &gcoll_transport_shm_ops,
     &gcoll_transport_socket_ops,
+#ifdef HAVE_VERBS
+    &gcoll_transport_ib_ops,
+#endif
 };
 
 const struct gcoll_transport_ops *gcoll_transport_by_name(const char *name) {
   if (name == NULL) return NULL;
   if (strcmp(name, "socket") == 0) return &gcoll_transport_socket_ops;
+#ifdef HAVE_VERBS
+  if (strcmp(name, "ib") == 0) return &gcoll_transport_ib_ops;
+#endif
   for (size_t i = 0; i < sizeof(all_transports) / sizeof(all_transports[0]); i++)
     if (strcmp(name, all_transports[i]->name) == 0) return all_transports[i];
   return NULL;

@@ -91,8 +91,11 @@ struct gcoll_transport_ops {
 };
 
 extern const struct gcoll_transport_ops gcoll_transport_shm_ops, gcoll_transport_socket_ops;
+/* Only in builds with libibverbs (HAVE_VERBS): net_ib.c. */
+extern const struct gcoll_transport_ops gcoll_transport_ib_ops;
 
-/* "shm", "net/socket" (and the alias "socket"); NULL for anything else. */
+/* "shm", "net/socket" (and the alias "socket"), in verbs builds "net/ib"
+ * (alias "ib"); NULL for anything else. */
 const struct gcoll_transport_ops *gcoll_transport_by_name(const char *name);
 
 /* GCOLL_TRANSPORT: *ops = the forced transport, or NULL when the variable

@@ -1,0 +1,34 @@
+# The SPANK plugin (srun --gcoll=plan). A self-contained module: the graph
+# code is linked in, nothing but the SPANK symbols is exported, and it is
+# never built with the sanitizers (slurmstepd does not load the ASan
+# runtime first, so an instrumented plugin could not be loaded).
+SPANK_PLUGIN_SOURCES = src/launcher/spank/spank_gcoll.h src/launcher/spank/spank_config.c \
+	src/launcher/spank/spank_jobdir.c
+EXTRA_DIST += src/launcher/spank/spank.map etc/plugstack.conf.d/gcoll.conf
+if HAVE_SPANK
+spankdir = $(libdir)/slurm
+spank_LTLIBRARIES = spank_gcoll.la
+spank_gcoll_la_SOURCES = $(SPANK_PLUGIN_SOURCES) \
+	src/launcher/spank/spank_plugin.h src/launcher/spank/spank_plugin.c \
+	src/launcher/spank/spank_remote.c src/launcher/spank/spank_gather.c \
+	src/launcher/spank/spank_epilog.c $(GRAPH_SOURCES)
+spank_gcoll_la_CFLAGS = $(WARN_CFLAGS) $(AX_PTHREAD_CFLAGS) $(YAML_CFLAGS) $(HWLOC_CFLAGS)
+spank_gcoll_la_LDFLAGS = -module -avoid-version -shared \
+	-Wl,--version-script=$(srcdir)/src/launcher/spank/spank.map
+spank_gcoll_la_LIBADD = $(YAML_LIBS) $(HWLOC_LIBS) $(VERBS_LIBS) -ldl -lm
+endif
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_spank_files
+TESTS += tests/unit/test_spank_files
+tests_unit_test_spank_files_SOURCES = tests/unit/test_spank_files.c $(SPANK_PLUGIN_SOURCES)
+tests_unit_test_spank_files_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_spank_files_LDADD = $(UNIT_LDADD)
+endif
+
+# Tests on a real Slurm (contrib/slurm). They skip unless GCOLL_TEST_SLURM=1,
+# because they install packages and start daemons as root; CI runs them in a
+# step of their own (.ci/run).
+TESTS += tests/slurm/test_cluster.sh tests/slurm/test_spank.sh
+EXTRA_DIST += contrib/slurm/up contrib/slurm/down contrib/slurm/lib.sh contrib/slurm/README.md \
+	tests/slurm/lib.sh tests/slurm/test_cluster.sh tests/slurm/test_spank.sh

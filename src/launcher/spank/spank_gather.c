@@ -1,0 +1,478 @@
+/* The plan phase of one step, as a file barrier in the step's private
+ * directory plandir/<job>.<step>/:
+ *   nodes/<i>.yaml   node i's name, task count and first rank
+ *   topo/<i>.yaml    node i's topology (written last: its presence says
+ *                    node i is done)
+ *   key              the step's job key (random; names shm segments)
+ *   plan.yaml        the plan, or
+ *   plan.error       why node 0 could not make one (one line)
+ * Node 0 waits for every topology, computes the plan (or copies it from
+ * plandir/<job>.cache/ when the node list and topologies are unchanged),
+ * and every node waits for plan.yaml or plan.error. Each write is atomic
+ * (rename), so a reader never sees half a file; each wait is bounded. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "graph/plan.h"
+#include "graph/topo.h"
+#include "graph/topo_lookup.h"
+#include "graph/yaml_doc.h"
+#include "launcher/spank/spank_gcoll.h"
+
+/* Node 0 gives up gathering this much before the others stop waiting for
+ * the plan, so they read its plan.error instead of timing out blind. */
+#define GATHER_SHARE 0.8
+/* Far beyond any cluster; bounds what node 0 allocates. */
+#define GCOLL_SPANK_MAX_NODES 100000u
+
+struct stepdir {
+  int root, step, topo, nodes;
+  char name[64];
+};
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void nap(double *step_ms) {
+  struct timespec ts = {0, (long)(*step_ms * 1e6)};
+  nanosleep(&ts, NULL);
+  if (*step_ms < 50) *step_ms *= 2;
+}
+
+static int exists(int dfd, const char *name) {
+  struct stat st;
+  return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static void stepdir_close(struct stepdir *d) {
+  int *fds[] = {&d->nodes, &d->topo, &d->step, &d->root};
+  for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+    if (*fds[i] >= 0) close(*fds[i]), *fds[i] = -1;
+}
+
+static int stepdir_open(const struct gcoll_spank_config *cfg, const struct gcoll_gather_node *me,
+                        struct stepdir *d, char *err, size_t errlen) {
+  d->root = d->step = d->topo = d->nodes = -1;
+  char why[GCOLL_SPANK_ERRLEN];
+  if (gcoll_jobdir_step_name(me->job, me->step, d->name, sizeof(d->name)) != 0) {
+    snprintf(err, errlen, "step %u.%u has no plan directory (special step id)", me->job, me->step);
+    return -1;
+  }
+  if (gcoll_jobdir_open_root(cfg->plandir, &d->root, err, errlen) != 0) return -1;
+  if (gcoll_jobdir_open_private(d->root, d->name, 1, me->uid, me->gid, &d->step, why,
+                                sizeof(why)) != 0 ||
+      gcoll_jobdir_open_private(d->step, "topo", 1, me->uid, me->gid, &d->topo, why,
+                                sizeof(why)) != 0 ||
+      gcoll_jobdir_open_private(d->step, "nodes", 1, me->uid, me->gid, &d->nodes, why,
+                                sizeof(why)) != 0) {
+    snprintf(err, errlen, "%s: %s", cfg->plandir, why);
+    stepdir_close(d);
+    return -1;
+  }
+  return 0;
+}
+
+/* Serialises through a memory stream, so that the file itself is written
+ * by gcoll_jobdir_write (atomic, no symlinks). */
+static int write_yaml(int dfd, const char *name,
+                      int (*fn)(const void *obj, void *stream, char *err, size_t errlen),
+                      const void *obj, char *err, size_t errlen) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (f == NULL) {
+    snprintf(err, errlen, "%s: %s", name, strerror(errno));
+    return -1;
+  }
+  int rc = fn(obj, f, err, errlen);
+  if (fclose(f) != 0 && rc == 0) {
+    snprintf(err, errlen, "%s: %s", name, strerror(errno));
+    rc = -1;
+  }
+  if (rc == 0) rc = gcoll_jobdir_write(dfd, name, buf, len, err, errlen);
+  free(buf);
+  return rc;
+}
+
+static int topo_writer(const void *obj, void *stream, char *err, size_t errlen) {
+  return gcoll_topo_write_stream(obj, stream, err, errlen);
+}
+static int plan_writer(const void *obj, void *stream, char *err, size_t errlen) {
+  return gcoll_plan_write_stream(obj, stream, err, errlen);
+}
+
+static struct gcoll_topo *load_topology(const char *topo, char *err, size_t errlen) {
+  if (strcmp(topo, "auto") == 0) return gcoll_topo_detect(err, errlen);
+  return gcoll_topo_load_name(topo, err, errlen);
+}
+
+/* ---- this node's contribution ---------------------------------------- */
+
+static int write_node(const struct stepdir *d, const struct gcoll_spank_config *cfg,
+                      const struct gcoll_gather_node *me, char *err, size_t errlen) {
+  char why[GCOLL_SPANK_ERRLEN], name[32], info[512];
+  struct gcoll_topo *topo = load_topology(cfg->topo, why, sizeof(why));
+  if (topo == NULL) {
+    snprintf(err, errlen, "topology (%s): %s", cfg->topo, why);
+    return -1;
+  }
+  snprintf(name, sizeof(name), "%u.yaml", me->node_index);
+  /* The node's name is quoted: YAML must not read "n1" or "1e3" as
+   * anything but a string. */
+  int n = snprintf(info, sizeof(info), "node: \"%s\"\ntasks: %u\nfirst_rank: %lld\n",
+                   me->node_name, me->ntasks_local, (long long)me->first_rank);
+  int rc = -1;
+  if (n < 0 || (size_t)n >= sizeof(info) || strpbrk(me->node_name, "\"\\\n") != NULL)
+    snprintf(err, errlen, "node name '%.64s' cannot be recorded", me->node_name);
+  else if (gcoll_jobdir_write(d->nodes, name, info, (size_t)n, why, sizeof(why)) != 0 ||
+           write_yaml(d->topo, name, topo_writer, topo, why, sizeof(why)) != 0)
+    snprintf(err, errlen, "%s: %s", d->name, why);
+  else
+    rc = 0;
+  gcoll_topo_free(topo);
+  return rc;
+}
+
+/* ---- node 0: gather, compute or reuse, publish -------------------------- */
+
+struct gathered {
+  int nnodes, ppn;
+  char **host;
+  struct gcoll_topo **topo;
+  uint32_t *hash;
+};
+
+static void gathered_free(struct gathered *g) {
+  for (int i = 0; i < g->nnodes; i++) {
+    if (g->host) free(g->host[i]);
+    if (g->topo) gcoll_topo_free(g->topo[i]);
+  }
+  free(g->host);
+  free(g->topo);
+  free(g->hash);
+}
+
+static int wait_topologies(const struct stepdir *d, int nnodes, double deadline, char *err,
+                           size_t errlen) {
+  double nap_ms = 1;
+  for (int i = 0; i < nnodes;) {
+    char name[32];
+    snprintf(name, sizeof(name), "%d.yaml", i);
+    if (exists(d->topo, name)) {
+      i++;
+      continue;
+    }
+    if (now_ms() > deadline) {
+      snprintf(err, errlen, "node %d of %d did not write its topology in time", i, nnodes);
+      return -1;
+    }
+    nap(&nap_ms);
+  }
+  return 0;
+}
+
+static int read_node(const struct stepdir *d, int i, struct gathered *g, int64_t *tasks,
+                     int64_t *first, char *err, size_t errlen) {
+  char name[32], what[64], why[GCOLL_SPANK_ERRLEN];
+  char *buf = NULL;
+  size_t len;
+  snprintf(name, sizeof(name), "%d.yaml", i);
+  snprintf(what, sizeof(what), "nodes/%d.yaml", i);
+  int rc = gcoll_jobdir_read(d->nodes, name, 4096, &buf, &len, why, sizeof(why));
+  if (rc != 0) {
+    if (rc > 0) snprintf(err, errlen, "nodes/%s is missing", name);
+    else snprintf(err, errlen, "nodes/%s", why);
+    return -1;
+  }
+  struct ydoc doc;
+  const struct ydoc_node *v;
+  char host[256];
+  rc = -1;
+  if (ydoc_parse(&doc, buf, len, what, err, errlen) == 0) {
+    if (ydoc_req(&doc, doc.root, "node", &v, err, errlen) == 0 &&
+        ydoc_str(&doc, v, "node", host, sizeof(host), err, errlen) == 0 &&
+        ydoc_req(&doc, doc.root, "tasks", &v, err, errlen) == 0 &&
+        ydoc_int(&doc, v, "tasks", 1, GCOLL_MAX_LOCAL_RANKS, tasks, err, errlen) == 0 &&
+        ydoc_req(&doc, doc.root, "first_rank", &v, err, errlen) == 0 &&
+        ydoc_int(&doc, v, "first_rank", -1, GCOLL_MAX_RANKS, first, err, errlen) == 0 &&
+        (g->host[i] = strdup(host)) != NULL)
+      rc = 0;
+    ydoc_free(&doc);
+  }
+  free(buf);
+  if (rc != 0) return -1;
+  buf = NULL;
+  snprintf(what, sizeof(what), "topo/%d.yaml", i);
+  rc = gcoll_jobdir_read(d->topo, name, GCOLL_SPANK_MAX_FILE, &buf, &len, why, sizeof(why));
+  if (rc != 0) {
+    snprintf(err, errlen, "topo/%s", rc > 0 ? "file vanished" : why);
+    return -1;
+  }
+  g->topo[i] = gcoll_topo_read_mem(buf, len, what, err, errlen);
+  free(buf);
+  if (g->topo[i] == NULL) return -1;
+  g->hash[i] = gcoll_topo_hash(g->topo[i]);
+  return 0;
+}
+
+static int gather(const struct stepdir *d, const struct gcoll_gather_node *me, struct gathered *g,
+                  char *err, size_t errlen) {
+  if (me->nnodes == 0 || me->nnodes > GCOLL_SPANK_MAX_NODES) {
+    snprintf(err, errlen, "a step of %u nodes is not supported", me->nnodes);
+    return -1;
+  }
+  int n = (int)me->nnodes;
+  g->nnodes = n;
+  g->host = calloc((size_t)n, sizeof(*g->host));
+  g->topo = calloc((size_t)n, sizeof(*g->topo));
+  g->hash = calloc((size_t)n, sizeof(*g->hash));
+  if (g->host == NULL || g->topo == NULL || g->hash == NULL) {
+    snprintf(err, errlen, "out of memory for %d nodes", n);
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    int64_t tasks, first;
+    if (read_node(d, i, g, &tasks, &first, err, errlen) != 0) return -1;
+    if (i == 0) g->ppn = (int)tasks;
+    /* Plans number ranks node by node, the same count on each: exactly
+     * Slurm's block distribution of a task count that divides evenly. */
+    if (tasks != g->ppn || first != (int64_t)i * g->ppn) {
+      snprintf(err, errlen, "node %d (%s) runs %lld tasks from rank %lld; a plan needs the same "
+                            "task count on every node in block order (use --ntasks-per-node "
+                            "and -m block)", i, g->host[i], (long long)tasks, (long long)first);
+      return -1;
+    }
+  }
+  if ((uint64_t)g->ppn * (uint64_t)n != me->ntasks_total) {
+    snprintf(err, errlen, "%d nodes x %d tasks is not the step's %u tasks", n, g->ppn,
+             me->ntasks_total);
+    return -1;
+  }
+  return 0;
+}
+
+static uint64_t fnv64(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+/* What a plan depends on: node names in order, their topologies, the task
+ * count per node. */
+static uint64_t cache_key(const struct gathered *g) {
+  uint64_t h = 14695981039346656037ull;
+  h = fnv64(h, &g->nnodes, sizeof(g->nnodes));
+  h = fnv64(h, &g->ppn, sizeof(g->ppn));
+  for (int i = 0; i < g->nnodes; i++) {
+    h = fnv64(h, g->host[i], strlen(g->host[i]) + 1);
+    h = fnv64(h, &g->hash[i], sizeof(g->hash[i]));
+  }
+  return h;
+}
+
+/* A cached plan is used only if it says what we would compute: same nodes
+ * in the same order and valid (a hash collision or a damaged cache entry
+ * falls back to computing). */
+static struct gcoll_plan *cache_lookup(int cdir, const char *name, const struct gathered *g,
+                                       const struct gcoll_gather_node *me) {
+  char *buf = NULL, why[GCOLL_SPANK_ERRLEN];
+  size_t len;
+  if (gcoll_jobdir_read(cdir, name, GCOLL_SPANK_MAX_FILE, &buf, &len, why, sizeof(why)) != 0)
+    return NULL;
+  struct gcoll_plan *plan = gcoll_plan_read_mem(buf, len, name, why, sizeof(why));
+  free(buf);
+  int ok = plan != NULL && gcoll_plan_verify(plan, why, sizeof(why)) == 0 &&
+           plan->nnodes == g->nnodes && plan->nranks == (int)me->ntasks_total;
+  for (int i = 0; ok && i < g->nnodes; i++) ok = strcmp(plan->node_host[i], g->host[i]) == 0;
+  if (!ok) {
+    gcoll_plan_free(plan);
+    return NULL;
+  }
+  plan->job.id = me->job;
+  plan->job.step = me->step;
+  return plan;
+}
+
+static struct gcoll_plan *compute(const struct gathered *g, const struct gcoll_gather_node *me,
+                                  char *err, size_t errlen) {
+  struct gcoll_plan_input in = {
+      .nnodes = g->nnodes,
+      .node_topo = (const struct gcoll_topo **)g->topo,
+      .node_host = (const char **)g->host,
+      .ranks_per_node = g->ppn,
+      .job_id = me->job,
+      .step_id = me->step,
+  };
+  struct gcoll_plan *plan = gcoll_plan_build(&in, err, errlen);
+  if (plan != NULL && gcoll_plan_verify(plan, err, errlen) != 0) {
+    gcoll_plan_free(plan);
+    plan = NULL;
+  }
+  return plan;
+}
+
+static int write_key(const struct stepdir *d, char *err, size_t errlen) {
+  unsigned char raw[16];
+  char hex[2 * sizeof(raw) + 1];
+  if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+    snprintf(err, errlen, "getrandom: %s", strerror(errno));
+    return -1;
+  }
+  for (size_t i = 0; i < sizeof(raw); i++) snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+  return gcoll_jobdir_write(d->step, "key", hex, strlen(hex), err, errlen);
+}
+
+static int node0_plan(const struct gcoll_spank_config *cfg, const struct stepdir *d,
+                      const struct gcoll_gather_node *me, double deadline,
+                      struct gcoll_gather_result *out, char *err, size_t errlen) {
+  struct gathered g = {0};
+  struct gcoll_plan *plan = NULL;
+  int cdir = -1, rc = -1;
+  char cname[64], centry[40], why[GCOLL_SPANK_ERRLEN];
+  if (wait_topologies(d, (int)me->nnodes, deadline, err, errlen) != 0 ||
+      gather(d, me, &g, err, errlen) != 0)
+    goto out;
+  snprintf(centry, sizeof(centry), "%016llx.yaml", (unsigned long long)cache_key(&g));
+  snprintf(cname, sizeof(cname), "%u.cache", me->job);
+  /* The cache is an optimisation: if its directory is unusable the plan is
+   * computed, never refused. */
+  if (cfg->cache &&
+      gcoll_jobdir_open_private(d->root, cname, 1, me->uid, me->gid, &cdir, why, sizeof(why)) == 0)
+    plan = cache_lookup(cdir, centry, &g, me);
+  out->from_cache = plan != NULL;
+  if (plan == NULL && (plan = compute(&g, me, err, errlen)) == NULL) goto out;
+  if (write_key(d, err, errlen) != 0 ||
+      write_yaml(d->step, "plan.yaml", plan_writer, plan, err, errlen) != 0)
+    goto out;
+  if (cdir >= 0 && !out->from_cache)
+    write_yaml(cdir, centry, plan_writer, plan, why, sizeof(why)); /* best effort */
+  rc = 0;
+out:
+  if (cdir >= 0) close(cdir);
+  gcoll_plan_free(plan);
+  gathered_free(&g);
+  return rc;
+}
+
+/* ---- every node: wait for the outcome ----------------------------------- */
+
+static int wait_plan(const struct stepdir *d, double deadline, char *err, size_t errlen) {
+  double nap_ms = 1;
+  for (;;) {
+    if (exists(d->step, "plan.yaml")) return 0;
+    char *buf = NULL;
+    size_t len;
+    int rc = gcoll_jobdir_read(d->step, "plan.error", 1024, &buf, &len, err, errlen);
+    if (rc == 0) {
+      len = strcspn(buf, "\n");
+      snprintf(err, errlen, "node 0: %.*s", (int)len, buf);
+      free(buf);
+      return -1;
+    }
+    if (rc < 0) return -1;
+    if (now_ms() > deadline) {
+      snprintf(err, errlen, "no plan from node 0 in time (is plandir shared by all nodes?)");
+      return -1;
+    }
+    nap(&nap_ms);
+  }
+}
+
+static int read_key(const struct stepdir *d, char *key, size_t keylen, char *err, size_t errlen) {
+  char *buf = NULL;
+  size_t len;
+  int rc = gcoll_jobdir_read(d->step, "key", 256, &buf, &len, err, errlen);
+  if (rc != 0) {
+    if (rc > 0) snprintf(err, errlen, "the step's key file is missing");
+    return -1;
+  }
+  rc = len > 0 && len < keylen && strspn(buf, "0123456789abcdef") == len ? 0 : -1;
+  if (rc == 0) snprintf(key, keylen, "%s", buf);
+  else snprintf(err, errlen, "the step's key file is malformed");
+  free(buf);
+  return rc;
+}
+
+int gcoll_spank_gather(const struct gcoll_spank_config *cfg, const struct gcoll_gather_node *me,
+                       struct gcoll_gather_result *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof(*out));
+  double t0 = now_ms(), deadline = t0 + cfg->timeout_s * 1e3;
+  struct stepdir d;
+  if (stepdir_open(cfg, me, &d, err, errlen) != 0) return -1;
+  int rc = -1;
+  if (write_node(&d, cfg, me, err, errlen) != 0) goto out;
+  if (me->node_index == 0) {
+    char why[GCOLL_SPANK_ERRLEN];
+    if (node0_plan(cfg, &d, me, t0 + GATHER_SHARE * cfg->timeout_s * 1e3, out, err, errlen) != 0) {
+      /* Tell the other nodes why, so they stop waiting with the reason. */
+      gcoll_jobdir_write(d.step, "plan.error", err, strlen(err), why, sizeof(why));
+      goto out;
+    }
+    out->build_ms = now_ms() - t0;
+  }
+  if (wait_plan(&d, deadline, err, errlen) != 0 ||
+      read_key(&d, out->job_key, sizeof(out->job_key), err, errlen) != 0)
+    goto out;
+  int n = snprintf(out->plan_path, sizeof(out->plan_path), "%s/%s/plan.yaml", cfg->plandir,
+                   d.name);
+  if (n < 0 || (size_t)n >= sizeof(out->plan_path)) {
+    snprintf(err, errlen, "plan path too long");
+    goto out;
+  }
+  rc = 0;
+out:
+  stepdir_close(&d);
+  return rc;
+}
+
+/* ---- --gcoll=FILE --------------------------------------------------------- */
+
+int gcoll_spank_check_file(const char *path, const struct gcoll_gather_node *me,
+                           struct gcoll_gather_result *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof(*out));
+  char why[GCOLL_SPANK_ERRLEN];
+  struct gcoll_plan *plan = gcoll_plan_read_file(path, why, sizeof(why));
+  if (plan == NULL) {
+    snprintf(err, errlen, "%s", why);
+    return -1;
+  }
+  int rc = -1, i = (int)me->node_index;
+  if (gcoll_plan_verify(plan, why, sizeof(why)) != 0)
+    snprintf(err, errlen, "%s: invalid plan: %s", path, why);
+  else if (plan->nranks != (int)me->ntasks_total || plan->nnodes != (int)me->nnodes)
+    snprintf(err, errlen, "%s: plan is for %d ranks on %d nodes, the step has %u tasks on %u "
+                          "nodes", path, plan->nranks, plan->nnodes, me->ntasks_total, me->nnodes);
+  else if (strcmp(plan->node_host[i], me->node_name) != 0)
+    snprintf(err, errlen, "%s: plan puts node %d on '%s', the step runs it on '%s'", path, i,
+             plan->node_host[i], me->node_name);
+  else if (plan->classes[plan->node_class[i]].nlocal != (int)me->ntasks_local ||
+           plan->node_first_rank[i] != me->first_rank)
+    snprintf(err, errlen, "%s: plan gives node %s ranks %d..%d, the step runs tasks %lld..%lld "
+                          "there", path, me->node_name, plan->node_first_rank[i],
+             plan->node_first_rank[i] + plan->classes[plan->node_class[i]].nlocal - 1,
+             (long long)me->first_rank, (long long)me->first_rank + me->ntasks_local - 1);
+  else
+    rc = 0;
+  gcoll_plan_free(plan);
+  if (rc != 0) return -1;
+  snprintf(out->plan_path, sizeof(out->plan_path), "%s", path);
+  /* Every node derives the same key without talking to the others. */
+  char id[32];
+  snprintf(id, sizeof(id), "%u.%u", me->job, me->step);
+  snprintf(out->job_key, sizeof(out->job_key), "%016llx",
+           (unsigned long long)fnv64(14695981039346656037ull, id, strlen(id)));
+  return 0;
+}

@@ -1,0 +1,113 @@
+/* The gcoll SPANK plugin: `srun --gcoll=plan` gathers every node's topology
+ * at step start, one node computes the step's plan, every task gets
+ * GCOLL_PLAN. Files, one concern each, like pyxis:
+ *   spank_plugin.c   the SPANK symbols: dispatch on spank_context()
+ *   spank_config.c   plugstack.conf arguments and the --gcoll value
+ *   spank_remote.c   slurmstepd: user_init (the plan phase), task_init
+ *   spank_gather.c   the file barrier: topologies in, plan out, cache
+ *   spank_jobdir.c   safe files under plandir (no symlinks, 0700, sizes)
+ *   spank_epilog.c   slurmd job epilog: removes the job's directories
+ * Only spank_plugin.c, spank_remote.c and spank_epilog.c talk to Slurm;
+ * the rest report through err buffers, so the tests can drive them. */
+#ifndef GCOLL_SPANK_GCOLL_H
+#define GCOLL_SPANK_GCOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define GCOLL_SPANK_ERRLEN 512
+#define GCOLL_SPANK_PATH_MAX 1024
+
+enum gcoll_spank_mode {
+  GCOLL_MODE_OFF = 0,   /* default: the job is untouched */
+  GCOLL_MODE_PLAN,      /* gather, compute, export; failure = warning */
+  GCOLL_MODE_STRICT,    /* plan:strict: failure fails the step */
+  GCOLL_MODE_FILE,      /* an existing plan, verified against the step */
+};
+
+/* plugstack.conf arguments, parsed once in slurm_spank_init. */
+struct gcoll_spank_config {
+  char plandir[GCOLL_SPANK_PATH_MAX];  /* required */
+  char topo[GCOLL_SPANK_PATH_MAX];     /* "auto" or a topology file/name */
+  int timeout_s;                       /* every wait of the plan phase */
+  int cache;                           /* reuse plans across steps of a job */
+};
+
+struct gcoll_spank_option {
+  enum gcoll_spank_mode mode;
+  char file[GCOLL_SPANK_PATH_MAX];     /* GCOLL_MODE_FILE */
+};
+
+/* Parses "key=value" arguments; unknown keys, bad values and a missing
+ * plandir are refused. */
+int gcoll_spank_config_parse(struct gcoll_spank_config *cfg, int argc, char **argv, char *err,
+                             size_t errlen);
+/* Parses --gcoll's value: off, plan, plan:strict, or an absolute path. */
+int gcoll_spank_option_parse(struct gcoll_spank_option *opt, const char *value, char *err,
+                             size_t errlen);
+const char *gcoll_spank_mode_name(enum gcoll_spank_mode mode);
+
+/* ---- spank_jobdir.c: files under plandir -------------------------------- */
+
+/* Slurm's special step ids (batch script, extern, interactive, ...) start
+ * here; they never get a plan. */
+#define GCOLL_SPANK_SPECIAL_STEP 0xFFFFFFF0u
+/* Largest file the plugin reads (topology, node info, plan). */
+#define GCOLL_SPANK_MAX_FILE (16u << 20)
+
+/* Opens plandir itself (the administrator's directory; it may be a link). */
+int gcoll_jobdir_open_root(const char *plandir, int *fd, char *err, size_t errlen);
+/* Creates (when create) and opens the private directory `name` under
+ * parent: never through a symlink, and refused unless owned by uid with no
+ * access for group or others. Created 0700; a root caller hands it to
+ * uid:gid. */
+int gcoll_jobdir_open_private(int parent, const char *name, int create, uid_t uid, gid_t gid,
+                              int *fd, char *err, size_t errlen);
+/* Writes name atomically (O_EXCL temp file, fsync, rename), mode 0600. */
+int gcoll_jobdir_write(int dfd, const char *name, const void *buf, size_t len, char *err,
+                       size_t errlen);
+/* Reads a regular file (no symlink, no FIFO) of at most max bytes into a
+ * malloc'd NUL-terminated buffer. Returns 0, 1 when it does not exist
+ * (yet), -1 on error. */
+int gcoll_jobdir_read(int dfd, const char *name, size_t max, char **buf, size_t *len,
+                      char *err, size_t errlen);
+/* Removes directory `name` under parent with its files and one level of
+ * subdirectories, following no link. Missing is not an error. */
+int gcoll_jobdir_remove(int parent, const char *name, char *err, size_t errlen);
+/* "<job>.<step>"; -1 for a special step id. */
+int gcoll_jobdir_step_name(uint32_t job, uint32_t step, char *out, size_t outlen);
+
+/* ---- spank_gather.c: the plan phase of one node -------------------------- */
+
+struct gcoll_gather_node {
+  uint32_t job, step;
+  uint32_t node_index, nnodes;  /* this node's index in the step */
+  uint32_t ntasks_total;
+  uint32_t ntasks_local;
+  int64_t first_rank;           /* global id of local task 0 when the
+                                   local ids are consecutive, else -1 */
+  char node_name[256];          /* SLURMD_NODENAME */
+  uid_t uid;
+  gid_t gid;
+};
+
+struct gcoll_gather_result {
+  char plan_path[GCOLL_SPANK_PATH_MAX];
+  char job_key[64];             /* hex, shared by every node of the step */
+  int from_cache;               /* node 0: reused, not recomputed */
+  double build_ms;              /* node 0: gather wait + compute/cache */
+};
+
+/* The whole plan phase on this node: write the topology, (node 0) compute
+ * or reuse the plan, wait for it. Bounded by cfg->timeout_s. On failure a
+ * one-line reason (the same on every node when node 0 failed). */
+int gcoll_spank_gather(const struct gcoll_spank_config *cfg, const struct gcoll_gather_node *me,
+                       struct gcoll_gather_result *out, char *err, size_t errlen);
+
+/* --gcoll=FILE: checks the plan fits this step (ranks, nodes, this node's
+ * name and task count). */
+int gcoll_spank_check_file(const char *path, const struct gcoll_gather_node *me,
+                           struct gcoll_gather_result *out, char *err, size_t errlen);
+
+#endif

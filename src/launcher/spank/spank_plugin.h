@@ -1,0 +1,27 @@
+/* State the SPANK callbacks of one process share (each slurmstepd, srun,
+ * slurmd epilog loads the plugin once), and the per-context handlers. */
+#ifndef GCOLL_SPANK_PLUGIN_H
+#define GCOLL_SPANK_PLUGIN_H
+
+#include <slurm/spank.h>
+
+#include "launcher/spank/spank_gcoll.h"
+
+struct gcoll_spank_state {
+  int config_ok;
+  struct gcoll_spank_config config;
+  struct gcoll_spank_option option;
+  /* slurmstepd: outcome of the plan phase */
+  int have_plan;
+  int failed;                      /* strict mode fails the tasks */
+  char reason[GCOLL_SPANK_ERRLEN];
+};
+
+extern struct gcoll_spank_state gcoll_spank;
+
+int gcoll_spank_remote_user_init(spank_t sp);
+int gcoll_spank_remote_task_init_privileged(spank_t sp);
+int gcoll_spank_remote_task_init(spank_t sp);
+int gcoll_spank_job_epilog(spank_t sp);
+
+#endif

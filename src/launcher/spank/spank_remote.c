@@ -1,0 +1,152 @@
+/* slurmstepd (remote context): the plan phase runs once per node in
+ * user_init, before any task is forked, with the job user's privileges;
+ * task_init then gives every task its rank. A failure never blocks the
+ * step in `plan` mode: the tasks run without GCOLL_PLAN, and the reason
+ * reaches the job's stderr. In `plan:strict` the tasks are failed from
+ * task_init_privileged (see there). */
+#include <slurm/spank.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launcher/spank/spank_plugin.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int get_u32(spank_t sp, spank_item_t item, uint32_t *out) {
+  return spank_get_item(sp, item, out) == ESPANK_SUCCESS ? 0 : -1;
+}
+
+/* What this node knows about the step; -1 with a reason if Slurm cannot
+ * tell, 1 for steps that never get a plan (batch script, extern, ...). */
+static int describe_node(spank_t sp, struct gcoll_gather_node *me, char *err, size_t errlen) {
+  memset(me, 0, sizeof(*me));
+  if (get_u32(sp, S_JOB_ID, &me->job) != 0 || get_u32(sp, S_JOB_STEPID, &me->step) != 0) {
+    snprintf(err, errlen, "cannot read the job and step id");
+    return -1;
+  }
+  if (me->step >= GCOLL_SPANK_SPECIAL_STEP) return 1;
+  if (get_u32(sp, S_JOB_NNODES, &me->nnodes) != 0 ||
+      get_u32(sp, S_JOB_NODEID, &me->node_index) != 0 ||
+      get_u32(sp, S_JOB_TOTAL_TASK_COUNT, &me->ntasks_total) != 0 ||
+      get_u32(sp, S_JOB_LOCAL_TASK_COUNT, &me->ntasks_local) != 0 ||
+      spank_get_item(sp, S_JOB_UID, &me->uid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_GID, &me->gid) != ESPANK_SUCCESS) {
+    snprintf(err, errlen, "cannot read the step's layout from Slurm");
+    return -1;
+  }
+  if (me->ntasks_local == 0 || me->node_index >= me->nnodes) {
+    snprintf(err, errlen, "node %u of %u runs %u tasks", me->node_index, me->nnodes,
+             me->ntasks_local);
+    return -1;
+  }
+  /* Plans hold a node's ranks as one range: record where it starts, or -1
+   * when the local tasks are not consecutive (cyclic distribution). */
+  uint32_t first = 0;
+  me->first_rank = -1;
+  if (spank_get_item(sp, S_JOB_LOCAL_TO_GLOBAL_ID, (uint32_t)0, &first) == ESPANK_SUCCESS) {
+    me->first_rank = first;
+    for (uint32_t i = 1; i < me->ntasks_local; i++) {
+      uint32_t g = 0;
+      if (spank_get_item(sp, S_JOB_LOCAL_TO_GLOBAL_ID, i, &g) != ESPANK_SUCCESS ||
+          g != first + i) {
+        me->first_rank = -1;
+        break;
+      }
+    }
+  }
+  /* Slurm's name for the node, which plans use: several slurmd may share
+   * one host, and NodeName need not be the hostname. */
+  const char *name = getenv("SLURMD_NODENAME");
+  if (name != NULL && *name != '\0') snprintf(me->node_name, sizeof(me->node_name), "%s", name);
+  else if (gethostname(me->node_name, sizeof(me->node_name) - 1) != 0)
+    snprintf(me->node_name, sizeof(me->node_name), "node%u", me->node_index);
+  return 0;
+}
+
+static int export_plan(spank_t sp, const struct gcoll_gather_result *res, char *err,
+                       size_t errlen) {
+  if (spank_setenv(sp, "GCOLL_PLAN", res->plan_path, 1) != ESPANK_SUCCESS ||
+      spank_setenv(sp, "GCOLL_JOB_KEY", res->job_key, 1) != ESPANK_SUCCESS) {
+    snprintf(err, errlen, "cannot set GCOLL_PLAN in the job's environment");
+    return -1;
+  }
+  return 0;
+}
+
+int gcoll_spank_remote_user_init(spank_t sp) {
+  struct gcoll_spank_state *st = &gcoll_spank;
+  if (st->option.mode == GCOLL_MODE_OFF) return 0;
+  struct gcoll_gather_node me;
+  struct gcoll_gather_result res;
+  char err[GCOLL_SPANK_ERRLEN] = "";
+  double t0 = now_ms();
+  int rc = describe_node(sp, &me, err, sizeof(err));
+  if (rc > 0) return 0;
+  if (rc == 0) {
+    rc = st->option.mode == GCOLL_MODE_FILE
+             ? gcoll_spank_check_file(st->option.file, &me, &res, err, sizeof(err))
+             : gcoll_spank_gather(&st->config, &me, &res, err, sizeof(err));
+  }
+  if (rc == 0) rc = export_plan(sp, &res, err, sizeof(err));
+  if (rc == 0) {
+    st->have_plan = 1;
+    if (me.node_index == 0)
+      slurm_info("gcoll: step %u.%u: plan phase %.1f ms on node 0 (%s, %u nodes, %u tasks): %s",
+                 me.job, me.step, now_ms() - t0,
+                 st->option.mode == GCOLL_MODE_FILE ? "given file"
+                 : res.from_cache                   ? "from cache"
+                                                    : "computed",
+                 me.nnodes, me.ntasks_total, res.plan_path);
+    return 0;
+  }
+  /* A GCOLL_PLAN the user exported by hand must not be mistaken for this
+   * step's plan. */
+  spank_unsetenv(sp, "GCOLL_PLAN");
+  snprintf(st->reason, sizeof(st->reason), "%s", err);
+  /* A plan file the user named must fit: running without it would hide
+   * the mistake. */
+  if (st->option.mode == GCOLL_MODE_STRICT || st->option.mode == GCOLL_MODE_FILE) {
+    st->failed = 1;
+    slurm_error("gcoll: no plan for this step (--gcoll=%s fails it): %s",
+                st->option.mode == GCOLL_MODE_FILE ? st->option.file : "plan:strict", err);
+  } else {
+    slurm_error("gcoll: no plan for this step, running without GCOLL_PLAN: %s", err);
+  }
+  return 0;
+}
+
+int gcoll_spank_remote_task_init_privileged(spank_t sp) {
+  (void)sp;
+  /* Slurm ignores what an `optional` plugin's callbacks return (only a
+   * `required` one can fail a task that way), and gcoll is shipped
+   * optional so that a broken gcoll never stops jobs that did not ask for
+   * it. A step that asked for plan:strict is failed by ending each task
+   * here, in the forked child before exec: srun then reports the tasks'
+   * exit code 1 after the reason user_init already logged. */
+  if (gcoll_spank.failed) _exit(1);
+  return 0;
+}
+
+int gcoll_spank_remote_task_init(spank_t sp) {
+  if (!gcoll_spank.have_plan) return 0;
+  uint32_t global = 0;
+  int local = 0;
+  char buf[16];
+  if (spank_get_item(sp, S_TASK_GLOBAL_ID, &global) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS) {
+    slurm_error("gcoll: cannot read the task's rank; GCOLL_RANK not set");
+    return 0;
+  }
+  snprintf(buf, sizeof(buf), "%u", global);
+  spank_setenv(sp, "GCOLL_RANK", buf, 1);
+  snprintf(buf, sizeof(buf), "%d", local);
+  spank_setenv(sp, "GCOLL_LOCAL_RANK", buf, 1);
+  return 0;
+}

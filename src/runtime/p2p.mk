@@ -1,0 +1,8 @@
+# Point-to-point send/recv with connections made on first use, and groups.
+libgcoll_la_SOURCES += src/runtime/comm_p2p.h src/runtime/comm_p2p.c src/runtime/comm_group.c
+
+check_PROGRAMS += tests/integration/p2p_check
+tests_integration_p2p_check_SOURCES = tests/integration/p2p_check.c
+tests_integration_p2p_check_LDADD = libgcoll.la
+TESTS += tests/integration/test_p2p.sh
+EXTRA_DIST += tests/integration/test_p2p.sh

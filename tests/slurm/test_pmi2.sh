@@ -1,0 +1,186 @@
+#!/bin/bash
+# The pmi2 bootstrap under a real Slurm (contrib/slurm/up: nodes n1..n4 on this host), with real
+# processes started by srun --mpi=pmi2 and nothing but GCOLL_PLAN set:
+#   - pmi2_probe: the bootstrap contract over PMI2 (values of 0..64 KiB split over many PMI2
+#     keys, keys PMI2 cannot take, a key nobody put, the lost-rank key, barrier, no second open
+#     after PMI2_Finalize), one job key shared by all ranks of a step and another for the next;
+#   - gcoll-perf: allreduce on 2 nodes x 2 ranks and 4 nodes x 2 ranks (8 B .. 1 MiB), and every
+#     other collective on 2 x 2, with zero wrong elements on every row;
+#   - srun without --mpi=pmi2: every rank fails at once with the one line saying what to add;
+#   - a rank that never reaches the fence (exits, or sleeps past GCOLL_TIMEOUT=2): the others
+#     fail after ~2 s with one line each, the step ends;
+#   - GCOLL_RANK set but not the PMI2 rank: one line per rank naming both.
+# Skips (77) unless root, GCOLL_TEST_SLURM=1, Slurm can be brought up, and gcoll has PMI2.
+# Run by `make check`, or by hand:
+#   GCOLL_TEST_SLURM=1 top_srcdir=/path/to/src top_builddir=/path/to/build tests/slurm/test_pmi2.sh
+
+# ok never fails, so "check && ok || bad" is safe; bash -c strings expand in the task.
+# shellcheck disable=SC2015,SC2016
+set -u -o pipefail
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
+top_builddir=${top_builddir:-.}
+top_builddir=$(cd "$top_builddir" && pwd)
+PERF=$top_builddir/gcoll-perf
+PLANTOOL=$top_builddir/gcoll-plan
+PROBE=$top_builddir/tests/slurm/pmi2_probe
+export GCOLL_TOPO_DIR="${GCOLL_TOPO_DIR:-$top_srcdir/etc/topologies}"
+# srun passes our environment on: nothing but GCOLL_PLAN may tell the ranks who they are.
+unset GCOLL_RANK GCOLL_NRANKS GCOLL_JOB_KEY GCOLL_KVS_ADDR GCOLL_BOOTSTRAP GCOLL_NODE \
+  GCOLL_TIMEOUT GCOLL_ALGO GCOLL_PROTO GCOLL_TRANSPORT GCOLL_PERF_INJECT_ERROR GCOLL_PLAN
+
+if [[ ! -x $PROBE ]]; then
+  echo "skipped: gcoll built without PMI2 (no $PROBE)"
+  exit 77
+fi
+for exe in "$PERF" "$PLANTOOL"; do
+  [[ -x $exe ]] || { echo "test_pmi2: no executable $exe" >&2; exit 1; }
+done
+
+# shellcheck source=tests/slurm/lib.sh
+. "$top_srcdir/tests/slurm/lib.sh"
+slurm_require
+
+tmp=$(mktemp -d /tmp/gcoll-pmi2-test.XXXXXX) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+failures=0
+ok() { echo "ok: $*"; }
+bad() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# run_srun, and in sanitizer builds a leak or error report fails the test even where the ranks
+# are meant to fail (their exit status then proves nothing).
+srun_checked() {
+  run_srun "$@"
+  local rc=$?
+  ! grep -q 'Sanitizer\|runtime error:' <<<"$srun_out" ||
+    bad "sanitizer report in srun $*: $(grep -m3 'Sanitizer\|runtime error:' <<<"$srun_out")" >&2
+  return "$rc"
+}
+
+# The ranks must be laid out as the plan says: K per node, in node order.
+plan_for() {
+  "$PLANTOOL" generate -q -t cpu-only -H "$1" -k "$2" -o "$3" ||
+    { echo "test_pmi2: gcoll-plan generate -H $1 -k $2 failed" >&2; exit 1; }
+}
+plan_for 'n[1-2]' 2 "$tmp/n2.yaml"
+plan_for 'n[1-4]' 2 "$tmp/n4.yaml"
+
+# --- the contract over real PMI2 ------------------------------------------------------------
+probe_keys() {
+  sed -n 's/^pmi2_probe: rank [0-9]* of 4 ok: backend pmi2, job key \([0-9a-f]\{16\}\),.*/\1/p' \
+    <<<"$srun_out" | sort -u
+}
+srun_checked 60 --mpi=pmi2 -N2 -n4 --ntasks-per-node=2 "$PROBE" >"$tmp/probe1"
+rc=$?
+nok=$(grep -c '^pmi2_probe: rank [0-3] of 4 ok: backend pmi2, ' "$tmp/probe1")
+key1=$(probe_keys)
+missing="missing-key error after [0-9]* ms: bootstrap(pmi2): get 'probe/nobody-puts-this': "
+missing+="not found after the fence (no rank put PMI2 key 'probe/nobody-puts-this')$"
+missing_line=$(grep -c "$missing" "$tmp/probe1")
+reopen="^pmi2_probe: rank [0-3]: second open refused: "
+reopen+="bootstrap(pmi2): PMI2 was already opened in this process"
+reopen=$(grep -c "$reopen" "$tmp/probe1")
+((rc == 0 && nok == 4 && missing_line == 4 && reopen == 4)) &&
+  ok "pmi2_probe on 2 nodes x 2: values up to 64 KiB, hashed keys, missing key, barrier, reopen" ||
+  bad "pmi2_probe: srun exit $rc, $nok of 4 ranks ok, $missing_line missing-key lines," \
+    "$reopen refused reopens: $(head -c 600 "$tmp/probe1")"
+[[ $key1 =~ ^[0-9a-f]{16}$ ]] && ok "all ranks derived one job key ($key1)" ||
+  bad "job keys of the ranks: '$key1'"
+# Timings, for the log: open is PMI2_Init + PMI2_Job_GetId; gets read 100 PMI2 keys.
+sed -n 's/^pmi2_probe: rank \([0-9]*\) of 4 ok: [^,]*, [^,]*, \(.*\), missing.*/  rank \1: \2/p' \
+  "$tmp/probe1" | sort
+srun_checked 60 --mpi=pmi2 -N2 -n4 --ntasks-per-node=2 "$PROBE" >/dev/null
+key2=$(probe_keys)
+[[ $key2 =~ ^[0-9a-f]{16}$ && $key2 != "$key1" ]] &&
+  ok "the next step has another job key ($key2)" ||
+  bad "job key of the next step: '$key2' (first: $key1)"
+
+# --- gcoll-perf ------------------------------------------------------------------------------
+# Every data row must have #wrong 0 (out-of-place and in-place) and the run the expected rows.
+check_perf() {
+  local what=$1 want_rows=$2 file=$3 rc=$4 rows
+  rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 13 && $9 == "0" && $13 == "0" { n++ }
+              $1 ~ /^[0-9]+$/ && !(NF == 13 && $9 == "0" && $13 == "0") { bad++ }
+              END { print (bad ? -1 : n + 0) }' "$file")
+  if ((rc == 0 && rows == want_rows)) && grep -q '^# Out of bounds values : 0 OK$' "$file"; then
+    ok "$what: $rows rows, 0 wrong"
+  else
+    bad "$what: srun exit $rc, $rows good rows of $want_rows: $(grep -v '^#' "$file" | head -c 800)"
+  fi
+}
+
+# 8 B .. 1 MiB by 4: 9 sizes.
+GCOLL_PLAN=$tmp/n2.yaml srun_checked 120 --mpi=pmi2 -N2 -n4 --ntasks-per-node=2 \
+  "$PERF" -o allreduce -b 8 -e 1M -f 4 -w 2 -n 5 >"$tmp/perf"
+check_perf "allreduce, srun --mpi=pmi2 -N2 -n4" 9 "$tmp/perf" $?
+
+GCOLL_PLAN=$tmp/n4.yaml srun_checked 120 --mpi=pmi2 -N4 -n8 --ntasks-per-node=2 \
+  "$PERF" -o allreduce -b 8 -e 1M -f 4 -w 2 -n 5 >"$tmp/perf"
+check_perf "allreduce, srun --mpi=pmi2 -N4 -n8" 9 "$tmp/perf" $?
+
+# 64 B .. 64 KiB by 8: 4 sizes.
+for coll in broadcast reduce allgather reducescatter; do
+  GCOLL_PLAN=$tmp/n2.yaml srun_checked 120 --mpi=pmi2 -N2 -n4 --ntasks-per-node=2 \
+    "$PERF" -o "$coll" -b 64 -e 64K -f 8 -w 2 -n 5 >"$tmp/perf"
+  check_perf "$coll, srun --mpi=pmi2 -N2 -n4" 4 "$tmp/perf" $?
+done
+
+# --- without --mpi=pmi2 ----------------------------------------------------------------------
+no_pmi2='bootstrap: running under srun without PMI2: use srun --mpi=pmi2 '
+no_pmi2+='(or MpiDefault=pmi2 in slurm.conf)'
+t0=$(now_ms)
+GCOLL_PLAN=$tmp/n2.yaml srun_checked 60 --mpi=none -N2 -n4 --ntasks-per-node=2 \
+  "$PERF" -o allreduce -b 8 -e 64 >"$tmp/out"
+rc=$?
+took=$(($(now_ms) - t0))
+n=$(grep -cF "$no_pmi2" "$tmp/out")
+((rc != 0 && rc != 124 && n == 4 && took < 20000)) &&
+  ok "without --mpi=pmi2 every rank says what to add, in $took ms" ||
+  bad "without --mpi=pmi2: srun exit $rc after $took ms, $n of 4 ranks said it:" \
+    "$(head -c 600 "$tmp/out")"
+
+# --- a rank that never reaches the fence ------------------------------------------------------
+# The others must give up after GCOLL_TIMEOUT=2 (the deadline of their first fence), each with
+# one line, and srun must end (it waits for every task: the sleeper ends by itself).
+timed_out='^gcoll-perf: gcollCommInitFromPlan: '
+timed_out+='bootstrap: PMI2 fence timed out after \([0-9.]*\)s (a rank did not arrive)'
+for absent in 'exit 0' 'sleep 5'; do
+  t0=$(now_ms)
+  GCOLL_PLAN=$tmp/n2.yaml srun_checked 40 --mpi=pmi2 -N2 -n4 --ntasks-per-node=2 bash -c \
+    "if [ \"\$PMI_RANK\" = 1 ]; then $absent; exit 0; fi
+     GCOLL_TIMEOUT=2 exec \"$PERF\" -o allreduce -b 8 -e 64" >"$tmp/out"
+  rc=$?
+  took=$(($(now_ms) - t0))
+  waits=$(sed -n "s/$timed_out.*/\\1/p" "$tmp/out")
+  n=$(grep -c . <<<"$waits")
+  in_bounds=$(awk '$1 >= 1.9 && $1 < 6 { n++ } END { print n + 0 }' <<<"$waits")
+  others=$(grep -c '^gcoll-perf' "$tmp/out")
+  ((rc != 0 && rc != 124 && n == 3 && in_bounds == 3 && others == 3 && took < 30000)) &&
+    ok "rank 1 '$absent' before init: the 3 others failed after $(tr '\n' ' ' <<<"$waits")s" \
+      "(step took $took ms)" ||
+    bad "rank 1 '$absent': srun exit $rc after $took ms, $n timed-out lines ($in_bounds in" \
+      "1.9..6 s), $others gcoll-perf lines: $(head -c 800 "$tmp/out")"
+done
+
+# --- GCOLL_RANK that is not the PMI2 rank ------------------------------------------------------
+GCOLL_PLAN=$tmp/n2.yaml srun_checked 60 --mpi=pmi2 -N2 -n4 --ntasks-per-node=2 bash -c \
+  "GCOLL_RANK=\$(( (PMI_RANK + 1) % 4 )) exec \"$PERF\" -o allreduce -b 8 -e 64" >"$tmp/out"
+rc=$?
+n=0
+for r in 0 1 2 3; do
+  line="gcoll-perf: gcollCommInitFromPlan: bootstrap(pmi2): GCOLL_RANK=$(((r + 1) % 4)), "
+  line+="but srun started this process as rank $r of 4 .*"
+  grep -qx "$line" "$tmp/out" && n=$((n + 1))
+done
+((rc != 0 && rc != 124 && n == 4)) && ok "GCOLL_RANK != PMI2 rank: each rank names both" ||
+  bad "GCOLL_RANK mismatch: srun exit $rc, $n of 4 ranks explained it: $(head -c 600 "$tmp/out")"
+
+if ((failures > 0)); then
+  echo "test_pmi2: $failures failure(s)"
+  exit 1
+fi
+echo "test_pmi2: all passed"

@@ -1,0 +1,223 @@
+#!/bin/bash
+# srun --gcoll=... on a real Slurm (contrib/slurm: slurmctld and four slurmd
+# on this host): plans computed at step start and used by gcoll-perf over
+# PMI2, plans reused by later steps, topology files, the failure rules of
+# plan and plan:strict, and the plugin's refusal of planted links and of
+# other users' directories. srun exits 0 even when a SPANK callback failed,
+# so every case checks what the tasks printed, not only exit codes.
+set -u -o pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+slurm_require
+
+builddir=$(cd "${top_builddir:-.}" && pwd)
+srcdir=$(cd "${top_srcdir:-$here/../..}" && pwd)
+so=$builddir/.libs/spank_gcoll.so
+if [[ ! -f $so ]]; then
+  echo "skipped: spank_gcoll.so not built (configure found no slurm/spank.h)"
+  exit 77
+fi
+perf=$builddir/gcoll-perf
+plan_tool=$builddir/gcoll-plan
+state=$(slurm_state_dir)
+log_n1=$state/log/slurmd-n1.log
+
+# slurmstepd loads the plugin from a stable path; a new build is renamed
+# over it, never written into a file a running step has mapped.
+mkdir -p "$state/lib"
+cp "$so" "$state/lib/.spank_gcoll.so.$$" && mv -f "$state/lib/.spank_gcoll.so.$$" "$state/lib/spank_gcoll.so"
+
+tmp=$(mktemp -d /var/tmp/gcoll-spank-test.XXXXXX)
+plandir=$tmp/plans
+mkdir -m 1777 "$plandir"
+chmod 755 "$tmp"
+# The cluster's own gcoll line (contrib/slurm/up --spank) comes back afterwards.
+saved_line=$(cat "$state/plugstack.conf.d/gcoll.conf" 2>/dev/null)
+restore_line() {
+  if [[ -n $saved_line ]]; then plugstack_set gcoll "$saved_line"; else plugstack_clear gcoll; fi
+}
+trap 'restore_line; rm -rf "$tmp"' EXIT
+
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "ok: $*"; }
+bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+
+use_plugin() {  # use_plugin [key=value...]: the gcoll line of plugstack.conf
+  plugstack_set gcoll "optional $state/lib/spank_gcoll.so plandir=$plandir timeout=10 $*"
+}
+
+# Every data row of gcoll-perf output has #wrong 0 in both halves, and there is at least one.
+perf_clean() {
+  awk '/^ *[0-9]/ { rows++; if ($9 != "0" || $13 != "0") bad++ }
+       END { exit !(rows > 0 && bad == 0) }' <<<"$1"
+}
+count() { grep -c -- "$1" <<<"$2"; }
+
+# sbatch --hold: the job id is known before the job runs, so a test can plant
+# things under its name in plandir first. Prints the job's output.
+held_job() {  # held_job SECONDS PLANT_FN SBATCH_ARGS... -- SCRIPT
+  local seconds=$1 plant=$2 job out=$tmp/job.out
+  shift 2
+  local args=()
+  while [[ $1 != -- ]]; do args+=("$1"); shift; done
+  shift
+  rm -f "$out"
+  job=$(sbatch --parsable --hold -o "$out" "${args[@]}" --wrap "$1") || return 1
+  "$plant" "$job"
+  scontrol release "$job" >/dev/null
+  local t=0
+  until grep -q '^job-done' "$out" 2>/dev/null; do
+    sleep 0.5
+    t=$((t + 1))
+    if ((t > seconds * 2)); then
+      scancel "$job"
+      echo "held_job: job $job not done after $seconds s"
+      break
+    fi
+  done
+  cat "$out" 2>/dev/null
+}
+
+# --- --gcoll=off and no option: the job is untouched -----------------------
+use_plugin
+export GCOLL_PLAN=/user/own/plan.yaml
+for opt in "" "--gcoll=off"; do
+  out=$(run_srun 60 $opt -N2 -n2 bash -c 'env | grep ^GCOLL_ | grep -v "^GCOLL_\(SLURM_DIR\|TEST_SLURM\)=" | tr "\n" " "; echo')
+  check "'${opt:-no option}' leaves the environment alone" \
+    test "$(count "^GCOLL_PLAN=/user/own/plan.yaml $" "$out")" = 2
+done
+unset GCOLL_PLAN
+
+# --- --gcoll=plan: the plan is made, verified, and used over PMI2 ------------
+for shape in "2 4" "4 8"; do
+  read -r nn nt <<<"$shape"
+  out=$(run_srun 120 --mpi=pmi2 --gcoll=plan -N"$nn" -n"$nt" --ntasks-per-node=2 bash -c \
+    '"$0" verify "$GCOLL_PLAN" >/dev/null && echo "verified rank=$GCOLL_RANK procid=$SLURM_PROCID";
+     if [ "$SLURM_PROCID" = 0 ]; then
+       echo "plan-nodes $("$0" show "$GCOLL_PLAN" | sed -n "s/^  nodes [0-9-]*: \([^,]*\),.*/\1/p")"
+       echo "step-nodes $SLURM_STEP_NODELIST"
+     fi' "$plan_tool")
+  check "-N$nn -n$nt: every task has a plan that gcoll-plan verify accepts" \
+    test "$(grep -c '^verified rank=\([0-9]*\) procid=\1$' <<<"$out")" = "$nt"
+  pn=$(sed -n 's/^plan-nodes //p' <<<"$out")
+  sn=$(sed -n 's/^step-nodes //p' <<<"$out")
+  check "-N$nn -n$nt: the plan's nodes ($pn) are the step's ($sn)" test -n "$pn" -a "$pn" = "$sn"
+  for coll in allreduce broadcast reduce allgather reducescatter; do
+    out=$(run_srun 180 --mpi=pmi2 --gcoll=plan -N"$nn" -n"$nt" --ntasks-per-node=2 \
+      "$perf" -o "$coll" -b 8 -e 1M -f 16 -w 1 -n 3)
+    if perf_clean "$out"; then ok "-N$nn -n$nt gcoll-perf -o $coll: 0 wrong"
+    else bad "-N$nn -n$nt gcoll-perf -o $coll"; printf '%s\n' "$out" | tail -15; fi
+  done
+done
+
+# --- topo=FILE: the plan describes the nodes the file describes --------------
+use_plugin "topo=$srcdir/etc/topologies/dgx-h100.yaml"
+out=$(run_srun 60 --gcoll=plan -N2 -n4 --ntasks-per-node=2 bash -c \
+  '[ "$SLURM_PROCID" = 0 ] && "$0" show "$GCOLL_PLAN"' "$plan_tool")
+check "topo=dgx-h100.yaml: the plan's nodes are DGX-H100 class" \
+  grep -q '^  dgx-h100: .*2 nodes, 2 local ranks' <<<"$out"
+check "topo=dgx-h100.yaml: rings run over NVLink-switch GPUs and the nodes' NICs" \
+  grep -q 'ring  0: .*nic in mlx5_' <<<"$out"
+
+# --- a later step of the same job reuses the plan ----------------------------
+use_plugin
+out=$(timeout 120 salloc -N2 -n4 --ntasks-per-node=2 bash -c \
+  'srun --gcoll=plan true && srun --gcoll=plan true && echo "job=$SLURM_JOB_ID"' 2>&1)
+job=$(sed -n 's/^job=//p' <<<"$out")
+sleep 0.5 # slurmd's log line may trail the step's end
+check "first step of job $job computes its plan" \
+  grep -q "step $job\.0: plan phase .* (computed," "$log_n1"
+check "second step of job $job takes it from the cache" \
+  grep -q "step $job\.1: plan phase .* (from cache," "$log_n1"
+
+# slurmd runs a plugin's job epilog only if the plugin was in plugstack.conf
+# when slurmd started (contrib/slurm/up --spank, as CI does).
+if [[ -n $saved_line ]]; then
+  t=0
+  while compgen -G "$plandir/$job.*" >/dev/null && ((t < 40)); do sleep 0.25; t=$((t + 1)); done
+  check "the job epilog removed job $job's directories" eval '! compgen -G "$plandir/$job.*" >/dev/null'
+else
+  echo "skipped: epilog check (slurmd was started without the plugin; use contrib/slurm/up --spank)"
+fi
+
+# --- failures: plan warns and runs without, plan:strict fails ---------------
+use_plugin  # plandir exists, but:
+plugstack_set gcoll "optional $state/lib/spank_gcoll.so plandir=$tmp/no-such-dir timeout=5"
+out=$(run_srun 60 --gcoll=plan -N2 -n2 bash -c 'echo "task plan=${GCOLL_PLAN:-unset}"')
+check "plan, missing plandir: tasks run without GCOLL_PLAN" test "$(count '^task plan=unset$' "$out")" = 2
+check "plan, missing plandir: one line per node says why" \
+  test "$(count "gcoll: no plan for this step, running without GCOLL_PLAN: plandir $tmp/no-such-dir: No such file or directory" "$out")" = 2
+out=$(run_srun 60 --gcoll=plan:strict -N2 -n2 bash -c 'echo "task plan=${GCOLL_PLAN:-unset}"'); rc=$?
+check "plan:strict, missing plandir: srun fails ($rc), no task runs" \
+  test "$rc" != 0 -a "$(count '^task plan=' "$out")" = 0
+check "plan:strict, missing plandir: the reason is on stderr" \
+  grep -q "gcoll: no plan for this step (--gcoll=plan:strict fails it): plandir $tmp/no-such-dir" <<<"$out"
+
+use_plugin "timeout=3"
+# A node that never delivers its topology: its nodes/1.yaml slot is taken by
+# a directory, so node 1's write fails and node 0 waits for it in vain.
+plant_stuck_node() {
+  mkdir -m 700 "$plandir/$1.0" "$plandir/$1.0/nodes" "$plandir/$1.0/nodes/1.yaml"
+}
+out=$(held_job 60 plant_stuck_node -N2 -n4 --ntasks-per-node=2 -- \
+  'srun --gcoll=plan bash -c "echo task plan=\${GCOLL_PLAN:-unset}"; echo job-done')
+check "plan, a node never writes its topology: the step runs without a plan" \
+  test "$(count '^task plan=unset$' "$out")" = 4
+check "plan, a node never writes its topology: node 0 says which" \
+  grep -q "node 1 of 2 did not write its topology in time" <<<"$out"
+out=$(held_job 60 plant_stuck_node -N2 -n4 --ntasks-per-node=2 -- \
+  'srun --gcoll=plan:strict bash -c "echo task plan=\${GCOLL_PLAN:-unset}"; echo "srun-rc=$?"; echo job-done')
+check "plan:strict, a node never writes its topology: the step fails" \
+  grep -q '^srun-rc=[1-9]' <<<"$out"
+
+# --- security: planted links and other users' directories -------------------
+use_plugin
+mkdir -m 700 "$tmp/victim"
+plant_link() { ln -s "$tmp/victim" "$plandir/$1.0"; }
+# --gcoll given to sbatch reaches the job's steps.
+out=$(held_job 60 plant_link --gcoll=plan -N2 -n2 -- \
+  'srun bash -c "echo task plan=\${GCOLL_PLAN:-unset}"; echo job-done')
+check "a symlink planted as the step's directory is refused" \
+  grep -q "not a directory (a symlink?), refusing to use it" <<<"$out"
+check "... and nothing is written where it points" test -z "$(ls -A "$tmp/victim")"
+check "... and the step still runs (plan mode)" test "$(count '^task plan=unset$' "$out")" = 2
+
+plant_foreign() {
+  mkdir -m 700 "$plandir/$1.0"
+  echo "their data" >"$plandir/$1.0/plan.yaml"
+  chown -R 65534:65534 "$plandir/$1.0"
+}
+out=$(held_job 60 plant_foreign -N2 -n2 -- \
+  'srun --gcoll=plan bash -c "echo task plan=\${GCOLL_PLAN:-unset}"; echo job-done')
+check "another user's directory under the step's name is refused" \
+  grep -q "is owned by uid 65534, not by the job's user (uid 0), refusing to use it" <<<"$out"
+foreign=$(ls -d "$plandir"/*.0 2>/dev/null | while read -r d; do
+  [[ $(stat -c %u "$d") == 65534 ]] && echo "$d"; done | tail -1)
+check "... and its content is neither read as a plan nor replaced" \
+  test -n "$foreign" -a "$(cat "$foreign/plan.yaml" 2>/dev/null)" = "their data"
+check "... and the tasks run without a plan" test "$(count '^task plan=unset$' "$out")" = 2
+
+# --- --gcoll=FILE: a given plan, checked against the step --------------------
+"$plan_tool" generate -q --topo cpu-only --hosts 'n[1-2]' -k 2 -o "$tmp/given.yaml"
+"$plan_tool" generate -q --topo cpu-only --hosts 'n[3-4]' -k 2 -o "$tmp/other.yaml"
+chmod 644 "$tmp"/*.yaml
+out=$(run_srun 120 --mpi=pmi2 --gcoll="$tmp/given.yaml" -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 \
+  "$perf" -o allreduce -b 8 -e 64K -f 16 -w 1 -n 3)
+if perf_clean "$out"; then ok "--gcoll=FILE: gcoll-perf runs on the given plan, 0 wrong"
+else bad "--gcoll=FILE"; printf '%s\n' "$out" | tail -10; fi
+out=$(run_srun 60 --gcoll="$tmp/other.yaml" -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 true); rc=$?
+check "--gcoll=FILE for other nodes: srun fails ($rc) saying why" \
+  eval 'test "$rc" != 0 && grep -q "plan puts node 0 on '"'"'n3'"'"', the step runs it on '"'"'n1'"'"'" <<<"$out"'
+out=$(run_srun 60 --gcoll=relative.yaml -N1 true); rc=$?
+check "--gcoll with a relative path is refused by srun ($rc)" \
+  eval 'test "$rc" != 0 && grep -q "expected off, plan, plan:strict or an absolute path" <<<"$out"'
+
+# --- the plan phase's cost, from the plugin's own log -----------------------
+echo "plan phase on node 0 (slurmd log):"
+grep -ho "step [0-9.]*: plan phase [0-9.]* ms on node 0 ([a-z ]*, [0-9]* nodes, [0-9]* tasks)" \
+  "$state"/log/slurmd-n*.log | sort -V | tail -6 | sed 's/^/  /'
+
+echo "$passed passed, $failed failed"
+((failed == 0))
