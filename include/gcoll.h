@@ -91,9 +91,11 @@ typedef struct { char internal[128]; } gcollUniqueId;
 
 /* Starts the job's bootstrap store on a thread of this process (it serves
  * until every rank destroyed its communicator, or GCOLL_TIMEOUT after the
- * first rank was lost or after no rank was connected for that long) and writes its address and a
- * random job key into id. The store listens on 127.0.0.1: all ranks run on
- * this host. */
+ * first rank was lost or after no rank was connected for that long) and
+ * writes its address and a random job key into id. The store listens on
+ * 127.0.0.1: all ranks run on this host. Fork the processes of the other
+ * ranks before calling it, not after: a child forked while the store's
+ * thread holds a lock (the allocator's, say) can hang. */
 gcollResult_t gcollGetUniqueId(gcollUniqueId *id);
 
 /* Joins the job of id as rank of nranks. Rank 0 computes a cpu-only plan
@@ -170,7 +172,11 @@ gcollResult_t gcollReduceScatter(const void *sendbuff, void *recvbuff, size_t re
  * matches like any other. peer may be the own rank: such a send and receive
  * must be in the same group, where they are paired in call order.
  * Connections to peers the plan does not name are made on first use and
- * kept until gcollCommDestroy. */
+ * kept until gcollCommDestroy. That needs a bootstrap whose keys become
+ * visible without a collective fence (gcollrun's store, gcollCommInitRank,
+ * gcollCommInitAll); under srun --mpi=pmi2 only the plan's neighbours (ring
+ * and tree peers) can be reached, and a send to another rank fails after
+ * GCOLL_TIMEOUT saying its address never arrived. */
 gcollResult_t gcollSend(const void *sendbuff, size_t count, gcollDataType_t datatype, int peer,
                         gcollComm_t comm, void *stream);
 gcollResult_t gcollRecv(void *recvbuff, size_t count, gcollDataType_t datatype, int peer,

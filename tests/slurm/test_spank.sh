@@ -34,8 +34,19 @@ mkdir -m 1777 "$plandir"
 chmod 755 "$tmp"
 # The cluster's own gcoll line (contrib/slurm/up --spank) comes back afterwards.
 saved_line=$(cat "$state/plugstack.conf.d/gcoll.conf" 2>/dev/null)
-restore_line() {
-  if [[ -n $saved_line ]]; then plugstack_set gcoll "$saved_line"; else plugstack_clear gcoll; fi
+# Whether slurmd started with the plugin in place (contrib/slurm/up --spank): only then does
+# it run the plugin's job epilog.
+epilog_known=0
+[[ -n $saved_line && $state/plugstack.conf.d/gcoll.conf -ot $state/run/slurmd-n1.pid ]] &&
+  epilog_known=1
+[[ -n $saved_line ]] && cp -p "$state/plugstack.conf.d/gcoll.conf" "$tmp/saved-gcoll.conf"
+restore_line() {  # with its time stamp: up compares it with slurmd's start
+  if [[ -n $saved_line ]]; then
+    cp -p "$tmp/saved-gcoll.conf" "$state/plugstack.conf.d/.gcoll.restore" &&
+      mv -f "$state/plugstack.conf.d/.gcoll.restore" "$state/plugstack.conf.d/gcoll.conf"
+  else
+    plugstack_clear gcoll
+  fi
 }
 trap 'restore_line; rm -rf "$tmp"' EXIT
 
@@ -83,10 +94,11 @@ held_job() {  # held_job SECONDS PLANT_FN SBATCH_ARGS... -- SCRIPT
 # --- --gcoll=off and no option: the job is untouched -----------------------
 use_plugin
 export GCOLL_PLAN=/user/own/plan.yaml
+mine=$(env | grep ^GCOLL_ | sort | md5sum)
 for opt in "" "--gcoll=off"; do
-  out=$(run_srun 60 $opt -N2 -n2 bash -c 'env | grep ^GCOLL_ | grep -v "^GCOLL_\(SLURM_DIR\|TEST_SLURM\)=" | tr "\n" " "; echo')
-  check "'${opt:-no option}' leaves the environment alone" \
-    test "$(count "^GCOLL_PLAN=/user/own/plan.yaml $" "$out")" = 2
+  out=$(run_srun 60 $opt -N2 -n2 bash -c 'echo "gcoll-env $(env | grep ^GCOLL_ | sort | md5sum)"')
+  check "'${opt:-no option}' leaves the environment alone (GCOLL_* as srun's own)" \
+    test "$(count "^gcoll-env $mine$" "$out")" = 2
 done
 unset GCOLL_PLAN
 
@@ -134,13 +146,19 @@ check "second step of job $job takes it from the cache" \
 
 # slurmd runs a plugin's job epilog only if the plugin was in plugstack.conf
 # when slurmd started (contrib/slurm/up --spank, as CI does).
-if [[ -n $saved_line ]]; then
+if ((epilog_known)); then
   t=0
   while compgen -G "$plandir/$job.*" >/dev/null && ((t < 40)); do sleep 0.25; t=$((t + 1)); done
   check "the job epilog removed job $job's directories" eval '! compgen -G "$plandir/$job.*" >/dev/null'
 else
   echo "skipped: epilog check (slurmd was started without the plugin; use contrib/slurm/up --spank)"
 fi
+
+# --gcoll given to salloc reaches the steps of the allocation.
+out=$(timeout 120 salloc --gcoll=plan -N2 -n4 --ntasks-per-node=2 \
+  srun bash -c 'echo "task plan=${GCOLL_PLAN:-unset}"' 2>&1)
+check "salloc --gcoll=plan: every step task gets a plan" \
+  test "$(grep -c '^task plan=/.*/plan.yaml$' <<<"$out")" = 4
 
 # --- failures: plan warns and runs without, plan:strict fails ---------------
 use_plugin  # plandir exists, but:
@@ -190,13 +208,13 @@ plant_foreign() {
   chown -R 65534:65534 "$plandir/$1.0"
 }
 out=$(held_job 60 plant_foreign -N2 -n2 -- \
-  'srun --gcoll=plan bash -c "echo task plan=\${GCOLL_PLAN:-unset}"; echo job-done')
+  'srun --gcoll=plan bash -c "echo task plan=\${GCOLL_PLAN:-unset}";
+   echo "after the step: $(cat '"$plandir"'/$SLURM_JOB_ID.0/plan.yaml)"; echo job-done')
 check "another user's directory under the step's name is refused" \
   grep -q "is owned by uid 65534, not by the job's user (uid 0), refusing to use it" <<<"$out"
-foreign=$(ls -d "$plandir"/*.0 2>/dev/null | while read -r d; do
-  [[ $(stat -c %u "$d") == 65534 ]] && echo "$d"; done | tail -1)
+# (Checked inside the job: its epilog may remove the directory afterwards.)
 check "... and its content is neither read as a plan nor replaced" \
-  test -n "$foreign" -a "$(cat "$foreign/plan.yaml" 2>/dev/null)" = "their data"
+  grep -q '^after the step: their data$' <<<"$out"
 check "... and the tasks run without a plan" test "$(count '^task plan=unset$' "$out")" = 2
 
 # --- --gcoll=FILE: a given plan, checked against the step --------------------
@@ -210,6 +228,11 @@ else bad "--gcoll=FILE"; printf '%s\n' "$out" | tail -10; fi
 out=$(run_srun 60 --gcoll="$tmp/other.yaml" -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 true); rc=$?
 check "--gcoll=FILE for other nodes: srun fails ($rc) saying why" \
   eval 'test "$rc" != 0 && grep -q "plan puts node 0 on '"'"'n3'"'"', the step runs it on '"'"'n1'"'"'" <<<"$out"'
+head -c 300 "$tmp/given.yaml" >"$tmp/truncated.yaml"
+chmod 644 "$tmp/truncated.yaml"
+out=$(run_srun 60 --gcoll="$tmp/truncated.yaml" -N2 -n4 --ntasks-per-node=2 true); rc=$?
+check "--gcoll=FILE, a truncated plan: srun fails ($rc) with one line per node" \
+  eval 'test "$rc" != 0 && test "$(grep -c "gcoll: no plan for this step (--gcoll=$tmp/truncated.yaml fails it): $tmp/truncated.yaml:" <<<"$out")" = 2'
 out=$(run_srun 60 --gcoll=relative.yaml -N1 true); rc=$?
 check "--gcoll with a relative path is refused by srun ($rc)" \
   eval 'test "$rc" != 0 && grep -q "expected off, plan, plan:strict or an absolute path" <<<"$out"'
