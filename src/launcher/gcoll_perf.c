@@ -305,8 +305,11 @@ static int parse_env_rank(const char *name) {
 static int setup(struct perf_ctx *cx) {
   gcollResult_t rc = gcollCommInitFromPlan(&cx->comm, NULL, -1);
   if (rc != gcollSuccess) {
-    fprintf(stderr, PERF_PROG ": gcollCommInitFromPlan: %s (start it with 'gcollrun -n N " PERF_PROG
-            "')\n", gcollGetLastError(NULL));
+    /* The hint only helps someone who started it by hand; under gcollrun
+     * or srun it would point the wrong way. */
+    int launched = getenv("GCOLL_KVS_ADDR") != NULL || getenv("SLURM_STEP_ID") != NULL;
+    fprintf(stderr, PERF_PROG ": gcollCommInitFromPlan: %s%s\n", gcollGetLastError(NULL),
+            launched ? "" : " (start it with 'gcollrun -n N " PERF_PROG "')");
     return 1;
   }
   gcollCommCount(cx->comm, &cx->nranks);

@@ -18,7 +18,16 @@
  * peers in both directions. */
 #define GCOLL_COMM_MAX_CONNS (GCOLL_MAX_CHANNELS * (2 + 2 * (1 + GCOLL_MAX_TREE_ARITY)))
 
-enum gcoll_transport_kind { GCOLL_TRANSPORT_SHM = 0, GCOLL_TRANSPORT_SOCKET, GCOLL_NTRANSPORTS };
+/* Also the first byte of every published connection address (comm_connect.c),
+ * so the values are part of the wire format between ranks: only append.
+ * GCOLL_TRANSPORT_IB exists in every build; without libibverbs its table
+ * entry is NULL and an address naming it is refused in one line. */
+enum gcoll_transport_kind {
+  GCOLL_TRANSPORT_SHM = 0,
+  GCOLL_TRANSPORT_SOCKET,
+  GCOLL_TRANSPORT_IB,
+  GCOLL_NTRANSPORTS
+};
 
 /* Connection id of the send/recv connection between two ranks: past every
  * plan edge's id (channel * 4 + purpose). */
@@ -32,7 +41,7 @@ struct gcollComm {
   int *ring_ranks;                     /* nchannels x nranks: ring orders */
   struct gcoll_bootstrap *bs;
   struct gcoll_proxy *proxy;
-  struct gcoll_transport *transport[GCOLL_NTRANSPORTS];
+  struct gcoll_transport *transport[GCOLL_NTRANSPORTS]; /* NULL: not started (net/ib) */
   int nconns;
   int has_net;                         /* some connection goes through the proxy */
   struct gcoll_conn conns[GCOLL_COMM_MAX_CONNS];
@@ -73,9 +82,10 @@ gcollResult_t gcoll_comm_conn_attach(struct gcollComm *comm, int peer, uint32_t 
 gcollResult_t gcoll_comm_conn_recv_complete(struct gcollComm *comm, struct gcoll_conn *c,
                                             uint64_t deadline_ms);
 void gcoll_comm_conn_close(struct gcollComm *comm, struct gcoll_conn *c);
-/* The transport for a connection with peer: shm inside this rank's node,
- * net/socket across nodes, unless GCOLL_TRANSPORT forces one (-1 and *rc
- * set when that variable is malformed). */
+/* The transport for a connection with peer: shm inside this rank's node;
+ * across nodes net/ib when this rank started it, else net/socket; unless
+ * GCOLL_TRANSPORT forces one (-1 and *rc set when that variable is
+ * malformed). */
 int gcoll_comm_transport_for_peer(const struct gcollComm *comm, int peer, gcollResult_t *rc);
 
 /* Turns an executor or send/recv failure (rc, with the waiter's one-line

@@ -9,10 +9,23 @@
  * its own send edges. A rank therefore reads at most GCOLL_COMM_MAX_CONNS/2
  * keys, whatever the job size: no all-to-all of addresses.
  *
- * The plan's edge class picks the transport (shm inside a node, net/socket
- * between nodes); GCOLL_TRANSPORT=net/socket sends every edge over TCP, which
- * is how the network path is tested on one host. The receiver writes the
- * transport it chose into the published value, so both ends always agree. */
+ * The plan's edge class picks the transport: shm inside a node; between
+ * nodes net/ib when this rank could start it, else net/socket.
+ * GCOLL_TRANSPORT=net/socket sends every edge over TCP, which is how the
+ * network path is tested on one host.
+ *
+ * net/ib is started only by ranks of a job that spans nodes (any rank may
+ * then need a cross-node connection: a plan edge, or a send/recv peer the
+ * plan does not name) and only when GCOLL_TRANSPORT forces nothing else.
+ * Without a usable device it stays unstarted and cross-node edges use
+ * net/socket; forced with GCOLL_TRANSPORT=net/ib, that is an init failure.
+ *
+ * The receiver writes the transport it chose (enum gcoll_transport_kind) as
+ * the first byte of the published value, so both ends always agree, and a
+ * sender that lacks that transport (the receiver has an RDMA device, the
+ * sender none) fails in one line instead of guessing. */
+#include "config.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,11 +49,20 @@ static uint32_t conn_id(int channel, enum conn_kind kind) { return (uint32_t)cha
 static const struct gcoll_transport_ops *const transport_ops[GCOLL_NTRANSPORTS] = {
     [GCOLL_TRANSPORT_SHM] = &gcoll_transport_shm_ops,
     [GCOLL_TRANSPORT_SOCKET] = &gcoll_transport_socket_ops,
+#ifdef HAVE_VERBS
+    [GCOLL_TRANSPORT_IB] = &gcoll_transport_ib_ops,
+#endif
 };
+
+#ifdef HAVE_VERBS
+#define TRANSPORT_NAMES "shm, net/socket or net/ib"
+#else
+#define TRANSPORT_NAMES "shm or net/socket (this build has no net/ib: no libibverbs at configure)"
+#endif
 
 static struct gcoll_transport *transport_of(struct gcollComm *comm, const struct gcoll_conn *c) {
   for (int k = 0; k < GCOLL_NTRANSPORTS; k++)
-    if (c->ops == transport_ops[k]) return comm->transport[k];
+    if (transport_ops[k] != NULL && c->ops == transport_ops[k]) return comm->transport[k];
   return NULL;
 }
 
@@ -89,23 +111,54 @@ static int channel_edges(struct gcollComm *comm, int c, struct edge *edges, int 
   return rc;
 }
 
-/* GCOLL_TRANSPORT forces one transport for every edge; -1 when unset. */
+/* GCOLL_TRANSPORT forces one transport for every edge; -1 when unset. The
+ * names (and aliases) are transport.c's, so every reader of the variable
+ * accepts the same ones. */
 static int forced_transport(gcollResult_t *rc) {
   const char *v = getenv("GCOLL_TRANSPORT");
   *rc = gcollSuccess;
   if (v == NULL || *v == '\0') return -1;
-  for (int k = 0; k < GCOLL_NTRANSPORTS; k++)
-    if (strcmp(v, transport_ops[k]->name) == 0) return k;
-  *rc = gcoll_fail(gcollInvalidArgument, "GCOLL_TRANSPORT='%s': expected shm or net/socket", v);
+  const struct gcoll_transport_ops *ops = gcoll_transport_by_name(v);
+  for (int k = 0; ops != NULL && k < GCOLL_NTRANSPORTS; k++)
+    if (transport_ops[k] == ops) return k;
+  *rc = gcoll_fail(gcollInvalidArgument, "GCOLL_TRANSPORT='%.64s': expected " TRANSPORT_NAMES, v);
   return -1;
 }
 
-static int transport_for(enum gcoll_edge cls, int forced) {
+static int transport_for(const struct gcollComm *comm, enum gcoll_edge cls, int forced) {
   if (forced >= 0) return forced;
-  return cls == GCOLL_EDGE_NET ? GCOLL_TRANSPORT_SOCKET : GCOLL_TRANSPORT_SHM;
+  if (cls != GCOLL_EDGE_NET) return GCOLL_TRANSPORT_SHM;
+  return comm->transport[GCOLL_TRANSPORT_IB] != NULL ? GCOLL_TRANSPORT_IB : GCOLL_TRANSPORT_SOCKET;
 }
 
-static gcollResult_t start_transports(struct gcollComm *comm) {
+/* Whether this rank may connect across nodes at all. Plans keep every
+ * node's ranks contiguous (plan_verify checks it), so a node that does not
+ * hold the whole job has peers elsewhere. Not "has a cross-node plan edge":
+ * a send/recv peer on another node connects lazily and must find net/ib
+ * started at both ends or at neither. */
+static int job_spans_nodes(const struct gcollComm *comm) {
+  return comm->view->local_nranks < comm->nranks;
+}
+
+/* net/ib is optional: tried only where it can matter, and its absence is a
+ * failure only when GCOLL_TRANSPORT asked for it. */
+static gcollResult_t start_ib(struct gcollComm *comm, const struct gcoll_transport_config *cfg,
+                              int forced) {
+  const struct gcoll_transport_ops *ops = transport_ops[GCOLL_TRANSPORT_IB];
+  if (ops == NULL || (forced >= 0 && forced != GCOLL_TRANSPORT_IB) ||
+      (forced < 0 && !job_spans_nodes(comm)))
+    return gcollSuccess;
+  char err[512];
+  if (ops->init(&comm->transport[GCOLL_TRANSPORT_IB], cfg, err, sizeof(err)) == 0)
+    return gcollSuccess;
+  comm->transport[GCOLL_TRANSPORT_IB] = NULL;
+  if (forced == GCOLL_TRANSPORT_IB)
+    return gcoll_fail(gcollSystemError, "GCOLL_TRANSPORT=net/ib: %s", err);
+  gcoll_log_info(comm, "net/ib unavailable (%s); cross-node edges use net/socket", err);
+  return gcollSuccess;
+}
+
+static gcollResult_t start_transports(struct gcollComm *comm, int forced) {
   char err[512];
   if (gcoll_proxy_create(&comm->proxy, err, sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "proxy: %s", err);
@@ -119,10 +172,12 @@ static gcollResult_t start_transports(struct gcollComm *comm) {
       .timeout_ms = comm->timeout_ms,
       .proxy = comm->proxy,
   };
-  for (int k = 0; k < GCOLL_NTRANSPORTS; k++)
+  for (int k = 0; k < GCOLL_NTRANSPORTS; k++) {
+    if (transport_ops[k] == NULL || k == GCOLL_TRANSPORT_IB) continue;
     if (transport_ops[k]->init(&comm->transport[k], &cfg, err, sizeof(err)) != 0)
       return gcoll_fail(gcollSystemError, "transport %s: %s", transport_ops[k]->name, err);
-  return gcollSuccess;
+  }
+  return start_ib(comm, &cfg, forced);
 }
 
 /* ---- one direction of one connection, shared with comm_p2p.c ------------- */
@@ -140,7 +195,7 @@ gcollResult_t gcoll_comm_conn_recv_setup(struct gcollComm *comm, int peer, uint3
   if (ops->recv_setup(comm->transport[transport], peer, id, c, value + 1, &len, err,
                       sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "receive from rank %d over %s: %s", peer, ops->name, err);
-  comm->has_net |= transport == GCOLL_TRANSPORT_SOCKET;
+  comm->has_net |= transport != GCOLL_TRANSPORT_SHM;
   value[0] = (unsigned char)transport;
   gcoll_comm_conn_key(key, sizeof(key), peer, comm->rank, id);
   if (gcoll_bootstrap_put(comm->bs, key, value, len + 1, err, sizeof(err)) != 0) {
@@ -158,11 +213,20 @@ gcollResult_t gcoll_comm_conn_attach(struct gcollComm *comm, int peer, uint32_t 
   if (len < 1 || v[0] >= GCOLL_NTRANSPORTS)
     return gcoll_fail(gcollRemoteError, "rank %d published a malformed address", peer);
   int k = v[0];
+  /* In practice only net/ib is ever unstarted (or out of the build): the
+   * others start on every rank or the init fails. */
+  if (transport_ops[k] == NULL || comm->transport[k] == NULL)
+    return gcoll_fail(gcollRemoteError,
+                      "rank %d receives over %s, which this rank has not started (%s); set "
+                      "GCOLL_TRANSPORT=net/socket on every rank",
+                      peer, transport_ops[k] != NULL ? transport_ops[k]->name : "net/ib",
+                      transport_ops[k] == NULL ? "this build has no libibverbs"
+                                               : "no usable device: see GCOLL_DEBUG=INFO");
   if (transport_ops[k]->send_connect(comm->transport[k], peer, id, v + 1, len - 1, c, deadline_ms,
                                      err, sizeof(err)) != 0)
     return gcoll_fail(gcollRemoteError, "send to rank %d over %s: %s", peer,
                       transport_ops[k]->name, err);
-  comm->has_net |= k == GCOLL_TRANSPORT_SOCKET;
+  comm->has_net |= k != GCOLL_TRANSPORT_SHM;
   return gcollSuccess;
 }
 
@@ -186,7 +250,7 @@ int gcoll_comm_transport_for_peer(const struct gcollComm *comm, int peer, gcollR
    * this rank's node is one range. */
   int first = comm->rank - comm->view->local_rank;
   int same_node = peer >= first && peer < first + comm->view->local_nranks;
-  return transport_for(same_node ? GCOLL_EDGE_SHM : GCOLL_EDGE_NET, forced);
+  return transport_for(comm, same_node ? GCOLL_EDGE_SHM : GCOLL_EDGE_NET, forced);
 }
 
 /* ---- the plan's edges, all at init ----------------------------------------- */
@@ -196,7 +260,7 @@ static gcollResult_t setup_receivers(struct gcollComm *comm, struct edge *edges,
   for (int i = 0; i < n; i++) {
     struct edge *e = &edges[i];
     if (e->is_send) continue;
-    int k = transport_for(e->cls, forced);
+    int k = transport_for(comm, e->cls, forced);
     struct gcoll_conn *c = &comm->conns[comm->nconns];
     gcollResult_t rc = gcoll_comm_conn_recv_setup(comm, e->peer, e->id, k, c);
     if (rc != gcollSuccess) return rc;
@@ -254,7 +318,7 @@ gcollResult_t gcoll_comm_connect(struct gcollComm *comm) {
     if (channel_edges(comm, c, edges, &n) != 0)
       rc = gcoll_fail(gcollInternalError, "more than %d connections", GCOLL_COMM_MAX_CONNS);
   char err[512];
-  if (rc == gcollSuccess) rc = start_transports(comm);
+  if (rc == gcollSuccess) rc = start_transports(comm, forced);
   if (rc == gcollSuccess) rc = setup_receivers(comm, edges, n, forced);
   if (rc == gcollSuccess &&
       gcoll_bootstrap_fence(comm->bs, gcoll_bootstrap_deadline(comm->bs), err, sizeof(err)) != 0)

@@ -40,9 +40,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -55,11 +53,12 @@
 #include "gcoll.h"
 #include "runtime/net_ib_addr.h"
 #include "runtime/net_ib_verbs.h"
+#include "runtime/net_tcp.h"
 #include "runtime/proxy.h"
 #include "runtime/transport.h"
 
-#define MAX_PENDING 256
 #define CLOSE_FLUSH_MAX_MS 10000u
+_Static_assert(GCOLL_IB_HELLO_BYTES <= GCOLL_TCP_HELLO_MAX, "the hello table must hold our hello");
 #define CREDIT_RECVS 4           /* sender's receives posted for credits */
 #define SEND_WR (GCOLL_STEPS + 2)
 #define RECV_WR (GCOLL_STEPS + 2)
@@ -100,39 +99,21 @@ struct ib_conn {
   int credit_inflight;
 };
 
-struct pending_hello {
-  int fd;
-  size_t got;
-  uint64_t since_ms;
-  unsigned char buf[GCOLL_IB_HELLO_BYTES];
-};
-
 struct ib_state {
   struct gcoll_transport *t;
   struct gcoll_ib_dev dev;
   struct gcoll_proxy_entry listen_entry, channel_entry;
   int listen_fd, listen_registered, channel_registered;
-  int family;
-  unsigned char ip[16];
-  uint16_t port;
+  struct gcoll_tcp_endpoint self; /* where the side channel listener is */
   /* Guards recv_conns and the hand-over fields, and orders CQ events
    * against CQ destruction. */
   pthread_mutex_t lock;
   pthread_cond_t cond;
   struct ib_conn *recv_conns;
-  struct pending_hello pending[MAX_PENDING]; /* proxy thread only */
-  int npending;
+  struct gcoll_tcp_hellos hellos; /* proxy thread only */
 };
 
 static struct ib_state *state_of(struct gcoll_transport *t) { return t->impl; }
-
-static int transient(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == EINTR; }
-
-static int remaining_ms(uint64_t deadline_ms) {
-  uint64_t now = gcoll_transport_now_ms();
-  if (now >= deadline_ms) return 0;
-  return deadline_ms - now > 1000000 ? 1000000 : (int)(deadline_ms - now);
-}
 
 /* ---- failures --------------------------------------------------------------- */
 
@@ -145,6 +126,13 @@ static void conn_failed_blaming(struct ib_conn *c, int rank) {
 }
 
 static void conn_failed(struct ib_conn *c) { conn_failed_blaming(c, c->peer); }
+
+/* A blame header names the failed rank; a rank out of range is the peer's
+ * own fault. */
+static void blamed_by_peer(struct ib_conn *c, uint64_t rank) {
+  int nranks = c->s->t->cfg.nranks;
+  conn_failed_blaming(c, rank < (uint64_t)nranks ? (int)rank : c->peer);
+}
 
 /* The executor published a step no transport could carry: not the peer's
  * fault, so not a remote error. */
@@ -166,32 +154,24 @@ static void peer_closed(struct ib_conn *c) {
   c->entry.busy = 0;
 }
 
-/* The side channel carries only goodbye or blame once connected. */
+/* The side channel carries only goodbye or blame once connected; a
+ * second goodbye is a broken peer, as on net/socket. */
 static int watch_side_channel(struct ib_conn *c) {
-  for (;;) {
-    ssize_t r = recv(c->fd, c->back + c->back_got, GCOLL_IB_HDR_BYTES - c->back_got, MSG_DONTWAIT);
-    if (r < 0 && transient(errno)) return 0;
-    if (r <= 0) {
+  uint64_t blamed = 0;
+  switch (gcoll_tcp_watch_peer(c->fd, c->back, &c->back_got, &c->goodbye_seen, &blamed)) {
+    case GCOLL_TCP_NOTHING:
+      return 0;
+    case GCOLL_TCP_CLOSED:
       peer_closed(c);
-      return 1;
-    }
-    c->back_got += (size_t)r;
-    if (c->back_got < GCOLL_IB_HDR_BYTES) continue;
-    c->back_got = 0;
-    uint64_t step;
-    uint32_t nb, proto;
-    gcoll_ib_hdr_decode(c->back, &step, &nb, &proto);
-    if (proto == GCOLL_IB_PROTO_BLAME && nb == 0) {
-      int nranks = c->s->t->cfg.nranks;
-      conn_failed_blaming(c, step < (uint64_t)nranks ? (int)step : c->peer);
-      return 1;
-    }
-    if (proto != GCOLL_IB_PROTO_GOODBYE || nb != 0 || c->goodbye_seen) {
+      break;
+    case GCOLL_TCP_BLAME:
+      blamed_by_peer(c, blamed);
+      break;
+    case GCOLL_TCP_BROKEN:
       conn_failed(c);
-      return 1;
-    }
-    c->goodbye_seen = 1;
+      break;
   }
+  return 1;
 }
 
 /* ---- completions ------------------------------------------------------------ */
@@ -427,14 +407,10 @@ static int channel_progress(struct gcoll_proxy_entry *e, short revents) {
 
 /* ---- listener: matching hellos to receive connections ---------------------- */
 
-static void reject(struct ib_state *s, int i) {
-  close(s->pending[i].fd);
-  s->pending[i] = s->pending[--s->npending];
-}
-
 /* Connects the receive QP the hello names and answers ready; 0 when the
  * connection owns the fd now. */
-static int match_hello(struct ib_state *s, const unsigned char *buf, int fd) {
+static int match_hello(void *ctx, const unsigned char *buf, int fd) {
+  struct ib_state *s = ctx;
   struct gcoll_transport *t = s->t;
   struct gcoll_ib_hello h;
   if (gcoll_ib_hello_decode(buf, t->job_hash, t->cfg.rank, &h) != 0) return -1;
@@ -468,176 +444,23 @@ static int match_hello(struct ib_state *s, const unsigned char *buf, int fd) {
   return rc;
 }
 
-static int accept_new(struct ib_state *s) {
-  int moved = 0;
-  for (;;) {
-    int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return moved;
-    moved = 1;
-    if (s->npending == MAX_PENDING) {
-      close(fd);
-      continue;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    s->pending[s->npending++] =
-        (struct pending_hello){.fd = fd, .got = 0, .since_ms = gcoll_transport_now_ms()};
-  }
-}
-
 static int listen_progress(struct gcoll_proxy_entry *e, short revents) {
   struct ib_state *s = (struct ib_state *)((char *)e - offsetof(struct ib_state, listen_entry));
-  int moved = (revents & POLLIN) ? accept_new(s) : 0;
-  uint64_t now = gcoll_transport_now_ms();
-  for (int i = 0; i < s->npending;) {
-    struct pending_hello *p = &s->pending[i];
-    ssize_t r = recv(p->fd, p->buf + p->got, GCOLL_IB_HELLO_BYTES - p->got, MSG_DONTWAIT);
-    if (r < 0 && transient(errno)) {
-      if (now - p->since_ms > s->t->cfg.timeout_ms) reject(s, i);
-      else i++;
-      continue;
-    }
-    moved = 1;
-    if (r <= 0) {
-      reject(s, i);
-      continue;
-    }
-    p->got += (size_t)r;
-    if (p->got < GCOLL_IB_HELLO_BYTES) continue;
-    if (match_hello(s, p->buf, p->fd) != 0) {
-      reject(s, i);
-      continue;
-    }
-    s->pending[i] = s->pending[--s->npending];
-  }
+  int moved = gcoll_tcp_hellos_progress(&s->hellos, s->listen_fd, revents & POLLIN,
+                                        s->t->cfg.timeout_ms, match_hello, s);
   e->events = POLLIN;
   e->busy = 0;
   return moved;
 }
 
-/* ---- side channel sockets ---------------------------------------------------- */
-
-/* GCOLL_SOCKET_IFADDR, as net/socket reads it: a numeric address or an
- * interface name; 127.0.0.1 when unset. */
-static int pick_address(struct ib_state *s, char *err, size_t errlen) {
-  const char *v = getenv("GCOLL_SOCKET_IFADDR");
-  if (v == NULL || *v == '\0') v = "127.0.0.1";
-  memset(s->ip, 0, sizeof(s->ip));
-  if (inet_pton(AF_INET, v, s->ip) == 1) {
-    s->family = AF_INET;
-    return 0;
-  }
-  if (inet_pton(AF_INET6, v, s->ip) == 1) {
-    s->family = AF_INET6;
-    return 0;
-  }
-  struct ifaddrs *ifs = NULL;
-  int found = 0;
-  if (getifaddrs(&ifs) == 0) {
-    for (struct ifaddrs *i = ifs; i != NULL && !found; i = i->ifa_next) {
-      if (i->ifa_addr == NULL || strcmp(i->ifa_name, v) != 0 || i->ifa_addr->sa_family != AF_INET)
-        continue;
-      s->family = AF_INET;
-      memcpy(s->ip, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, 4);
-      found = 1;
-    }
-    freeifaddrs(ifs);
-  }
-  if (!found)
-    snprintf(err, errlen, "GCOLL_SOCKET_IFADDR='%.64s' is neither an IP address nor an interface "
-             "with an IPv4 address", v);
-  return found ? 0 : -1;
-}
-
-static socklen_t make_sockaddr(int family, const unsigned char *ip, uint16_t port,
-                               struct sockaddr_storage *ss) {
-  memset(ss, 0, sizeof(*ss));
-  if (family == AF_INET) {
-    struct sockaddr_in *a = (struct sockaddr_in *)ss;
-    a->sin_family = AF_INET;
-    a->sin_port = htons(port);
-    memcpy(&a->sin_addr, ip, 4);
-    return sizeof(*a);
-  }
-  struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
-  a->sin6_family = AF_INET6;
-  a->sin6_port = htons(port);
-  memcpy(&a->sin6_addr, ip, 16);
-  return sizeof(*a);
-}
-
+/* The side channel listener: where GCOLL_SOCKET_IFADDR says, as net/socket's. */
 static int open_listener(struct ib_state *s, char *err, size_t errlen) {
-  struct sockaddr_storage ss;
-  socklen_t len = make_sockaddr(s->family, s->ip, 0, &ss);
-  s->listen_fd = socket(s->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (s->listen_fd < 0 || bind(s->listen_fd, (struct sockaddr *)&ss, len) != 0 ||
-      listen(s->listen_fd, SOMAXCONN) != 0) {
-    snprintf(err, errlen, "net/ib side channel listener: %s", strerror(errno));
+  char why[160];
+  if (gcoll_tcp_pick_address(&s->self, err, errlen) != 0) return -1;
+  s->listen_fd = gcoll_tcp_listen(&s->self, why, sizeof(why));
+  if (s->listen_fd < 0) {
+    snprintf(err, errlen, "net/ib side channel listener: %s", why);
     return -1;
-  }
-  len = sizeof(ss);
-  if (getsockname(s->listen_fd, (struct sockaddr *)&ss, &len) != 0) {
-    snprintf(err, errlen, "getsockname: %s", strerror(errno));
-    return -1;
-  }
-  s->port = ntohs(s->family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
-                                       : ((struct sockaddr_in6 *)&ss)->sin6_port);
-  return 0;
-}
-
-/* Blocking connect bounded by the deadline; -1 with errno set. */
-static int connect_to(int family, const unsigned char *ip, uint16_t port, uint64_t deadline_ms) {
-  int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  struct sockaddr_storage ss;
-  socklen_t len = make_sockaddr(family, ip, port, &ss);
-  int e = 0;
-  if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
-    e = errno;
-    if (e == EINPROGRESS) {
-      struct pollfd p = {.fd = fd, .events = POLLOUT};
-      int r;
-      while ((r = poll(&p, 1, remaining_ms(deadline_ms))) < 0 && errno == EINTR) {
-      }
-      socklen_t el = sizeof(e);
-      if (r == 0) e = ETIMEDOUT;
-      else if (r < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0) e = errno;
-    }
-  }
-  if (e != 0) {
-    close(fd);
-    errno = e;
-    return -1;
-  }
-  return fd;
-}
-
-/* Sends (want_send) or receives all of buf before the deadline; -1 with
- * errno set (0 for an orderly EOF, ETIMEDOUT at the deadline). */
-static int xfer_all(int fd, void *buf, size_t len, int want_send, uint64_t deadline_ms) {
-  char *p = buf;
-  while (len > 0) {
-    ssize_t r = want_send ? send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
-                          : recv(fd, p, len, MSG_DONTWAIT);
-    if (r > 0) {
-      p += r;
-      len -= (size_t)r;
-      continue;
-    }
-    if (r == 0) {
-      errno = 0;
-      return -1;
-    }
-    if (!transient(errno)) return -1;
-    int ms = remaining_ms(deadline_ms);
-    if (ms == 0) {
-      errno = ETIMEDOUT;
-      return -1;
-    }
-    struct pollfd pf = {.fd = fd, .events = want_send ? POLLOUT : POLLIN};
-    if (poll(&pf, 1, ms) < 0 && errno != EINTR) return -1;
   }
   return 0;
 }
@@ -675,8 +498,8 @@ static int ib_init(struct gcoll_transport **out, const struct gcoll_transport_co
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&s->cond, &ca);
   pthread_condattr_destroy(&ca);
-  if (gcoll_ib_dev_open(&s->dev, err, errlen) != 0 || pick_address(s, err, errlen) != 0 ||
-      open_listener(s, err, errlen) != 0) {
+  s->hellos.hello_bytes = GCOLL_IB_HELLO_BYTES;
+  if (gcoll_ib_dev_open(&s->dev, err, errlen) != 0 || open_listener(s, err, errlen) != 0) {
     ib_fini(t);
     return -1;
   }
@@ -705,7 +528,7 @@ static void ib_fini(struct gcoll_transport *t) {
   struct ib_state *s = state_of(t);
   if (s->listen_registered) gcoll_proxy_remove(t->cfg.proxy, &s->listen_entry);
   if (s->channel_registered) gcoll_proxy_remove(t->cfg.proxy, &s->channel_entry);
-  for (int i = 0; i < s->npending; i++) close(s->pending[i].fd);
+  gcoll_tcp_hellos_close(&s->hellos);
   if (s->listen_fd >= 0) close(s->listen_fd);
   gcoll_ib_dev_close(&s->dev);
   pthread_cond_destroy(&s->cond);
@@ -816,10 +639,10 @@ static int ib_recv_setup(struct gcoll_transport *t, int peer, uint32_t conn_id,
       .slots_addr = (uintptr_t)gcoll_fifo_simple_slot(c->fifo, 0),
       .rkey = c->mr->rkey,
       .slot_bytes = (uint32_t)c->fifo->slot_bytes,
-      .family = s->family == AF_INET ? 4 : 6,
-      .port = s->port,
+      .family = s->self.family == AF_INET ? 4 : 6,
+      .port = s->self.port,
   };
-  memcpy(a.ip, s->ip, 16);
+  memcpy(a.ip, s->self.ip, 16);
   gcoll_ib_addr_encode(&a, addr);
   *addrlen = GCOLL_IB_ADDR_BYTES;
   *gc = (struct gcoll_conn){.fifo = c->fifo, .peer = peer, .is_send = 0,
@@ -831,20 +654,21 @@ static int ib_recv_setup(struct gcoll_transport *t, int peer, uint32_t conn_id,
 static int side_channel_connect(struct ib_conn *c, const struct gcoll_ib_addr *a,
                                 uint64_t deadline_ms, char *err, size_t errlen) {
   struct gcoll_transport *t = c->s->t;
-  char host[INET6_ADDRSTRLEN] = "?";
-  int family = a->family == 4 ? AF_INET : AF_INET6;
-  inet_ntop(family, a->ip, host, sizeof(host));
-  c->fd = connect_to(family, a->ip, a->port, deadline_ms);
+  struct gcoll_tcp_endpoint to = {.family = a->family == 4 ? AF_INET : AF_INET6,
+                                   .port = a->port};
+  memcpy(to.ip, a->ip, 16);
+  char why[160];
+  c->fd = gcoll_tcp_connect(&to, deadline_ms, why, sizeof(why));
   if (c->fd < 0) {
-    snprintf(err, errlen, "net/ib side channel to %s port %u: %s", host, a->port, strerror(errno));
+    snprintf(err, errlen, "net/ib side channel: %s", why);
     return -1;
   }
   struct gcoll_ib_hello h = {.sender = t->cfg.rank, .receiver = c->peer, .conn_id = c->conn_id,
                              .job_hash = t->job_hash, .qp = c->qp.info};
   unsigned char hello[GCOLL_IB_HELLO_BYTES], ready[GCOLL_IB_HDR_BYTES];
   gcoll_ib_hello_encode(&h, hello);
-  if (xfer_all(c->fd, hello, sizeof(hello), 1, deadline_ms) != 0 ||
-      xfer_all(c->fd, ready, sizeof(ready), 0, deadline_ms) != 0) {
+  if (gcoll_tcp_send_all(c->fd, hello, sizeof(hello), deadline_ms) != 0 ||
+      gcoll_tcp_recv_all(c->fd, ready, sizeof(ready), deadline_ms) != 0) {
     snprintf(err, errlen, "rank %d did not accept the net/ib connection %u: %s", c->peer,
              c->conn_id, errno ? strerror(errno) : "it closed the side channel");
     return -1;
@@ -920,23 +744,17 @@ static void flush(struct ib_conn *c, uint64_t deadline_ms) {
   short revents = 0;
   while (c->state == CONN_OPEN && c->completed < target && atomic_load(abort_word) == 0) {
     send_progress(&c->entry, revents);
-    if (c->state != CONN_OPEN || c->completed >= target || remaining_ms(deadline_ms) == 0) break;
+    if (c->state != CONN_OPEN || c->completed >= target || gcoll_tcp_remaining_ms(deadline_ms) == 0) break;
     struct pollfd p = {.fd = c->fd, .events = POLLIN};
     revents = poll(&p, 1, 1) > 0 ? p.revents : 0;
   }
 }
 
-/* A last header (goodbye or blame), then an orderly shutdown; unread bytes
- * are drained first so the kernel does not reset the connection. */
+/* A last header (goodbye or blame), then an orderly shutdown. */
 static void last_word_and_close(struct ib_conn *c, uint64_t step, uint32_t proto) {
   unsigned char h[GCOLL_IB_HDR_BYTES];
   gcoll_ib_hdr_encode(h, step, 0, proto);
-  (void)xfer_all(c->fd, h, sizeof(h), 1, gcoll_transport_now_ms() + 1000);
-  shutdown(c->fd, SHUT_WR);
-  char sink[256];
-  while (recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT) > 0) {
-  }
-  close(c->fd);
+  gcoll_tcp_last_word_and_close(c->fd, h, sizeof(h));
   c->fd = -1;
 }
 

@@ -2,16 +2,20 @@
 #define _GNU_SOURCE
 #include "runtime/net_ib_addr.h"
 
-#include <arpa/inet.h>
-#include <endian.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kernels/fifo.h"
+#include "runtime/net_tcp.h"
 
 #define ADDR_MAGIC 0x47434942u  /* "GCIB" */
 #define HELLO_MAGIC 0x47494248u /* "GIBH" */
 #define WIRE_VERSION 1
+
+/* net/ib's side channel speaks net/socket's goodbye/blame headers. */
+_Static_assert(GCOLL_IB_HDR_BYTES == GCOLL_TCP_HDR_BYTES, "one side channel header");
+_Static_assert(GCOLL_IB_PROTO_GOODBYE == GCOLL_TCP_PROTO_GOODBYE, "one goodbye");
+_Static_assert(GCOLL_IB_PROTO_BLAME == GCOLL_TCP_PROTO_BLAME, "one blame");
 
 /* Immediate of a data write: nbytes needs 27 bits (up to 64 MiB
  * inclusive), one bit says LL, the top four carry the step modulo 16. */
@@ -22,27 +26,20 @@
 
 _Static_assert(GCOLL_FIFO_MAX_SLOT <= IMM_NBYTES_MASK, "slot size must fit the immediate");
 
-static void put16(unsigned char *p, uint16_t v) { v = htons(v); memcpy(p, &v, 2); }
-static void put32(unsigned char *p, uint32_t v) { v = htonl(v); memcpy(p, &v, 4); }
-static void put64(unsigned char *p, uint64_t v) { v = htobe64(v); memcpy(p, &v, 8); }
-static uint16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return ntohs(v); }
-static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return ntohl(v); }
-static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return be64toh(v); }
-
 /* QP info: 28 bytes at p. */
 static void put_qp(unsigned char *p, const struct gcoll_ib_qp_info *q) {
-  put32(p, q->qpn);
-  put32(p + 4, q->psn);
-  put16(p + 8, q->lid);
+  gcoll_put_be32(p, q->qpn);
+  gcoll_put_be32(p + 4, q->psn);
+  gcoll_put_be16(p + 8, q->lid);
   p[10] = q->mtu;
   p[11] = q->link;
   memcpy(p + 12, q->gid, 16);
 }
 
 static void get_qp(const unsigned char *p, struct gcoll_ib_qp_info *q) {
-  q->qpn = get32(p);
-  q->psn = get32(p + 4);
-  q->lid = get16(p + 8);
+  q->qpn = gcoll_get_be32(p);
+  q->psn = gcoll_get_be32(p + 4);
+  q->lid = gcoll_get_be16(p + 8);
   q->mtu = p[10];
   q->link = p[11];
   memcpy(q->gid, p + 12, 16);
@@ -58,17 +55,17 @@ static int qp_valid(const struct gcoll_ib_qp_info *q) {
  * 76 ip (16), 92 reserved. */
 void gcoll_ib_addr_encode(const struct gcoll_ib_addr *a, unsigned char out[GCOLL_IB_ADDR_BYTES]) {
   memset(out, 0, GCOLL_IB_ADDR_BYTES);
-  put32(out, ADDR_MAGIC);
-  put16(out + 4, WIRE_VERSION);
-  put16(out + 6, (uint16_t)a->family);
-  put16(out + 8, a->port);
-  put32(out + 12, a->conn_id);
-  put32(out + 16, (uint32_t)a->rank);
-  put64(out + 24, a->job_hash);
+  gcoll_put_be32(out, ADDR_MAGIC);
+  gcoll_put_be16(out + 4, WIRE_VERSION);
+  gcoll_put_be16(out + 6, (uint16_t)a->family);
+  gcoll_put_be16(out + 8, a->port);
+  gcoll_put_be32(out + 12, a->conn_id);
+  gcoll_put_be32(out + 16, (uint32_t)a->rank);
+  gcoll_put_be64(out + 24, a->job_hash);
   put_qp(out + 32, &a->qp);
-  put32(out + 60, a->rkey);
-  put64(out + 64, a->slots_addr);
-  put32(out + 72, a->slot_bytes);
+  gcoll_put_be32(out + 60, a->rkey);
+  gcoll_put_be64(out + 64, a->slots_addr);
+  gcoll_put_be32(out + 72, a->slot_bytes);
   memcpy(out + 76, a->ip, 16);
 }
 
@@ -80,20 +77,20 @@ int gcoll_ib_addr_decode(const void *buf, size_t len, uint64_t job_hash, int pee
     snprintf(err, errlen, "net/ib address of %zu bytes, expected %d", len, GCOLL_IB_ADDR_BYTES);
     return -1;
   }
-  if (get32(p) != ADDR_MAGIC || get16(p + 4) != WIRE_VERSION) {
-    snprintf(err, errlen, "not a gcoll net/ib address (version %u)", get16(p + 4));
+  if (gcoll_get_be32(p) != ADDR_MAGIC || gcoll_get_be16(p + 4) != WIRE_VERSION) {
+    snprintf(err, errlen, "not a gcoll net/ib address (version %u)", gcoll_get_be16(p + 4));
     return -1;
   }
   memset(a, 0, sizeof(*a));
-  a->family = get16(p + 6);
-  a->port = get16(p + 8);
-  a->conn_id = get32(p + 12);
-  a->rank = (int32_t)get32(p + 16);
-  a->job_hash = get64(p + 24);
+  a->family = gcoll_get_be16(p + 6);
+  a->port = gcoll_get_be16(p + 8);
+  a->conn_id = gcoll_get_be32(p + 12);
+  a->rank = (int32_t)gcoll_get_be32(p + 16);
+  a->job_hash = gcoll_get_be64(p + 24);
   get_qp(p + 32, &a->qp);
-  a->rkey = get32(p + 60);
-  a->slots_addr = get64(p + 64);
-  a->slot_bytes = get32(p + 72);
+  a->rkey = gcoll_get_be32(p + 60);
+  a->slots_addr = gcoll_get_be64(p + 64);
+  a->slot_bytes = gcoll_get_be32(p + 72);
   memcpy(a->ip, p + 76, 16);
   if (a->job_hash != job_hash)
     snprintf(err, errlen, "net/ib address is from another job (job hash %016llx, ours %016llx)",
@@ -121,47 +118,38 @@ int gcoll_ib_addr_decode(const void *buf, size_t len, uint64_t job_hash, int pee
 void gcoll_ib_hello_encode(const struct gcoll_ib_hello *h,
                            unsigned char out[GCOLL_IB_HELLO_BYTES]) {
   memset(out, 0, GCOLL_IB_HELLO_BYTES);
-  put32(out, HELLO_MAGIC);
-  put16(out + 4, WIRE_VERSION);
-  put32(out + 8, (uint32_t)h->sender);
-  put32(out + 12, (uint32_t)h->receiver);
-  put32(out + 16, h->conn_id);
-  put64(out + 24, h->job_hash);
+  gcoll_put_be32(out, HELLO_MAGIC);
+  gcoll_put_be16(out + 4, WIRE_VERSION);
+  gcoll_put_be32(out + 8, (uint32_t)h->sender);
+  gcoll_put_be32(out + 12, (uint32_t)h->receiver);
+  gcoll_put_be32(out + 16, h->conn_id);
+  gcoll_put_be64(out + 24, h->job_hash);
   put_qp(out + 32, &h->qp);
 }
 
 int gcoll_ib_hello_decode(const unsigned char in[GCOLL_IB_HELLO_BYTES], uint64_t job_hash,
                           int receiver, struct gcoll_ib_hello *h) {
-  if (get32(in) != HELLO_MAGIC || get16(in + 4) != WIRE_VERSION || get64(in + 24) != job_hash ||
-      (int32_t)get32(in + 12) != receiver)
+  if (gcoll_get_be32(in) != HELLO_MAGIC || gcoll_get_be16(in + 4) != WIRE_VERSION ||
+      gcoll_get_be64(in + 24) != job_hash ||
+      (int32_t)gcoll_get_be32(in + 12) != receiver)
     return -1;
-  h->sender = (int32_t)get32(in + 8);
+  h->sender = (int32_t)gcoll_get_be32(in + 8);
   h->receiver = receiver;
-  h->conn_id = get32(in + 16);
+  h->conn_id = gcoll_get_be32(in + 16);
   h->job_hash = job_hash;
   get_qp(in + 32, &h->qp);
   return h->sender >= 0 && qp_valid(&h->qp) ? 0 : -1;
 }
 
+/* The same header as net/socket's, so the goodbye/blame protocol is one. */
 void gcoll_ib_hdr_encode(unsigned char out[GCOLL_IB_HDR_BYTES], uint64_t step, uint32_t nbytes,
                          uint32_t proto) {
-  uint64_t s = htole64(step);
-  uint32_t n = htole32(nbytes), p = htole32(proto);
-  memcpy(out, &s, 8);
-  memcpy(out + 8, &n, 4);
-  memcpy(out + 12, &p, 4);
+  gcoll_tcp_hdr_encode(out, step, nbytes, proto);
 }
 
 void gcoll_ib_hdr_decode(const unsigned char in[GCOLL_IB_HDR_BYTES], uint64_t *step,
                          uint32_t *nbytes, uint32_t *proto) {
-  uint64_t s;
-  uint32_t n, p;
-  memcpy(&s, in, 8);
-  memcpy(&n, in + 8, 4);
-  memcpy(&p, in + 12, 4);
-  *step = le64toh(s);
-  *nbytes = le32toh(n);
-  *proto = le32toh(p);
+  gcoll_tcp_hdr_decode(in, step, nbytes, proto);
 }
 
 uint64_t gcoll_ib_slot_addr(uint64_t slots_addr, uint64_t slot_bytes, uint64_t step) {

@@ -30,10 +30,7 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -45,6 +42,7 @@
 #include <unistd.h>
 
 #include "gcoll.h"
+#include "runtime/net_tcp.h"
 #include "runtime/proxy.h"
 #include "runtime/transport.h"
 
@@ -53,40 +51,8 @@
 #define WIRE_VERSION 1
 #define SOCK_ADDR_BYTES 48
 #define HELLO_BYTES 32
-#define HDR_BYTES 16
-#define PROTO_GOODBYE 0x47425945u /* "GBYE": the peer closes cleanly */
-#define PROTO_BLAME 0x47424c4du   /* "GBLM": the peer closes in error; the
-                                     step field names the rank it blames */
-#define MAX_PENDING 256
+_Static_assert(HELLO_BYTES <= GCOLL_TCP_HELLO_MAX, "the hello table must hold our hello");
 #define CLOSE_FLUSH_MAX_MS 10000u
-
-/* ---- byte order helpers -------------------------------------------------- */
-
-static void put_be16(unsigned char *p, uint16_t v) { v = htons(v); memcpy(p, &v, 2); }
-static void put_be32(unsigned char *p, uint32_t v) { v = htonl(v); memcpy(p, &v, 4); }
-static void put_be64(unsigned char *p, uint64_t v) { v = htobe64(v); memcpy(p, &v, 8); }
-static uint16_t get_be16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return ntohs(v); }
-static uint32_t get_be32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return ntohl(v); }
-static uint64_t get_be64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return be64toh(v); }
-
-static void put_hdr(unsigned char *h, uint64_t step, uint32_t nbytes, uint32_t proto) {
-  uint64_t s = htole64(step);
-  uint32_t n = htole32(nbytes), p = htole32(proto);
-  memcpy(h, &s, 8);
-  memcpy(h + 8, &n, 4);
-  memcpy(h + 12, &p, 4);
-}
-
-static void get_hdr(const unsigned char *h, uint64_t *step, uint32_t *nbytes, uint32_t *proto) {
-  uint64_t s;
-  uint32_t n, p;
-  memcpy(&s, h, 8);
-  memcpy(&n, h + 8, 4);
-  memcpy(&p, h + 12, 4);
-  *step = le64toh(s);
-  *nbytes = le32toh(n);
-  *proto = le32toh(p);
-}
 
 /* ---- state ---------------------------------------------------------------- */
 
@@ -112,41 +78,31 @@ struct sock_conn {
   /* Send side: steps [sent, staged) have headers (and LL data) ready. */
   uint64_t sent, staged;
   size_t off;                     /* bytes of step `sent` already sent */
-  unsigned char shdr[GCOLL_STEPS][HDR_BYTES];
+  unsigned char shdr[GCOLL_STEPS][GCOLL_TCP_HDR_BYTES];
   int want_out;                   /* the socket was full: wait for POLLOUT */
-  unsigned char back[HDR_BYTES];  /* what the receiver sends back: goodbye */
+  unsigned char back[GCOLL_TCP_HDR_BYTES];  /* what the receiver sends back: goodbye */
   size_t back_got;
   /* Receive side: the header of step `recvd` and its payload. */
   uint64_t recvd;
-  unsigned char rhdr[HDR_BYTES], ahead[HDR_BYTES];
+  unsigned char rhdr[GCOLL_TCP_HDR_BYTES], ahead[GCOLL_TCP_HDR_BYTES];
   size_t rhdr_got, pay_got;
   uint32_t rnb, rproto;
   /* Next header bytes read behind an LL step that still waits for its
    * slot. */
-  unsigned char held[HDR_BYTES];
+  unsigned char held[GCOLL_TCP_HDR_BYTES];
   size_t held_got;
   int polled_in;                  /* last round asked poll for POLLIN */
-};
-
-struct pending_hello {
-  int fd;
-  size_t got;
-  uint64_t since_ms;
-  unsigned char buf[HELLO_BYTES];
 };
 
 struct sock_state {
   struct gcoll_transport *t;
   struct gcoll_proxy_entry listen_entry;
   int listen_fd, listen_registered;
-  int family;
-  unsigned char ip[16];
-  uint16_t port;
+  struct gcoll_tcp_endpoint self; /* where the listener is */
   pthread_mutex_t lock;
   pthread_cond_t cond;
   struct sock_conn *recv_conns;
-  struct pending_hello pending[MAX_PENDING]; /* proxy thread only */
-  int npending;
+  struct gcoll_tcp_hellos hellos; /* proxy thread only */
 };
 
 static struct sock_state *state_of(struct gcoll_transport *t) { return t->impl; }
@@ -189,12 +145,10 @@ static void peer_closed(struct sock_conn *c) {
   }
 }
 
-static int transient(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == EINTR; }
-
 /* ---- send side ------------------------------------------------------------ */
 
 static size_t step_bytes(const struct sock_conn *c, uint64_t s) {
-  return HDR_BYTES + c->fifo->nbytes[gcoll_fifo_slot(s)];
+  return GCOLL_TCP_HDR_BYTES + c->fifo->nbytes[gcoll_fifo_slot(s)];
 }
 
 static const void *send_payload(struct sock_conn *c, uint64_t s) {
@@ -223,7 +177,7 @@ static int stage_step(struct sock_conn *c, uint64_t s) {
       memcpy(out + 4 * l, &word, k);
     }
   }
-  put_hdr(c->shdr[slot], s, nb, proto);
+  gcoll_tcp_hdr_encode(c->shdr[slot], s, nb, proto);
   return 0;
 }
 
@@ -237,7 +191,7 @@ static int send_some(struct sock_conn *c) {
     unsigned slot = gcoll_fifo_slot(s);
     size_t nb = c->fifo->nbytes[slot];
     const char *parts[2] = {(const char *)c->shdr[slot], send_payload(c, s)};
-    size_t lens[2] = {HDR_BYTES, nb};
+    size_t lens[2] = {GCOLL_TCP_HDR_BYTES, nb};
     for (int k = 0; k < 2; k++) {
       if (skip >= lens[k]) {
         skip -= lens[k];
@@ -252,7 +206,7 @@ static int send_some(struct sock_conn *c) {
   struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
   ssize_t w = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (w < 0) {
-    if (transient(errno)) {
+    if (gcoll_tcp_transient(errno)) {
       c->want_out = errno != EINTR;
       return 0;
     }
@@ -268,31 +222,24 @@ static int send_some(struct sock_conn *c) {
   return 1;
 }
 
-/* The receiver only ever sends a goodbye; anything else is a broken peer. */
+/* The receiver only ever sends a goodbye (or blame); anything else is a
+ * broken peer. A second goodbye is one too. */
 static int watch_receiver(struct sock_conn *c) {
-  for (;;) {
-    ssize_t r = recv(c->fd, c->back + c->back_got, HDR_BYTES - c->back_got, MSG_DONTWAIT);
-    if (r < 0 && transient(errno)) return 0;
-    if (r <= 0) {
+  uint64_t blamed = 0;
+  switch (gcoll_tcp_watch_peer(c->fd, c->back, &c->back_got, &c->goodbye_seen, &blamed)) {
+    case GCOLL_TCP_NOTHING:
+      return 0;
+    case GCOLL_TCP_CLOSED:
       peer_closed(c);
-      return 1;
-    }
-    c->back_got += (size_t)r;
-    if (c->back_got < HDR_BYTES) continue;
-    uint64_t step;
-    uint32_t nb, proto;
-    get_hdr(c->back, &step, &nb, &proto);
-    if (proto == PROTO_BLAME && nb == 0) {
-      blamed_by_peer(c, step);
-      return 1;
-    }
-    if (proto != PROTO_GOODBYE || nb != 0 || c->goodbye_seen) {
+      break;
+    case GCOLL_TCP_BLAME:
+      blamed_by_peer(c, blamed);
+      break;
+    case GCOLL_TCP_BROKEN:
       conn_failed(c);
-      return 1;
-    }
-    c->goodbye_seen = 1;
-    c->back_got = 0;
+      break;
   }
+  return 1;
 }
 
 static int send_progress(struct gcoll_proxy_entry *e, short revents) {
@@ -336,14 +283,14 @@ static int slot_free(struct sock_conn *c) {
 /* Validates a complete header; -1 on a protocol violation. */
 static int parse_rhdr(struct sock_conn *c) {
   uint64_t step;
-  get_hdr(c->rhdr, &step, &c->rnb, &c->rproto);
+  gcoll_tcp_hdr_decode(c->rhdr, &step, &c->rnb, &c->rproto);
   c->pay_got = 0;
-  if (c->rproto == PROTO_BLAME && c->rnb == 0) {
+  if (c->rproto == GCOLL_TCP_PROTO_BLAME && c->rnb == 0) {
     blamed_by_peer(c, step);
     return -1;
   }
   if (c->goodbye_seen || step != c->recvd) return -1;
-  if (c->rproto == PROTO_GOODBYE) return c->rnb == 0 ? 0 : -1;
+  if (c->rproto == GCOLL_TCP_PROTO_GOODBYE) return c->rnb == 0 ? 0 : -1;
   if (c->rproto != GCOLL_PROTO_SIMPLE && c->rproto != GCOLL_PROTO_LL) return -1;
   return c->rnb <= gcoll_fifo_payload(c->fifo, (enum gcoll_proto)c->rproto) ? 0 : -1;
 }
@@ -377,7 +324,7 @@ static void publish(struct sock_conn *c) {
 static int next_header(struct sock_conn *c, size_t ahead) {
   memcpy(c->rhdr, c->ahead, ahead);
   c->rhdr_got = ahead;
-  return ahead == HDR_BYTES ? parse_rhdr(c) : 0;
+  return ahead == GCOLL_TCP_HDR_BYTES ? parse_rhdr(c) : 0;
 }
 
 /* One read: the rest of the header, or the rest of the payload plus the
@@ -387,21 +334,21 @@ static int recv_some(struct sock_conn *c, size_t *ahead) {
   struct iovec iov[2];
   int n = 0;
   *ahead = 0;
-  if (c->rhdr_got < HDR_BYTES) {
-    iov[n++] = (struct iovec){c->rhdr + c->rhdr_got, HDR_BYTES - c->rhdr_got};
+  if (c->rhdr_got < GCOLL_TCP_HDR_BYTES) {
+    iov[n++] = (struct iovec){c->rhdr + c->rhdr_got, GCOLL_TCP_HDR_BYTES - c->rhdr_got};
   } else {
     if (c->pay_got < c->rnb)
       iov[n++] = (struct iovec){recv_payload_dst(c) + c->pay_got, c->rnb - c->pay_got};
-    iov[n++] = (struct iovec){c->ahead, HDR_BYTES};
+    iov[n++] = (struct iovec){c->ahead, GCOLL_TCP_HDR_BYTES};
   }
   struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
   ssize_t r = recvmsg(c->fd, &msg, MSG_DONTWAIT);
-  if (r < 0 && transient(errno)) return 0;
+  if (r < 0 && gcoll_tcp_transient(errno)) return 0;
   if (r <= 0) return -1;
   size_t got = (size_t)r;
-  if (c->rhdr_got < HDR_BYTES) {
+  if (c->rhdr_got < GCOLL_TCP_HDR_BYTES) {
     c->rhdr_got += got;
-    return c->rhdr_got == HDR_BYTES && parse_rhdr(c) != 0 ? -2 : 1;
+    return c->rhdr_got == GCOLL_TCP_HDR_BYTES && parse_rhdr(c) != 0 ? -2 : 1;
   }
   size_t pay = c->rnb - c->pay_got < got ? c->rnb - c->pay_got : got;
   c->pay_got += pay;
@@ -414,8 +361,8 @@ static int recv_stream(struct sock_conn *c, short revents) {
   int moved = 0, may_read = !c->polled_in || (revents & (POLLIN | POLLHUP | POLLERR));
   c->entry.busy = 0;
   for (;;) {
-    int header_done = c->rhdr_got == HDR_BYTES;
-    if (header_done && c->rproto == PROTO_GOODBYE) {
+    int header_done = c->rhdr_got == GCOLL_TCP_HDR_BYTES;
+    if (header_done && c->rproto == GCOLL_TCP_PROTO_GOODBYE) {
       c->goodbye_seen = 1;
       c->rhdr_got = 0;
       continue;
@@ -507,20 +454,16 @@ static int recv_progress(struct gcoll_proxy_entry *e, short revents) {
 
 /* ---- listener: accepting and matching connections ------------------------- */
 
-static void reject(struct sock_state *s, int i) {
-  close(s->pending[i].fd);
-  s->pending[i] = s->pending[--s->npending];
-}
-
 /* Hands the accepted socket to the receive connection its hello names;
  * 0 when matched (the connection owns the fd now). */
-static int match_hello(struct sock_state *s, const unsigned char *h, int fd) {
+static int match_hello(void *ctx, const unsigned char *h, int fd) {
+  struct sock_state *s = ctx;
   struct gcoll_transport *t = s->t;
-  if (get_be32(h) != HELLO_MAGIC || get_be16(h + 4) != WIRE_VERSION ||
-      get_be64(h + 24) != t->job_hash || (int32_t)get_be32(h + 12) != t->cfg.rank)
+  if (gcoll_get_be32(h) != HELLO_MAGIC || gcoll_get_be16(h + 4) != WIRE_VERSION ||
+      gcoll_get_be64(h + 24) != t->job_hash || (int32_t)gcoll_get_be32(h + 12) != t->cfg.rank)
     return -1;
-  int sender = (int32_t)get_be32(h + 8);
-  uint32_t conn_id = get_be32(h + 16);
+  int sender = (int32_t)gcoll_get_be32(h + 8);
+  uint32_t conn_id = gcoll_get_be32(h + 16);
   int rc = -1;
   pthread_mutex_lock(&s->lock);
   for (struct sock_conn *c = s->recv_conns; c != NULL; c = c->next_recv) {
@@ -535,143 +478,17 @@ static int match_hello(struct sock_state *s, const unsigned char *h, int fd) {
   return rc;
 }
 
-static int accept_new(struct sock_state *s) {
-  int moved = 0;
-  for (;;) {
-    int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return moved;
-    moved = 1;
-    if (s->npending == MAX_PENDING) {
-      close(fd);
-      continue;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    s->pending[s->npending++] =
-        (struct pending_hello){.fd = fd, .got = 0, .since_ms = gcoll_transport_now_ms()};
-  }
-}
-
 static int listen_progress(struct gcoll_proxy_entry *e, short revents) {
   struct sock_state *s =
       (struct sock_state *)((char *)e - offsetof(struct sock_state, listen_entry));
-  int moved = (revents & POLLIN) ? accept_new(s) : 0;
-  uint64_t now = gcoll_transport_now_ms();
-  for (int i = 0; i < s->npending;) {
-    struct pending_hello *p = &s->pending[i];
-    ssize_t r = recv(p->fd, p->buf + p->got, HELLO_BYTES - p->got, MSG_DONTWAIT);
-    if (r < 0 && transient(errno)) {
-      if (now - p->since_ms > s->t->cfg.timeout_ms) reject(s, i);
-      else i++;
-      continue;
-    }
-    moved = 1;
-    if (r <= 0) {
-      reject(s, i);
-      continue;
-    }
-    p->got += (size_t)r;
-    if (p->got < HELLO_BYTES) continue;
-    if (match_hello(s, p->buf, p->fd) != 0) {
-      reject(s, i);
-      continue;
-    }
-    s->pending[i] = s->pending[--s->npending];
-  }
+  int moved = gcoll_tcp_hellos_progress(&s->hellos, s->listen_fd, revents & POLLIN,
+                                        s->t->cfg.timeout_ms, match_hello, s);
   e->events = POLLIN;
   e->busy = 0;
   return moved;
 }
 
 /* ---- init ----------------------------------------------------------------- */
-
-/* GCOLL_SOCKET_IFADDR: a numeric IPv4/IPv6 address or an interface name. */
-static int pick_address(struct sock_state *s, char *err, size_t errlen) {
-  const char *v = getenv("GCOLL_SOCKET_IFADDR");
-  if (v == NULL || *v == '\0') v = "127.0.0.1";
-  memset(s->ip, 0, sizeof(s->ip));
-  if (inet_pton(AF_INET, v, s->ip) == 1) {
-    s->family = AF_INET;
-  } else if (inet_pton(AF_INET6, v, s->ip) == 1) {
-    s->family = AF_INET6;
-  } else {
-    struct ifaddrs *ifs = NULL, *best = NULL;
-    if (getifaddrs(&ifs) == 0) {
-      for (struct ifaddrs *i = ifs; i != NULL; i = i->ifa_next) {
-        if (i->ifa_addr == NULL || strcmp(i->ifa_name, v) != 0) continue;
-        int fam = i->ifa_addr->sa_family;
-        if (fam == AF_INET || (fam == AF_INET6 && best == NULL)) best = i;
-        if (fam == AF_INET) break;
-      }
-    }
-    if (best != NULL) {
-      s->family = best->ifa_addr->sa_family;
-      if (s->family == AF_INET)
-        memcpy(s->ip, &((struct sockaddr_in *)best->ifa_addr)->sin_addr, 4);
-      else
-        memcpy(s->ip, &((struct sockaddr_in6 *)best->ifa_addr)->sin6_addr, 16);
-    }
-    if (ifs != NULL) freeifaddrs(ifs);
-    if (best == NULL) {
-      snprintf(err, errlen, "GCOLL_SOCKET_IFADDR='%.64s' is neither an IP address nor an interface with one",
-               v);
-      return -1;
-    }
-  }
-  static const unsigned char zero[16];
-  if (memcmp(s->ip, zero, s->family == AF_INET ? 4 : 16) == 0) {
-    snprintf(err, errlen, "GCOLL_SOCKET_IFADDR='%.64s': peers cannot connect to the unspecified address", v);
-    return -1;
-  }
-  return 0;
-}
-
-static socklen_t make_sockaddr(int family, const unsigned char *ip, uint16_t port,
-                               struct sockaddr_storage *ss) {
-  memset(ss, 0, sizeof(*ss));
-  if (family == AF_INET) {
-    struct sockaddr_in *a = (struct sockaddr_in *)ss;
-    a->sin_family = AF_INET;
-    a->sin_port = htons(port);
-    memcpy(&a->sin_addr, ip, 4);
-    return sizeof(*a);
-  }
-  struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
-  a->sin6_family = AF_INET6;
-  a->sin6_port = htons(port);
-  memcpy(&a->sin6_addr, ip, 16);
-  return sizeof(*a);
-}
-
-static void format_ip(int family, const unsigned char *ip, uint16_t port, char *buf, size_t len) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  inet_ntop(family, ip, host, sizeof(host));
-  snprintf(buf, len, family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, (unsigned)port);
-}
-
-static int open_listener(struct sock_state *s, char *err, size_t errlen) {
-  struct sockaddr_storage ss;
-  socklen_t len = make_sockaddr(s->family, s->ip, 0, &ss);
-  char where[80];
-  format_ip(s->family, s->ip, 0, where, sizeof(where));
-  s->listen_fd = socket(s->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (s->listen_fd < 0) {
-    snprintf(err, errlen, "socket: %s", strerror(errno));
-    return -1;
-  }
-  if (bind(s->listen_fd, (struct sockaddr *)&ss, len) != 0 || listen(s->listen_fd, SOMAXCONN) != 0) {
-    snprintf(err, errlen, "listen on %s: %s", where, strerror(errno));
-    return -1;
-  }
-  len = sizeof(ss);
-  if (getsockname(s->listen_fd, (struct sockaddr *)&ss, &len) != 0) {
-    snprintf(err, errlen, "getsockname: %s", strerror(errno));
-    return -1;
-  }
-  s->port = ntohs(s->family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
-                                       : ((struct sockaddr_in6 *)&ss)->sin6_port);
-  return 0;
-}
 
 static void sock_fini(struct gcoll_transport *t);
 
@@ -704,7 +521,9 @@ static int sock_init(struct gcoll_transport **out, const struct gcoll_transport_
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&s->cond, &ca);
   pthread_condattr_destroy(&ca);
-  if (pick_address(s, err, errlen) != 0 || open_listener(s, err, errlen) != 0) {
+  s->hellos.hello_bytes = HELLO_BYTES;
+  if (gcoll_tcp_pick_address(&s->self, err, errlen) != 0 ||
+      (s->listen_fd = gcoll_tcp_listen(&s->self, err, errlen)) < 0) {
     sock_fini(t);
     return -1;
   }
@@ -724,7 +543,7 @@ static void sock_fini(struct gcoll_transport *t) {
   if (t == NULL) return;
   struct sock_state *s = state_of(t);
   if (s->listen_registered) gcoll_proxy_remove(t->cfg.proxy, &s->listen_entry);
-  for (int i = 0; i < s->npending; i++) close(s->pending[i].fd);
+  gcoll_tcp_hellos_close(&s->hellos);
   if (s->listen_fd >= 0) close(s->listen_fd);
   pthread_cond_destroy(&s->cond);
   pthread_mutex_destroy(&s->lock);
@@ -808,137 +627,73 @@ static int sock_recv_setup(struct gcoll_transport *t, int peer, uint32_t conn_id
   }
   unsigned char *a = addr;
   memset(a, 0, SOCK_ADDR_BYTES);
-  put_be32(a, SOCK_ADDR_MAGIC);
-  put_be16(a + 4, WIRE_VERSION);
-  put_be16(a + 6, s->family == AF_INET ? 4 : 6);
-  put_be16(a + 8, s->port);
-  put_be32(a + 12, conn_id);
-  put_be32(a + 16, (uint32_t)t->cfg.rank);
-  put_be64(a + 24, t->job_hash);
-  memcpy(a + 32, s->ip, 16);
+  gcoll_put_be32(a, SOCK_ADDR_MAGIC);
+  gcoll_put_be16(a + 4, WIRE_VERSION);
+  gcoll_put_be16(a + 6, s->self.family == AF_INET ? 4 : 6);
+  gcoll_put_be16(a + 8, s->self.port);
+  gcoll_put_be32(a + 12, conn_id);
+  gcoll_put_be32(a + 16, (uint32_t)t->cfg.rank);
+  gcoll_put_be64(a + 24, t->job_hash);
+  memcpy(a + 32, s->self.ip, 16);
   *addrlen = SOCK_ADDR_BYTES;
   *gc = (struct gcoll_conn){.fifo = c->fifo, .peer = peer, .is_send = 0,
                             .ops = &gcoll_transport_socket_ops, .impl = c};
   return 0;
 }
 
-struct peer_addr {
-  int family;
-  unsigned char ip[16];
-  uint16_t port;
-};
-
 static int parse_addr(const struct gcoll_transport *t, int peer, uint32_t conn_id,
-                      const void *addr, size_t addrlen, struct peer_addr *pa, char *err,
+                      const void *addr, size_t addrlen, struct gcoll_tcp_endpoint *pa, char *err,
                       size_t errlen) {
   const unsigned char *a = addr;
   if (a == NULL || addrlen != SOCK_ADDR_BYTES) {
     snprintf(err, errlen, "socket address of %zu bytes, expected %d", addrlen, SOCK_ADDR_BYTES);
     return -1;
   }
-  uint16_t fam = get_be16(a + 6);
-  uint64_t job = get_be64(a + 24);
-  if (get_be32(a) != SOCK_ADDR_MAGIC || get_be16(a + 4) != WIRE_VERSION || (fam != 4 && fam != 6))
-    snprintf(err, errlen, "not a gcoll socket address (version %u)", get_be16(a + 4));
+  uint16_t fam = gcoll_get_be16(a + 6);
+  uint64_t job = gcoll_get_be64(a + 24);
+  if (gcoll_get_be32(a) != SOCK_ADDR_MAGIC || gcoll_get_be16(a + 4) != WIRE_VERSION || (fam != 4 && fam != 6))
+    snprintf(err, errlen, "not a gcoll socket address (version %u)", gcoll_get_be16(a + 4));
   else if (job != t->job_hash)
     snprintf(err, errlen, "socket address is from another job (job hash %016llx, ours %016llx)",
              (unsigned long long)job, (unsigned long long)t->job_hash);
-  else if ((int32_t)get_be32(a + 16) != peer || get_be32(a + 12) != conn_id)
+  else if ((int32_t)gcoll_get_be32(a + 16) != peer || gcoll_get_be32(a + 12) != conn_id)
     snprintf(err, errlen,
              "socket address is for rank %d connection %u, expected rank %d connection %u",
-             (int32_t)get_be32(a + 16), get_be32(a + 12), peer, conn_id);
-  else if (get_be16(a + 8) == 0)
+             (int32_t)gcoll_get_be32(a + 16), gcoll_get_be32(a + 12), peer, conn_id);
+  else if (gcoll_get_be16(a + 8) == 0)
     snprintf(err, errlen, "socket address has port 0");
   else {
     pa->family = fam == 4 ? AF_INET : AF_INET6;
     memcpy(pa->ip, a + 32, 16);
-    pa->port = get_be16(a + 8);
+    pa->port = gcoll_get_be16(a + 8);
     return 0;
   }
   return -1;
 }
 
-static int remaining_ms(uint64_t deadline_ms) {
-  uint64_t now = gcoll_transport_now_ms();
-  if (now >= deadline_ms) return 0;
-  return deadline_ms - now > 1000000 ? 1000000 : (int)(deadline_ms - now);
-}
-
-/* Blocking connect bounded by the deadline. */
-static int connect_to(const struct peer_addr *pa, uint64_t deadline_ms, char *err, size_t errlen) {
-  char where[80];
-  format_ip(pa->family, pa->ip, pa->port, where, sizeof(where));
-  int fd = socket(pa->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    snprintf(err, errlen, "socket: %s", strerror(errno));
-    return -1;
-  }
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  struct sockaddr_storage ss;
-  socklen_t len = make_sockaddr(pa->family, pa->ip, pa->port, &ss);
-  int e = 0;
-  if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
-    e = errno;
-    if (e == EINPROGRESS) {
-      struct pollfd p = {.fd = fd, .events = POLLOUT};
-      int r;
-      while ((r = poll(&p, 1, remaining_ms(deadline_ms))) < 0 && errno == EINTR) {
-      }
-      socklen_t el = sizeof(e);
-      if (r == 0) e = ETIMEDOUT;
-      else if (r < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0) e = errno;
-    }
-  }
-  if (e != 0) {
-    snprintf(err, errlen, "connect to %s: %s", where, strerror(e));
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-/* Writes all of buf (small) before the deadline. */
-static int send_all(int fd, const void *buf, size_t len, uint64_t deadline_ms) {
-  const char *p = buf;
-  while (len > 0) {
-    ssize_t w = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w > 0) {
-      p += w;
-      len -= (size_t)w;
-      continue;
-    }
-    if (w < 0 && !transient(errno)) return -1;
-    int ms = remaining_ms(deadline_ms);
-    struct pollfd pf = {.fd = fd, .events = POLLOUT};
-    if (ms == 0 || (poll(&pf, 1, ms) < 0 && errno != EINTR)) return -1;
-  }
-  return 0;
-}
-
 static int sock_send_connect(struct gcoll_transport *t, int peer, uint32_t conn_id,
                              const void *addr, size_t addrlen, struct gcoll_conn *gc,
                              uint64_t deadline_ms, char *err, size_t errlen) {
-  struct peer_addr pa;
+  struct gcoll_tcp_endpoint pa;
   if (parse_addr(t, peer, conn_id, addr, addrlen, &pa, err, errlen) != 0) return -1;
   struct sock_conn *c = conn_alloc(t, peer, conn_id, 1, err, errlen);
   if (c == NULL) return -1;
-  c->fd = connect_to(&pa, deadline_ms, err, errlen);
+  c->fd = gcoll_tcp_connect(&pa, deadline_ms, err, errlen);
   if (c->fd < 0) {
     conn_free(c);
     return -1;
   }
   unsigned char h[HELLO_BYTES] = {0};
-  put_be32(h, HELLO_MAGIC);
-  put_be16(h + 4, WIRE_VERSION);
-  put_be32(h + 8, (uint32_t)t->cfg.rank);
-  put_be32(h + 12, (uint32_t)peer);
-  put_be32(h + 16, conn_id);
-  put_be64(h + 24, t->job_hash);
-  if (send_all(c->fd, h, sizeof(h), deadline_ms) != 0) {
+  gcoll_put_be32(h, HELLO_MAGIC);
+  gcoll_put_be16(h + 4, WIRE_VERSION);
+  gcoll_put_be32(h + 8, (uint32_t)t->cfg.rank);
+  gcoll_put_be32(h + 12, (uint32_t)peer);
+  gcoll_put_be32(h + 16, conn_id);
+  gcoll_put_be64(h + 24, t->job_hash);
+  if (gcoll_tcp_send_all(c->fd, h, sizeof(h), deadline_ms) != 0) {
     char where[80];
-    format_ip(pa.family, pa.ip, pa.port, where, sizeof(where));
-    snprintf(err, errlen, "hello to %s: %s", where, errno ? strerror(errno) : "deadline passed");
+    gcoll_tcp_format(&pa, where, sizeof(where));
+    snprintf(err, errlen, "hello to %s: %s", where, strerror(errno));
     close(c->fd);
     conn_free(c);
     return -1;
@@ -981,25 +736,18 @@ static void flush(struct sock_conn *c, uint64_t deadline_ms) {
   while (c->state == CONN_OPEN && c->sent < target && atomic_load(abort_word) == 0) {
     send_progress(&c->entry, revents);
     if (c->state != CONN_OPEN || c->sent >= target) break;
-    int ms = remaining_ms(deadline_ms);
+    int ms = gcoll_tcp_remaining_ms(deadline_ms);
     if (ms == 0) break;
     struct pollfd p = {.fd = c->fd, .events = (short)(POLLIN | POLLOUT)};
     revents = poll(&p, 1, ms) > 0 ? p.revents : 0;
   }
 }
 
-/* A last header (goodbye or blame), then an orderly shutdown. Unread bytes
- * are drained first: closing a socket with unread data makes the kernel
- * reset the connection, which could discard what we just sent. */
+/* A last header (goodbye or blame), then an orderly shutdown. */
 static void last_word_and_close(struct sock_conn *c, uint64_t step, uint32_t proto) {
-  unsigned char h[HDR_BYTES];
-  put_hdr(h, step, 0, proto);
-  (void)send_all(c->fd, h, sizeof(h), gcoll_transport_now_ms() + 1000);
-  shutdown(c->fd, SHUT_WR);
-  char sink[4096];
-  while (recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT) > 0) {
-  }
-  close(c->fd);
+  unsigned char h[GCOLL_TCP_HDR_BYTES];
+  gcoll_tcp_hdr_encode(h, step, 0, proto);
+  gcoll_tcp_last_word_and_close(c->fd, h, sizeof(h));
   c->fd = -1;
 }
 
@@ -1030,9 +778,9 @@ static void sock_conn_close(struct gcoll_transport *t, struct gcoll_conn *gc) {
     if (c->state == CONN_FAILED || (in_error && c->is_send && c->off != 0))
       close(c->fd);
     else if (in_error)
-      last_word_and_close(c, (uint64_t)gcoll_transport_blame(&t->cfg), PROTO_BLAME);
+      last_word_and_close(c, (uint64_t)gcoll_transport_blame(&t->cfg), GCOLL_TCP_PROTO_BLAME);
     else
-      last_word_and_close(c, c->is_send ? c->sent : c->recvd, PROTO_GOODBYE);
+      last_word_and_close(c, c->is_send ? c->sent : c->recvd, GCOLL_TCP_PROTO_GOODBYE);
   }
   conn_free(c);
   gc->impl = NULL;

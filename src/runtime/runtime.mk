@@ -3,6 +3,7 @@
 # transport.c's table.
 libgcoll_la_SOURCES += src/runtime/transport.h src/runtime/transport.c \
 	src/runtime/transport_shm.c src/runtime/net_socket.c \
+	src/runtime/net_tcp.h src/runtime/net_tcp.c \
 	src/runtime/proxy.h src/runtime/proxy.c
 
 if HAVE_CMOCKA

@@ -1,0 +1,280 @@
+/* TCP plumbing shared by net/socket and net/ib (see net_tcp.h). */
+#define _GNU_SOURCE
+#include "runtime/net_tcp.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "runtime/transport.h"
+
+int gcoll_tcp_remaining_ms(uint64_t deadline_ms) {
+  uint64_t now = gcoll_transport_now_ms();
+  if (now >= deadline_ms) return 0;
+  return deadline_ms - now > 1000000 ? 1000000 : (int)(deadline_ms - now);
+}
+
+static socklen_t make_sockaddr(const struct gcoll_tcp_endpoint *ep, struct sockaddr_storage *ss) {
+  memset(ss, 0, sizeof(*ss));
+  if (ep->family == AF_INET) {
+    struct sockaddr_in *a = (struct sockaddr_in *)ss;
+    a->sin_family = AF_INET;
+    a->sin_port = htons(ep->port);
+    memcpy(&a->sin_addr, ep->ip, 4);
+    return sizeof(*a);
+  }
+  struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+  a->sin6_family = AF_INET6;
+  a->sin6_port = htons(ep->port);
+  memcpy(&a->sin6_addr, ep->ip, 16);
+  return sizeof(*a);
+}
+
+void gcoll_tcp_format(const struct gcoll_tcp_endpoint *ep, char *buf, size_t len) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  inet_ntop(ep->family, ep->ip, host, sizeof(host));
+  snprintf(buf, len, ep->family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, (unsigned)ep->port);
+}
+
+/* The interface's IPv4 address, else its IPv6 one: IPv4 is what the
+ * other hosts of a cluster most likely reach. 0 when found. */
+static int interface_address(const char *name, struct gcoll_tcp_endpoint *ep) {
+  struct ifaddrs *ifs = NULL, *best = NULL;
+  if (getifaddrs(&ifs) != 0) return -1;
+  for (struct ifaddrs *i = ifs; i != NULL; i = i->ifa_next) {
+    if (i->ifa_addr == NULL || strcmp(i->ifa_name, name) != 0) continue;
+    int fam = i->ifa_addr->sa_family;
+    if (fam == AF_INET || (fam == AF_INET6 && best == NULL)) best = i;
+    if (fam == AF_INET) break;
+  }
+  if (best != NULL) {
+    ep->family = best->ifa_addr->sa_family;
+    if (ep->family == AF_INET)
+      memcpy(ep->ip, &((struct sockaddr_in *)best->ifa_addr)->sin_addr, 4);
+    else
+      memcpy(ep->ip, &((struct sockaddr_in6 *)best->ifa_addr)->sin6_addr, 16);
+  }
+  freeifaddrs(ifs);
+  return best != NULL ? 0 : -1;
+}
+
+int gcoll_tcp_pick_address(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen) {
+  const char *v = getenv("GCOLL_SOCKET_IFADDR");
+  if (v == NULL || *v == '\0') v = "127.0.0.1";
+  memset(ep, 0, sizeof(*ep));
+  if (inet_pton(AF_INET, v, ep->ip) == 1) {
+    ep->family = AF_INET;
+  } else if (inet_pton(AF_INET6, v, ep->ip) == 1) {
+    ep->family = AF_INET6;
+  } else if (interface_address(v, ep) != 0) {
+    snprintf(err, errlen,
+             "GCOLL_SOCKET_IFADDR='%.64s' is neither an IP address nor an interface with one", v);
+    return -1;
+  }
+  /* Our address travels to the peers, who connect to it. */
+  static const unsigned char zero[16];
+  if (memcmp(ep->ip, zero, ep->family == AF_INET ? 4 : 16) == 0) {
+    snprintf(err, errlen,
+             "GCOLL_SOCKET_IFADDR='%.64s': peers cannot connect to the unspecified address", v);
+    return -1;
+  }
+  return 0;
+}
+
+int gcoll_tcp_listen(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen) {
+  struct sockaddr_storage ss;
+  struct gcoll_tcp_endpoint any_port = *ep;
+  any_port.port = 0;
+  socklen_t len = make_sockaddr(&any_port, &ss);
+  int fd = socket(ep->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    snprintf(err, errlen, "socket: %s", strerror(errno));
+    return -1;
+  }
+  if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, SOMAXCONN) != 0) {
+    int e = errno;
+    char where[80];
+    gcoll_tcp_format(&any_port, where, sizeof(where));
+    snprintf(err, errlen, "listen on %s: %s", where, strerror(e));
+    close(fd);
+    return -1;
+  }
+  len = sizeof(ss);
+  if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
+    snprintf(err, errlen, "getsockname: %s", strerror(errno));
+    close(fd);
+    return -1;
+  }
+  ep->port = ntohs(ep->family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                         : ((struct sockaddr_in6 *)&ss)->sin6_port);
+  return fd;
+}
+
+/* Small messages (hellos, headers) would otherwise wait for Nagle. */
+static void no_delay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+int gcoll_tcp_connect(const struct gcoll_tcp_endpoint *to, uint64_t deadline_ms, char *err,
+                      size_t errlen) {
+  int fd = socket(to->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    snprintf(err, errlen, "socket: %s", strerror(errno));
+    return -1;
+  }
+  no_delay(fd);
+  struct sockaddr_storage ss;
+  socklen_t len = make_sockaddr(to, &ss);
+  int e = 0;
+  if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
+    e = errno;
+    if (e == EINPROGRESS) {
+      struct pollfd p = {.fd = fd, .events = POLLOUT};
+      int r;
+      while ((r = poll(&p, 1, gcoll_tcp_remaining_ms(deadline_ms))) < 0 && errno == EINTR) {
+      }
+      socklen_t el = sizeof(e);
+      if (r == 0) e = ETIMEDOUT;
+      else if (r < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0) e = errno;
+    }
+  }
+  if (e != 0) {
+    char where[80];
+    gcoll_tcp_format(to, where, sizeof(where));
+    snprintf(err, errlen, "connect to %s: %s", where, strerror(e));
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+static int xfer_all(int fd, char *p, size_t len, int want_send, uint64_t deadline_ms) {
+  while (len > 0) {
+    ssize_t r = want_send ? send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
+                          : recv(fd, p, len, MSG_DONTWAIT);
+    if (r > 0) {
+      p += r;
+      len -= (size_t)r;
+      continue;
+    }
+    if (r == 0) {
+      errno = 0;
+      return -1;
+    }
+    if (!gcoll_tcp_transient(errno)) return -1;
+    int ms = gcoll_tcp_remaining_ms(deadline_ms);
+    if (ms == 0) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+    struct pollfd pf = {.fd = fd, .events = want_send ? POLLOUT : POLLIN};
+    if (poll(&pf, 1, ms) < 0 && errno != EINTR) return -1;
+  }
+  return 0;
+}
+
+int gcoll_tcp_send_all(int fd, const void *buf, size_t len, uint64_t deadline_ms) {
+  /* send() only reads through the pointer. */
+  return xfer_all(fd, (char *)buf, len, 1, deadline_ms);
+}
+
+int gcoll_tcp_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ms) {
+  return xfer_all(fd, buf, len, 0, deadline_ms);
+}
+
+void gcoll_tcp_last_word_and_close(int fd, const void *msg, size_t len) {
+  (void)gcoll_tcp_send_all(fd, msg, len, gcoll_transport_now_ms() + 1000);
+  shutdown(fd, SHUT_WR);
+  char sink[4096];
+  while (recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0) {
+  }
+  close(fd);
+}
+
+enum gcoll_tcp_word gcoll_tcp_watch_peer(int fd, unsigned char buf[GCOLL_TCP_HDR_BYTES],
+                                         size_t *got, int *goodbye_seen, uint64_t *blamed) {
+  for (;;) {
+    ssize_t r = recv(fd, buf + *got, GCOLL_TCP_HDR_BYTES - *got, MSG_DONTWAIT);
+    if (r < 0 && gcoll_tcp_transient(errno)) return GCOLL_TCP_NOTHING;
+    if (r <= 0) return GCOLL_TCP_CLOSED;
+    *got += (size_t)r;
+    if (*got < GCOLL_TCP_HDR_BYTES) continue;
+    *got = 0;
+    uint64_t step;
+    uint32_t nb, proto;
+    gcoll_tcp_hdr_decode(buf, &step, &nb, &proto);
+    if (proto == GCOLL_TCP_PROTO_BLAME && nb == 0) {
+      *blamed = step;
+      return GCOLL_TCP_BLAME;
+    }
+    if (proto != GCOLL_TCP_PROTO_GOODBYE || nb != 0 || *goodbye_seen) return GCOLL_TCP_BROKEN;
+    /* The peer may still close: that is no failure now. */
+    *goodbye_seen = 1;
+  }
+}
+
+/* ---- accepted connections waiting for their hello -------------------------- */
+
+static void drop_pending(struct gcoll_tcp_hellos *h, int i, int close_fd) {
+  if (close_fd) close(h->pending[i].fd);
+  h->pending[i] = h->pending[--h->npending];
+}
+
+static int accept_new(struct gcoll_tcp_hellos *h, int listen_fd) {
+  int moved = 0;
+  for (;;) {
+    int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return moved;
+    moved = 1;
+    /* A full table means a flood, not a peer of ours: refuse rather than
+     * grow without bound. */
+    if (h->npending == GCOLL_TCP_MAX_PENDING) {
+      close(fd);
+      continue;
+    }
+    no_delay(fd);
+    int i = h->npending++;
+    h->pending[i].fd = fd;
+    h->pending[i].got = 0;
+    h->pending[i].since_ms = gcoll_transport_now_ms();
+  }
+}
+
+int gcoll_tcp_hellos_progress(struct gcoll_tcp_hellos *h, int listen_fd, int readable,
+                              uint64_t timeout_ms, gcoll_tcp_hello_match_fn match, void *ctx) {
+  int moved = readable ? accept_new(h, listen_fd) : 0;
+  uint64_t now = gcoll_transport_now_ms();
+  for (int i = 0; i < h->npending;) {
+    __typeof__(h->pending[0]) *p = &h->pending[i];
+    ssize_t r = recv(p->fd, p->buf + p->got, h->hello_bytes - p->got, MSG_DONTWAIT);
+    if (r < 0 && gcoll_tcp_transient(errno)) {
+      /* A connection that never says hello must not hold a slot forever. */
+      if (now - p->since_ms > timeout_ms) drop_pending(h, i, 1);
+      else i++;
+      continue;
+    }
+    moved = 1;
+    if (r <= 0) {
+      drop_pending(h, i, 1);
+      continue;
+    }
+    p->got += (size_t)r;
+    if (p->got < h->hello_bytes) continue;
+    drop_pending(h, i, match(ctx, p->buf, p->fd) != 0);
+  }
+  return moved;
+}
+
+void gcoll_tcp_hellos_close(struct gcoll_tcp_hellos *h) {
+  for (int i = 0; i < h->npending; i++) close(h->pending[i].fd);
+  h->npending = 0;
+}

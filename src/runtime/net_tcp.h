@@ -1,0 +1,156 @@
+/* TCP plumbing shared by the network transports: net/socket carries its
+ * data on these connections, net/ib its queue-pair handshake and its
+ * goodbye/blame side channel. Both listen on one socket per transport,
+ * bound to GCOLL_SOCKET_IFADDR, and match each accepted connection to a
+ * receive connection by a fixed-size hello the connecting side sends first;
+ * only the hello's format and what a match does differ, so those stay with
+ * the transport (the match callback).
+ *
+ * Every wait is bounded by a deadline (CLOCK_MONOTONIC milliseconds, as
+ * gcoll_transport_now_ms). */
+#ifndef GCOLL_RUNTIME_NET_TCP_H
+#define GCOLL_RUNTIME_NET_TCP_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GCOLL_TCP_MAX_PENDING 256 /* accepted connections still sending their hello */
+#define GCOLL_TCP_HELLO_MAX 64    /* the largest hello of any transport */
+
+/* Where a listener is, or where to connect: AF_INET or AF_INET6, the
+ * address in network order (4 or 16 bytes used), the port. */
+struct gcoll_tcp_endpoint {
+  int family;
+  unsigned char ip[16];
+  uint16_t port;
+};
+
+/* Big-endian fields of addresses and hellos. */
+static inline void gcoll_put_be16(unsigned char *p, uint16_t v) {
+  p[0] = (unsigned char)(v >> 8);
+  p[1] = (unsigned char)v;
+}
+static inline void gcoll_put_be32(unsigned char *p, uint32_t v) {
+  gcoll_put_be16(p, (uint16_t)(v >> 16));
+  gcoll_put_be16(p + 2, (uint16_t)v);
+}
+static inline void gcoll_put_be64(unsigned char *p, uint64_t v) {
+  gcoll_put_be32(p, (uint32_t)(v >> 32));
+  gcoll_put_be32(p + 4, (uint32_t)v);
+}
+static inline uint16_t gcoll_get_be16(const unsigned char *p) {
+  return (uint16_t)(p[0] << 8 | p[1]);
+}
+static inline uint32_t gcoll_get_be32(const unsigned char *p) {
+  return (uint32_t)gcoll_get_be16(p) << 16 | gcoll_get_be16(p + 2);
+}
+static inline uint64_t gcoll_get_be64(const unsigned char *p) {
+  return (uint64_t)gcoll_get_be32(p) << 32 | gcoll_get_be32(p + 4);
+}
+
+/* The 16-byte header both transports send on their TCP connections:
+ * {step, nbytes, proto}, little-endian. After setup it carries only
+ * control words on net/ib, data steps too on net/socket. */
+#define GCOLL_TCP_HDR_BYTES 16
+#define GCOLL_TCP_PROTO_GOODBYE 0x47425945u /* "GBYE": the peer closes cleanly */
+#define GCOLL_TCP_PROTO_BLAME 0x47424c4du   /* "GBLM": the peer closes in error; the step
+                                               field names the rank it blames */
+
+static inline void gcoll_tcp_hdr_encode(unsigned char out[GCOLL_TCP_HDR_BYTES], uint64_t step,
+                                        uint32_t nbytes, uint32_t proto) {
+  for (int i = 0; i < 8; i++) out[i] = (unsigned char)(step >> (8 * i));
+  for (int i = 0; i < 4; i++) out[8 + i] = (unsigned char)(nbytes >> (8 * i));
+  for (int i = 0; i < 4; i++) out[12 + i] = (unsigned char)(proto >> (8 * i));
+}
+
+static inline void gcoll_tcp_hdr_decode(const unsigned char in[GCOLL_TCP_HDR_BYTES],
+                                        uint64_t *step, uint32_t *nbytes, uint32_t *proto) {
+  *step = 0;
+  *nbytes = 0;
+  *proto = 0;
+  for (int i = 0; i < 8; i++) *step |= (uint64_t)in[i] << (8 * i);
+  for (int i = 0; i < 4; i++) *nbytes |= (uint32_t)in[8 + i] << (8 * i);
+  for (int i = 0; i < 4; i++) *proto |= (uint32_t)in[12 + i] << (8 * i);
+}
+
+/* What a peer said on a connection that, by now, carries nothing but its
+ * last header: goodbye (a clean close follows) or blame. */
+enum gcoll_tcp_word {
+  GCOLL_TCP_NOTHING = 0, /* nothing more to act on (a goodbye is only noted) */
+  GCOLL_TCP_CLOSED,      /* EOF or an error on the socket */
+  GCOLL_TCP_BLAME,       /* *blamed: the rank it names, unchecked */
+  GCOLL_TCP_BROKEN,      /* a header that is neither, or a second goodbye */
+};
+
+/* Reads without blocking, buf holding *got bytes of the next header across
+ * calls, and sets *goodbye_seen on a goodbye. */
+enum gcoll_tcp_word gcoll_tcp_watch_peer(int fd, unsigned char buf[GCOLL_TCP_HDR_BYTES],
+                                         size_t *got, int *goodbye_seen, uint64_t *blamed);
+
+/* Errors that only mean "not now" on a non-blocking socket. */
+static inline int gcoll_tcp_transient(int e) {
+  return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
+}
+
+/* Milliseconds left until deadline_ms, 0 once passed, capped so it fits
+ * poll's int timeout. */
+int gcoll_tcp_remaining_ms(uint64_t deadline_ms);
+
+/* "ip:port" (IPv6 as "[ip]:port") for error messages. */
+void gcoll_tcp_format(const struct gcoll_tcp_endpoint *ep, char *buf, size_t len);
+
+/* The address to listen on from GCOLL_SOCKET_IFADDR: a numeric IPv4 or
+ * IPv6 address or an interface name (its IPv4 address, else its IPv6 one),
+ * 127.0.0.1 when unset; port 0. -1 with one line in err when it names
+ * nothing usable or the unspecified address. */
+int gcoll_tcp_pick_address(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen);
+
+/* A non-blocking listening socket on ep's address and an ephemeral port,
+ * which it stores in ep->port; the fd, or -1 with one line in err. */
+int gcoll_tcp_listen(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen);
+
+/* A non-blocking TCP_NODELAY socket connected to `to` before deadline_ms;
+ * the fd, or -1 with one line in err (errno kept). */
+int gcoll_tcp_connect(const struct gcoll_tcp_endpoint *to, uint64_t deadline_ms, char *err,
+                      size_t errlen);
+
+/* All of buf over a non-blocking socket before deadline_ms; -1 with errno
+ * set (ETIMEDOUT at the deadline; 0 when recv_all met an orderly EOF). */
+int gcoll_tcp_send_all(int fd, const void *buf, size_t len, uint64_t deadline_ms);
+int gcoll_tcp_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ms);
+
+/* Sends a last message (within a second), shuts the connection down and
+ * closes fd. Unread bytes are drained first: closing a socket with unread
+ * data makes the kernel reset the connection, which could discard what
+ * was just sent. */
+void gcoll_tcp_last_word_and_close(int fd, const void *msg, size_t len);
+
+/* The accepted connections of a listener that have not yet sent their
+ * whole hello. Owned by the proxy thread. */
+struct gcoll_tcp_hellos {
+  size_t hello_bytes; /* at most GCOLL_TCP_HELLO_MAX */
+  int npending;
+  struct {
+    int fd;
+    size_t got;
+    uint64_t since_ms;
+    unsigned char buf[GCOLL_TCP_HELLO_MAX];
+  } pending[GCOLL_TCP_MAX_PENDING];
+};
+
+/* Takes a complete hello and the fd it came on; 0 when it took the fd. */
+typedef int (*gcoll_tcp_hello_match_fn)(void *ctx, const unsigned char *hello, int fd);
+
+/* One round for the listener's proxy entry: accepts what waits on
+ * listen_fd (when `readable`), reads hellos without blocking, hands each
+ * complete one to match, and closes connections whose hello is refused,
+ * cut short, or not complete within timeout_ms. Returns whether anything
+ * happened. */
+int gcoll_tcp_hellos_progress(struct gcoll_tcp_hellos *h, int listen_fd, int readable,
+                              uint64_t timeout_ms, gcoll_tcp_hello_match_fn match, void *ctx);
+
+/* Closes the connections still waiting for their hello. */
+void gcoll_tcp_hellos_close(struct gcoll_tcp_hellos *h);
+
+#endif
