@@ -2,7 +2,7 @@
 libgcoll_la_SOURCES += src/runtime/comm_p2p.h src/runtime/comm_p2p.c src/runtime/comm_group.c
 
 check_PROGRAMS += tests/integration/p2p_check
-tests_integration_p2p_check_SOURCES = tests/integration/p2p_check.c
+tests_integration_p2p_check_SOURCES = tests/integration/p2p_check.c tests/integration/check_util.h
 tests_integration_p2p_check_LDADD = libgcoll.la
 TESTS += tests/integration/test_p2p.sh
 EXTRA_DIST += tests/integration/test_p2p.sh

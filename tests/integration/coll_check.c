@@ -28,18 +28,9 @@
 #include <unistd.h>
 
 #include "gcoll.h"
+#include "check_util.h"
 #include "kernels/half.h"
 #include "kernels/reduce.h"
-
-static int rank, nranks;
-
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  return x ^ (x >> 33);
-}
 
 /* Element i of rank r's input. Floats: integers in [-2, 2] for prod (so a
  * product of 8 ranks stays exact even in half), [-8, 8] otherwise. */
@@ -74,16 +65,6 @@ struct bufs {
   unsigned char *block;       /* nranks * BLOCK * 8 bytes */
 };
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (p == NULL) {
-    fprintf(stderr, "rank %d: out of memory for %zu bytes\n", rank, n);
-    exit(2);
-  }
-  memset(p, 0, n ? n : 1);  /* touch once, reuse for every size */
-  return p;
-}
-
 /* dst[0..n) = reference reduction over ranks of elements [first, first+n). */
 static void expected_reduction(struct bufs *b, unsigned char *dst, size_t first, size_t n,
                                gcollDataType_t t, gcollRedOp_t op, uint64_t seed) {
@@ -97,13 +78,6 @@ static void expected_reduction(struct bufs *b, unsigned char *dst, size_t first,
     }
     gcoll_reduce_reference(dst + done * es, in, nranks, m, t, op);
   }
-}
-
-static int check_gcoll(gcollResult_t rc, const char *what) {
-  if (rc == gcollSuccess) return 0;
-  fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, gcollGetErrorString(rc),
-          gcollGetLastError(NULL));
-  return -1;
 }
 
 static const char *coll_names[] = {"allreduce", "broadcast", "reduce", "allgather",
@@ -215,12 +189,6 @@ static int matrix(gcollComm_t comm, int full) {
   return wrong ? 1 : 0;
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int die(gcollComm_t comm, int victim, int iter) {
   /* Survivors must report, not be stopped by gcollrun's SIGTERM first. */
   signal(SIGTERM, SIG_IGN);
@@ -243,12 +211,6 @@ static int die(gcollComm_t comm, int victim, int iter) {
       return 1;
     }
   }
-}
-
-static void *abort_later(void *arg) {
-  usleep(300000);
-  gcollCommAbort((gcollComm_t)arg);
-  return NULL;
 }
 
 static int abort_test(gcollComm_t comm) {

@@ -32,17 +32,8 @@
 #include <unistd.h>
 
 #include "gcoll.h"
+#include "check_util.h"
 #include "kernels/reduce.h"
-
-static int rank, nranks;
-
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  return x ^ (x >> 33);
-}
 
 /* count elements of esize bytes: what src sends dst as message msg. One
  * hash per 8 bytes keeps checking megabytes cheap on a loaded machine. */
@@ -64,29 +55,6 @@ static long wrong_bytes(const unsigned char *got, size_t count, size_t esize, in
   long wrong = 0;
   for (size_t i = 0; i < bytes; i++) wrong += got[i] != scratch[i];
   return wrong;
-}
-
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (p == NULL) {
-    fprintf(stderr, "rank %d: out of memory for %zu bytes\n", rank, n);
-    exit(2);
-  }
-  memset(p, 0, n ? n : 1);
-  return p;
-}
-
-static int check_gcoll(gcollResult_t rc, const char *what) {
-  if (rc == gcollSuccess) return 0;
-  fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, gcollGetErrorString(rc),
-          gcollGetLastError(NULL));
-  return -1;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* ---- exchange ----------------------------------------------------------------- */
@@ -384,12 +352,6 @@ static int badargs(gcollComm_t comm) {
   for (int i = 0; i < 16; i++) bad += in[i] != (float)(prev * 100 + i);
   printf("rank %d: %s\n", rank, bad ? "FAILED" : "ok");
   return bad ? 1 : 0;
-}
-
-static void *abort_later(void *arg) {
-  usleep(300000);
-  gcollCommAbort((gcollComm_t)arg);
-  return NULL;
 }
 
 static int abort_test(gcollComm_t comm) {
