@@ -216,6 +216,14 @@ void gcoll_plan_tune_with(struct gcoll_plan *plan, const struct gcoll_tuning_mod
 
 void gcoll_plan_tune(struct gcoll_plan *plan) { gcoll_plan_tune_with(plan, &gcoll_tuning_defaults); }
 
+int gcoll_plan_retune(struct gcoll_plan *plan, const char *spec, char *err, size_t errlen) {
+  if (spec == NULL || *spec == '\0') return 0;
+  struct gcoll_tuning_model model = gcoll_tuning_defaults;
+  if (gcoll_tuning_set(&model, spec, err, errlen) != 0) return -1;
+  gcoll_plan_tune_with(plan, &model);
+  return 0;
+}
+
 /* ---- overrides --------------------------------------------------------- */
 
 static int parse_double(const char *s, double *out) {

@@ -49,5 +49,10 @@ int gcoll_tuning_set(struct gcoll_tuning_model *m, const char *spec, char *err, 
 struct gcoll_plan;
 /* Fills plan->tuning from model m (gcoll_plan_tune uses the defaults). */
 void gcoll_plan_tune_with(struct gcoll_plan *plan, const struct gcoll_tuning_model *m);
+/* Site calibration: refills plan->tuning from the defaults with the
+ * overrides of spec (GCOLL_TUNING's syntax, see gcoll_tuning_set) applied;
+ * nothing to do for NULL or "". Every tool that computes a plan calls it
+ * with $GCOLL_TUNING, so one variable calibrates them all. */
+int gcoll_plan_retune(struct gcoll_plan *plan, const char *spec, char *err, size_t errlen);
 
 #endif

@@ -306,14 +306,9 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
     goto out;
   }
   /* Site calibration of the tuning model, without a rebuild. */
-  const char *tuning = getenv("GCOLL_TUNING");
-  if (tuning != NULL && *tuning != '\0') {
-    struct gcoll_tuning_model model = gcoll_tuning_defaults;
-    if (gcoll_tuning_set(&model, tuning, err, sizeof(err)) != 0) {
-      cli_fail("GCOLL_TUNING: %s", err);
-      goto out;
-    }
-    gcoll_plan_tune_with(plan, &model);
+  if (gcoll_plan_retune(plan, getenv("GCOLL_TUNING"), err, sizeof(err)) != 0) {
+    cli_fail("GCOLL_TUNING: %s", err);
+    goto out;
   }
   int wrc = strcmp(o->output, "-") == 0
                 ? gcoll_plan_write_stream(plan, stdout, err, sizeof(err))

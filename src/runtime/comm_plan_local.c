@@ -18,6 +18,7 @@
 #include "graph/plan.h"
 #include "graph/topo.h"
 #include "graph/topo_lookup.h"
+#include "graph/tuning.h"
 #include "runtime/comm_init_paths.h"
 
 /* This host's short name; with several nodes "<host>-v<i>", like gcollrun's
@@ -64,6 +65,12 @@ static struct gcoll_plan *build(int nranks, int nnodes, const char *topo_name, c
                                   .ranks_per_node = nranks / nnodes,
                                   .job_id = -1, .step_id = -1};
     plan = gcoll_plan_build(&in, err, errlen);
+    char why[512];
+    if (plan != NULL && gcoll_plan_retune(plan, getenv("GCOLL_TUNING"), why, sizeof(why)) != 0) {
+      snprintf(err, errlen, "GCOLL_TUNING: %s", why);
+      gcoll_plan_free(plan);
+      plan = NULL;
+    }
   }
   if (hosts) gcoll_hostlist_free(hosts, nnodes);
   free(node_topo);

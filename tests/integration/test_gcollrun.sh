@@ -239,6 +239,18 @@ run "$RUN" -n 1 echo -n --tag-output
 check "program options are passed through" eval '[ "$rc" -eq 0 ] && [ "$(cat "$tmp/out")" = "--tag-output" ]'
 run "$RUN" --help
 check "--help exits 0 with usage" eval '[ "$rc" -eq 0 ] && grep -q "^usage: gcollrun -n N" "$tmp/out"'
+# GCOLL_TUNING calibrates the plan gcollrun computes, as it does gcoll-plan's:
+# with ring priced out, allreduce (the one collective with a host tree) moves
+# to tree at every size.
+show_allreduce_tuning='if [ "$GCOLL_RANK" = 0 ]; then sed -n "/^  allreduce:/,/^  [a-z]/p" "$GCOLL_PLAN"; fi'
+run "$RUN" -n 2 sh -c "$show_allreduce_tuning"
+cp "$tmp/out" "$tmp/tuning.default"
+run env GCOLL_TUNING=host.ring.simple.base_lat=1e7,host.ring.ll.base_lat=1e7 \
+  "$RUN" -n 2 sh -c "$show_allreduce_tuning"
+check "GCOLL_TUNING changes gcollrun's plan (ring priced out of allreduce)" \
+  eval '[ "$rc" -eq 0 ] && grep -q "algo: ring" "$tmp/tuning.default" && ! grep -q "algo: ring" "$tmp/out" && grep -q "algo: tree" "$tmp/out"'
+one_line_matching "malformed GCOLL_TUNING" 1 "GCOLL_TUNING: .*nonsense" \
+  env GCOLL_TUNING=nonsense=1 "$RUN" -n 2 true
 check "temp plan dirs removed on every path" no_leftover_dirs
 
 echo "$pass passed, $fail failed"
