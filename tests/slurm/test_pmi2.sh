@@ -173,7 +173,7 @@ rc=$?
 n=0
 for r in 0 1 2 3; do
   line="gcoll-perf: gcollCommInitFromPlan: bootstrap(pmi2): GCOLL_RANK=$(((r + 1) % 4)), "
-  line+="but srun started this process as rank $r of 4 .*"
+  line+="but srun started this process as rank $r of 4.*"
   grep -qx "$line" "$tmp/out" && n=$((n + 1))
 done
 ((rc != 0 && rc != 124 && n == 4)) && ok "GCOLL_RANK != PMI2 rank: each rank names both" ||
