@@ -57,6 +57,9 @@ struct gcollComm {
   pthread_mutex_t busy;
   /* Forced choices from GCOLL_ALGO / GCOLL_PROTO, -1 when free. */
   int force_algo, force_proto;
+  /* Channels one call may run: the plan's, capped by the CPUs this rank
+   * has (comm_init.c, set_channel_cap). */
+  int max_run_channels;
   size_t slot_bytes;
   uint64_t timeout_ms;
   char job_key[64];

@@ -74,6 +74,7 @@ static void choose(const struct gcollComm *comm, const struct call *c, size_t by
     hc->algo = GCOLL_ALGO_RING;   /* one rank has no tree: it is a copy */
   if (hc->proto == GCOLL_PROTO_LL128) hc->proto = GCOLL_PROTO_SIMPLE;
   if (hc->nchannels < 1 || hc->nchannels > comm->nchannels) hc->nchannels = comm->nchannels;
+  if (hc->nchannels > comm->max_run_channels) hc->nchannels = comm->max_run_channels;
   /* The double binary tree is two trees: it needs both halves of the channels. */
   if (hc->algo == GCOLL_ALGO_TREE && hc->nchannels < 2 && comm->nchannels >= 2) hc->nchannels = 2;
 }
