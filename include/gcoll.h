@@ -183,16 +183,20 @@ gcollResult_t gcollRecv(void *recvbuff, size_t count, gcollDataType_t datatype, 
                         gcollComm_t comm, void *stream);
 
 /* Groups (per thread, nestable). Between gcollGroupStart and the matching
- * outermost gcollGroupEnd, gcollSend and gcollRecv only check their
- * arguments and queue; gcollGroupEnd runs all queued operations
- * concurrently (of any communicators) and returns when all completed, so
- * exchanges like "send to next, receive from previous" or an all-to-all made
- * of sends and receives cannot deadlock. Buffers must stay valid until then.
- * A call refused inside a group makes gcollGroupEnd run nothing and return
- * that call's error. Collectives cannot be grouped in this version: one
- * called inside a group fails with gcollInvalidUsage (and so does the
- * group). gcollGroupEnd without gcollGroupStart fails with
- * gcollInvalidUsage. */
+ * outermost gcollGroupEnd, sends, receives and collectives only check their
+ * arguments and queue; gcollGroupEnd runs them and returns when all
+ * completed. It runs all sends and receives first, concurrently (of any
+ * communicators), so exchanges like "send to next, receive from previous"
+ * or an all-to-all cannot deadlock; then the collectives, in call order on
+ * each communicator and on different communicators concurrently, so one
+ * thread can drive the communicators of gcollCommInitAll (NCCL's one
+ * process, several devices pattern). Unlike NCCL, the group's sends do not
+ * progress alongside its collectives: a peer must post the matching
+ * receive before entering a collective. Buffers must stay valid until
+ * gcollGroupEnd returns. A call refused inside a group makes gcollGroupEnd
+ * run nothing and return that call's error; of several failures while
+ * running, the one called first is returned. gcollGroupEnd without
+ * gcollGroupStart fails with gcollInvalidUsage. */
 gcollResult_t gcollGroupStart(void);
 gcollResult_t gcollGroupEnd(void);
 

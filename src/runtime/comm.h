@@ -100,6 +100,18 @@ gcollResult_t gcoll_comm_explain(struct gcollComm *comm, const char *what, gcoll
 /* Closes the send/recv connections (comm_p2p.c); before gcoll_comm_disconnect. */
 void gcoll_p2p_free(struct gcollComm *comm);
 
+/* A collective with its arguments checked and its algorithm chosen, as a
+ * group queues it. */
+struct gcoll_coll_op {
+  struct gcollComm *comm;
+  const char *name;            /* the API function, for error lines */
+  struct gcoll_host_coll hc;
+};
+/* Runs one such collective to its end (comm_coll.c). */
+gcollResult_t gcoll_coll_run_op(const struct gcoll_coll_op *op);
+/* Adds a collective to this thread's open group (comm_group.c). */
+gcollResult_t gcoll_group_enqueue_coll(const struct gcoll_coll_op *op);
+
 /* Nesting depth of gcollGroupStart on this thread (comm_group.c). */
 int gcoll_group_depth(void);
 /* Inside a group: remembers the first failed call, so that gcollGroupEnd

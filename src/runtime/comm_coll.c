@@ -112,28 +112,8 @@ gcollResult_t gcoll_comm_explain(struct gcollComm *comm, const char *what, gcoll
   return gcoll_fail(rc, "%s: %s", what, err);
 }
 
-static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *stream) {
-  /* The host executor runs a collective to its end, so one queued in a
-   * group could not progress alongside the group's sends and receives:
-   * a peer whose matching receive comes after its own copy of the
-   * collective would deadlock. Refusing is the honest answer. */
-  if (gcoll_group_depth() > 0)
-    return gcoll_group_note(gcoll_fail(gcollInvalidUsage, "%s inside gcollGroupStart/"
-                                       "gcollGroupEnd: only gcollSend and gcollRecv can be "
-                                       "grouped in this version", c->name));
-  size_t bytes = 0;
-  gcollResult_t rc = check_args(comm, c, stream, &bytes);
-  if (rc != gcollSuccess) return rc;
-  struct gcoll_host_coll hc = {
-      .coll = c->coll,
-      .sendbuf = c->sendbuf,
-      .recvbuf = c->recvbuf,
-      .count = c->count,
-      .dtype = c->dtype,
-      .op = c->has_op ? c->op : gcollSum,
-      .root = c->has_root ? c->root : 0,
-  };
-  choose(comm, c, bytes, &hc);
+gcollResult_t gcoll_coll_run_op(const struct gcoll_coll_op *op) {
+  struct gcollComm *comm = op->comm;
   char err[512];
   /* Held until the result is formed: an abort from another thread frees
    * comm as soon as it gets the lock. */
@@ -141,10 +121,34 @@ static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *str
   /* A proxy asleep after an idle spell would add up to its poll timeout to
    * the first network step. */
   if (comm->has_net) gcoll_proxy_wake(comm->proxy);
-  rc = gcoll_host_exec_run(comm->exec, &hc, err, sizeof(err));
-  if (rc != gcollSuccess) rc = gcoll_comm_explain(comm, c->name, rc, err);
+  gcollResult_t rc = gcoll_host_exec_run(comm->exec, &op->hc, err, sizeof(err));
+  if (rc != gcollSuccess) rc = gcoll_comm_explain(comm, op->name, rc, err);
   pthread_mutex_unlock(&comm->busy);
   return rc;
+}
+
+/* Checks and chooses now, so a refused call inside a group poisons the
+ * group at once; runs now, or at gcollGroupEnd when grouped. */
+static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *stream) {
+  size_t bytes = 0;
+  gcollResult_t rc = check_args(comm, c, stream, &bytes);
+  if (rc != gcollSuccess) return gcoll_group_note(rc);
+  struct gcoll_coll_op op = {
+      .comm = comm,
+      .name = c->name,
+      .hc = {
+          .coll = c->coll,
+          .sendbuf = c->sendbuf,
+          .recvbuf = c->recvbuf,
+          .count = c->count,
+          .dtype = c->dtype,
+          .op = c->has_op ? c->op : gcollSum,
+          .root = c->has_root ? c->root : 0,
+      },
+  };
+  choose(comm, c, bytes, &op.hc);
+  if (gcoll_group_depth() > 0) return gcoll_group_enqueue_coll(&op);
+  return gcoll_coll_run_op(&op);
 }
 
 gcollResult_t gcollAllReduce(const void *sendbuff, void *recvbuff, size_t count,

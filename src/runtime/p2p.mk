@@ -6,3 +6,12 @@ tests_integration_p2p_check_SOURCES = tests/integration/p2p_check.c tests/integr
 tests_integration_p2p_check_LDADD = libgcoll.la
 TESTS += tests/integration/test_p2p.sh
 EXTRA_DIST += tests/integration/test_p2p.sh
+
+# Grouped collectives: one thread driving several communicators.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_group
+TESTS += tests/unit/test_group
+tests_unit_test_group_SOURCES = tests/unit/test_group.c tests/unit/testutil.h
+tests_unit_test_group_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_group_LDADD = $(UNIT_LDADD)
+endif

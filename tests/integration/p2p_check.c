@@ -5,7 +5,8 @@
  *                          1M+3 elements of several types; blocking pairs
  *                          (even ranks send first, odd ranks receive first);
  *                          several messages to one peer in one group; self
- *                          send/recv; zero-count messages between others
+ *                          send/recv; zero-count messages between others;
+ *                          a group of two allreduces and a send/recv ring
  *   p2p_check mismatch     a receive of another size than the send fails with
  *                          gcollInvalidUsage and one line; the next exchange
  *                          between the same ranks still works
@@ -233,6 +234,17 @@ static int exchange(gcollComm_t comm) {
   if (check_gcoll(gcollAllReduce(&x, &x, 1, gcollFloat, gcollSum, comm, NULL), "allreduce after"))
     return 1;
   wrong += x != (float)nranks * (nranks + 1) / 2;
+  /* Collectives grouped with sends and receives, between processes. */
+  int32_t v[3] = {rank, 2 * rank, 3 * rank}, sum[3] = {0}, top = rank, token = 7 * rank, in = -1;
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  gcollGroupStart();
+  gcollAllReduce(v, sum, 3, gcollInt32, gcollSum, comm, NULL);
+  gcollSend(&token, 1, gcollInt32, next, comm, NULL);
+  gcollRecv(&in, 1, gcollInt32, prev, comm, NULL);
+  gcollAllReduce(&top, &top, 1, gcollInt32, gcollMax, comm, NULL);
+  if (check_gcoll(gcollGroupEnd(), "group of collectives and send/recv")) return 1;
+  for (int i = 0; i < 3; i++) wrong += sum[i] != (i + 1) * nranks * (nranks - 1) / 2;
+  wrong += (top != nranks - 1) + (in != 7 * prev);
   printf("rank %d: %ld exchanges, %ld wrong bytes, %.2f s\n", rank, calls, wrong, now_s() - t0);
   free(b.send);
   free(b.recv);
@@ -325,14 +337,14 @@ static int badargs(gcollComm_t comm) {
   bad += expect(gcollSend(buf, 16, gcollFloat, peer, NULL, NULL), gcollInvalidArgument, "NULL comm");
   bad += expect(gcollSend(buf, 16, gcollFloat, peer, comm, (void *)buf), gcollInvalidUsage, "a stream");
   bad += expect(gcollGroupEnd(), gcollInvalidUsage, "gcollGroupEnd without gcollGroupStart");
-  /* A collective in a group is refused, and so is the whole group: the
-   * valid send queued before it is not run (its peer posts no receive). */
+  /* A collective refused in a group fails the whole group: the valid
+   * send queued before it is not run (its peer posts no receive). */
   gcollGroupStart();
   gcollResult_t q = gcollSend(buf, 16, gcollFloat, peer, comm, NULL);
   bad += q != gcollSuccess;
-  bad += expect(gcollAllReduce(buf, buf, 16, gcollFloat, gcollSum, comm, NULL), gcollInvalidUsage,
-                "allreduce in a group");
-  bad += expect(gcollGroupEnd(), gcollInvalidUsage, "group with a refused call");
+  bad += expect(gcollBroadcast(buf, buf, 16, gcollFloat, nranks, comm, NULL),
+                gcollInvalidArgument, "broadcast from rank nranks in a group");
+  bad += expect(gcollGroupEnd(), gcollInvalidArgument, "group with a refused call");
   /* Nested groups: a bad call in the inner one fails the outer end. */
   gcollGroupStart();
   gcollGroupStart();

@@ -26,21 +26,13 @@
 #include "gcoll.h"
 #include "runtime/comm.h"
 #include "runtime/transport.h"
+#include "testutil.h"
 
 static char tmpdir[256];
 
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  return x ^ (x >> 33);
-}
-
 /* Input element i of rank r: an integer in [-range, range]. */
 static int64_t input(uint64_t seed, int r, size_t i, int range) {
-  uint64_t h = mix(seed ^ mix((uint64_t)r * 0x9e3779b97f4a7c15ULL + i));
-  return (int64_t)(h % (2 * (uint64_t)range + 1)) - range;
+  return test_rank_input(seed, r, i, range);
 }
 
 /* Counts of elements tried: tiny, odd, and several slots' worth. */

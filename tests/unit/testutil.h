@@ -54,4 +54,21 @@ static inline unsigned long long test_rand(unsigned long long *s) {
   return *s * 2685821657736338717ULL;
 }
 
+/* A 64-bit mixer (splitmix64's finaliser) for inputs that are a function
+ * of their coordinates, so every rank can compute every other's. */
+static inline unsigned long long test_mix(unsigned long long x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  return x ^ (x >> 33);
+}
+
+/* Input element i of rank r for a seed: an integer in [-range, range].
+ * Small integers keep sums and products exact in any reduction order. */
+static inline long long test_rank_input(unsigned long long seed, int r, size_t i, int range) {
+  unsigned long long h = test_mix(seed ^ test_mix((unsigned long long)r * 0x9e3779b97f4a7c15ULL + i));
+  return (long long)(h % (2 * (unsigned long long)range + 1)) - range;
+}
+
 #endif
