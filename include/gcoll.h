@@ -171,12 +171,9 @@ gcollResult_t gcollReduceScatter(const void *sendbuff, void *recvbuff, size_t re
  * the communicator stays usable). count 0 is a message without data that
  * matches like any other. peer may be the own rank: such a send and receive
  * must be in the same group, where they are paired in call order.
- * Connections to peers the plan does not name are made on first use and
- * kept until gcollCommDestroy. That needs a bootstrap whose keys become
- * visible without a collective fence (gcollrun's store, gcollCommInitRank,
- * gcollCommInitAll); under srun --mpi=pmi2 only the plan's neighbours (ring
- * and tree peers) can be reached, and a send to another rank fails after
- * GCOLL_TIMEOUT saying its address never arrived. */
+ * Connections to peers the plan does not name are made on first use
+ * (through the job's bootstrap store, under srun --mpi=pmi2 too) and kept
+ * until gcollCommDestroy. */
 gcollResult_t gcollSend(const void *sendbuff, size_t count, gcollDataType_t datatype, int peer,
                         gcollComm_t comm, void *stream);
 gcollResult_t gcollRecv(void *recvbuff, size_t count, gcollDataType_t datatype, int peer,

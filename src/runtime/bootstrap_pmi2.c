@@ -15,10 +15,21 @@
  *
  * libpmi2 keeps its connection in static variables and PMI2_Finalize closes
  * PMI_FD, so PMI2 can be opened once per process (and is not thread-safe).
- * Keys and values are mapped onto PMI2's limits by pmi2_codec.h. */
+ * Keys and values are mapped onto PMI2's limits by pmi2_codec.h.
+ *
+ * PMI2 only finds the job's own store. Its keys become visible at a fence
+ * every rank joins, but connections made on first use (gcollSend to a rank
+ * the plan does not name) publish an address when one rank wants it. So,
+ * as NCCL's bootstrap root does, rank 0 serves the TCP store gcollrun
+ * would host (kvs_thread.h) on GCOLL_SOCKET_IFADDR, with a fresh random
+ * key, and publishes "ADDR KEY" through PMI2 in one put and one fence;
+ * every rank then joins that store, and all later puts, gets, fences and
+ * barriers go to it. Rank 0's process ending ends the store: the others'
+ * waits then fail at once with the connection lost. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
@@ -33,12 +44,18 @@
 #include <slurm/pmi2.h>
 
 #include "runtime/bootstrap.h"
+#include "runtime/comm_init_paths.h"
+#include "runtime/kvs_thread.h"
+#include "runtime/net_tcp.h"
 #include "runtime/pmi2_codec.h"
 
 #define PMI2_LIBRARY "libpmi2.so.0"
 /* The bound on PMI2_Finalize, which slurmstepd answers at once. */
 #define FINALIZE_WAIT_MS 2000
 #define MAX_JOBID 256
+/* The PMI2 key of rank 0's store: "IPV4:PORT KEY". */
+#define STORE_KEY "gcoll-store"
+#define STORE_KEY_BYTES 16
 
 _Static_assert(GCOLL_PMI2_KEYLEN == PMI2_MAX_KEYLEN && GCOLL_PMI2_VALLEN == PMI2_MAX_VALLEN,
                "pmi2_codec.h must follow slurm/pmi2.h");
@@ -59,6 +76,7 @@ struct pmi2_state {
   int initialized;               /* PMI2_Init succeeded */
   int broken;                    /* a call failed mid-stream: no more calls */
   char job_key[17];              /* 16 hex digits */
+  struct gcoll_bootstrap *store; /* rank 0's TCP store, once joined */
   char value[GCOLL_PMI2_VALLEN + 1];
 };
 
@@ -276,6 +294,88 @@ static void pmi2_close(struct gcoll_bootstrap *bs) {
   free(bs);
 }
 
+/* ---- rank 0's store ------------------------------------------------------ */
+
+static int store_put(struct gcoll_bootstrap *bs, const char *key, const void *value, size_t len,
+                     char *err, size_t errlen) {
+  struct pmi2_state *s = bs->impl;
+  return gcoll_bootstrap_put(s->store, key, value, len, err, errlen);
+}
+
+static int store_get(struct gcoll_bootstrap *bs, const char *key, void *buf, size_t buflen,
+                     size_t *len, uint64_t deadline, char *err, size_t errlen) {
+  struct pmi2_state *s = bs->impl;
+  return gcoll_bootstrap_get(s->store, key, buf, buflen, len, deadline, err, errlen);
+}
+
+static int store_fence(struct gcoll_bootstrap *bs, uint64_t deadline, char *err, size_t errlen) {
+  struct pmi2_state *s = bs->impl;
+  return gcoll_bootstrap_fence(s->store, deadline, err, errlen);
+}
+
+static int store_barrier(struct gcoll_bootstrap *bs, uint64_t deadline, char *err,
+                         size_t errlen) {
+  struct pmi2_state *s = bs->impl;
+  return gcoll_bootstrap_barrier(s->store, deadline, err, errlen);
+}
+
+/* Says goodbye to the store (so it does not take the exit for a crash),
+ * then finalizes PMI2. */
+static void store_close(struct gcoll_bootstrap *bs) {
+  struct pmi2_state *s = bs->impl;
+  gcoll_bootstrap_close(s->store);
+  s->store = NULL;
+  pmi2_close(bs);
+}
+
+static const struct gcoll_bootstrap_ops store_ops = {
+    .put = store_put, .get = store_get, .fence = store_fence, .barrier = store_barrier,
+    .close = store_close};
+
+/* Rank 0: starts the store and puts its address and key into PMI2. */
+static int serve_store(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
+  struct gcoll_tcp_endpoint ep;
+  char ip[64], key[2 * STORE_KEY_BYTES + 1], value[160], why[384];
+  if (gcoll_tcp_pick_address(&ep, why, sizeof(why)) != 0 || ep.family != AF_INET) {
+    snprintf(err, errlen, "bootstrap(pmi2): rank 0's store: %s",
+             ep.family != AF_INET ? "GCOLL_SOCKET_IFADDR must give an IPv4 address" : why);
+    return -1;
+  }
+  inet_ntop(AF_INET, ep.ip, ip, sizeof(ip));
+  uint16_t port = 0;
+  if (gcoll_random_hex(key, STORE_KEY_BYTES, why, sizeof(why)) != 0 ||
+      gcoll_kvs_thread_start(key, ip, bs->nranks, &port, why, sizeof(why)) != 0) {
+    snprintf(err, errlen, "bootstrap(pmi2): rank 0's store on %s: %s", ip, why);
+    return -1;
+  }
+  snprintf(value, sizeof(value), "%s:%u %s", ip, (unsigned)port, key);
+  return pmi2_put(bs, STORE_KEY, value, strlen(value) + 1, err, errlen);
+}
+
+/* Every rank: one PMI2 fence, then the store named under STORE_KEY. */
+static int join_store(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
+  struct pmi2_state *s = bs->impl;
+  char value[160], addr[96], key[2 * STORE_KEY_BYTES + 1], why[512];
+  size_t len = 0;
+  uint64_t deadline = gcoll_bootstrap_deadline(bs);
+  if ((bs->rank == 0 && serve_store(bs, err, errlen) != 0) ||
+      pmi2_fence(bs, deadline, err, errlen) != 0 ||
+      pmi2_get(bs, STORE_KEY, value, sizeof(value) - 1, &len, deadline, err, errlen) != 0)
+    return -1;
+  value[len] = '\0';
+  if (len == 0 || value[len - 1] != '\0' || sscanf(value, "%95s %32s", addr, key) != 2) {
+    snprintf(err, errlen, "bootstrap(pmi2): PMI2 key '%s' holds no store address", STORE_KEY);
+    return -1;
+  }
+  if (gcoll_bootstrap_tcp_open(&s->store, addr, key, bs->rank, bs->nranks, why, sizeof(why)) !=
+      0) {
+    snprintf(err, errlen, "bootstrap(pmi2): rank 0's store at %s: %s", addr, why);
+    return -1;
+  }
+  bs->ops = &store_ops;
+  return 0;
+}
+
 static const struct gcoll_bootstrap_ops pmi2_ops = {
     .put = pmi2_put, .get = pmi2_get, .fence = pmi2_fence, .barrier = pmi2_barrier,
     .close = pmi2_close};
@@ -383,7 +483,7 @@ static int pmi2_open(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
   s->fd = -1;
   bs->impl = s;
   bs->ops = &pmi2_ops;
-  if (pmi2_start(bs, s, err, errlen) == 0) return 0;
+  if (pmi2_start(bs, s, err, errlen) == 0 && join_store(bs, err, errlen) == 0) return 0;
   pmi2_shutdown(s);
   bs->impl = NULL;
   bs->ops = NULL;

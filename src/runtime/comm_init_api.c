@@ -9,14 +9,13 @@
  * Both compute a cpu-only plan (comm_plan_local.c) and end in
  * gcoll_comm_init_with(), the same path gcollCommInitFromPlan takes. */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph/plan.h"
-#include "runtime/kvs_server.h"
+#include "runtime/kvs_thread.h"
 #include "runtime/comm.h"
 #include "runtime/comm_init_paths.h"
 #include "runtime/kvs_proto.h"
@@ -126,84 +125,14 @@ gcollResult_t gcollCommInitAll(gcollComm_t *comms, int ndev, const int *devlist)
 
 /* ---- gcollGetUniqueId ---------------------------------------------------- */
 
-/* The store of one job, served by a detached thread until every rank said
- * goodbye, a rank was lost (then once the survivors had time to read why),
- * or no rank was connected for GCOLL_TIMEOUT. */
-struct uid_server {
-  struct kvs_server *kvs;
-  uint64_t timeout_ms;
-};
-
-static void *uid_server_main(void *arg) {
-  struct uid_server *u = arg;
-  int maxfds = kvs_server_max_pollfds(u->kvs);
-  struct pollfd *fds = calloc((size_t)maxfds, sizeof(*fds));
-  uint64_t idle_since = gcoll_bootstrap_now_ms(), broken_at = 0;
-  while (fds != NULL) {
-    int nr = kvs_server_nranks(u->kvs);
-    uint64_t now = gcoll_bootstrap_now_ms();
-    if (nr > 0 && kvs_server_nbye(u->kvs) >= nr) break;
-    if (kvs_server_broken_rank(u->kvs) >= 0) {
-      if (broken_at == 0) broken_at = now;
-      if (now - broken_at > u->timeout_ms + 2000) break;
-    }
-    /* The listener is always there; anything more is a client. */
-    int n = kvs_server_fill_pollfds(u->kvs, fds);
-    if (n > 1) idle_since = now;
-    else if (now - idle_since > u->timeout_ms) break;
-    int t = kvs_server_timeout_ms(u->kvs);
-    /* Wake now and then to notice the end conditions above. */
-    if (t < 0 || t > 200) t = 200;
-    int rc = poll(fds, (nfds_t)n, t);
-    if (rc < 0 && errno != EINTR) break;
-    kvs_server_dispatch(u->kvs, fds, rc > 0 ? n : 0);
-  }
-  free(fds);
-  kvs_server_close(u->kvs);
-  free(u);
-  return NULL;
-}
-
-static gcollResult_t start_uid_server(const char *key, uint16_t *port) {
-  char err[512];
-  struct uid_server *u = calloc(1, sizeof(*u));
-  if (u == NULL) return gcoll_fail(gcollSystemError, "out of memory for the bootstrap store");
-  if (gcoll_bootstrap_timeout_from_env(&u->timeout_ms, err, sizeof(err)) != 0) {
-    free(u);
-    return gcoll_fail(gcollInvalidArgument, "%s", err);
-  }
-  /* The job size is not known yet: the first rank's hello sets it. Room for
-   * many ranks, since the store cannot grow later. */
-  struct kvs_server_config cfg = {.nranks = 0, .job_key = key, .max_keys = 1 << 16,
-                                  .max_conns = 2 * MAX_LOCAL_RANKS + 16};
-  u->kvs = kvs_server_open(&cfg, err, sizeof(err));
-  if (u->kvs == NULL) {
-    free(u);
-    return gcoll_fail(gcollSystemError, "bootstrap store: %s", err);
-  }
-  *port = kvs_server_port(u->kvs);
-  pthread_t th;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  int e = pthread_create(&th, &attr, uid_server_main, u);
-  pthread_attr_destroy(&attr);
-  if (e != 0) {
-    kvs_server_close(u->kvs);
-    free(u);
-    return gcoll_fail(gcollSystemError, "bootstrap store thread: %s", strerror(e));
-  }
-  return gcollSuccess;
-}
-
 gcollResult_t gcollGetUniqueId(gcollUniqueId *id) {
   if (id == NULL) return gcoll_fail(gcollInvalidArgument, "gcollGetUniqueId: id is NULL");
-  char err[256], key[2 * JOB_KEY_BYTES + 1];
+  char err[512], key[2 * JOB_KEY_BYTES + 1];
   uint16_t port = 0;
   if (gcoll_random_hex(key, JOB_KEY_BYTES, err, sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "job key: %s", err);
-  gcollResult_t rc = start_uid_server(key, &port);
-  if (rc != gcollSuccess) return rc;
+  if (gcoll_kvs_thread_start(key, NULL, 0, &port, err, sizeof(err)) != 0)
+    return gcoll_fail(gcollSystemError, "bootstrap store: %s", err);
   memset(id, 0, sizeof(*id));
   snprintf(id->internal, sizeof(id->internal), "%s 127.0.0.1:%u %s", UID_MAGIC, (unsigned)port,
            key);

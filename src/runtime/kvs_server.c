@@ -452,13 +452,17 @@ static int open_listener(struct kvs_server *s, char *err, size_t errlen) {
     return -1;
   }
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const char *ip = s->cfg.bind_ip ? s->cfg.bind_ip : "127.0.0.1";
+  if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) {
+    snprintf(err, errlen, "KVS listen on '%.64s': not an IPv4 address", ip);
+    return -1;
+  }
   socklen_t alen = sizeof(a);
   int backlog = s->nconns_max < 4096 ? s->nconns_max : 4096;
   if (bind(s->listen_fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
       listen(s->listen_fd, backlog) != 0 ||
       getsockname(s->listen_fd, (struct sockaddr *)&a, &alen) != 0) {
-    snprintf(err, errlen, "KVS listen on 127.0.0.1: %s", strerror(errno));
+    snprintf(err, errlen, "KVS listen on %s: %s", ip, strerror(errno));
     return -1;
   }
   s->port = ntohs(a.sin_port);

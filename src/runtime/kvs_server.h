@@ -30,11 +30,13 @@ struct kvs_server_config {
    * really died is the one it reports). May be NULL. */
   void (*rank_lost)(void *ctx, int rank);
   void *ctx;
+  const char *bind_ip;          /* IPv4 address to listen on; NULL: 127.0.0.1 */
 };
 
 struct kvs_server;
 
-/* Listens on 127.0.0.1, ephemeral port. NULL with a one-line reason. */
+/* Listens on cfg->bind_ip (127.0.0.1 by default), ephemeral port. NULL
+ * with a one-line reason. */
 struct kvs_server *kvs_server_open(const struct kvs_server_config *cfg, char *err,
                                    size_t errlen);
 void kvs_server_close(struct kvs_server *s);

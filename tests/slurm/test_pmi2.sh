@@ -1,9 +1,12 @@
 #!/bin/bash
 # The pmi2 bootstrap under a real Slurm (contrib/slurm/up: nodes n1..n4 on this host), with real
 # processes started by srun --mpi=pmi2 and nothing but GCOLL_PLAN set:
-#   - pmi2_probe: the bootstrap contract over PMI2 (values of 0..64 KiB split over many PMI2
-#     keys, keys PMI2 cannot take, a key nobody put, the lost-rank key, barrier, no second open
-#     after PMI2_Finalize), one job key shared by all ranks of a step and another for the next;
+#   - pmi2_probe: the bootstrap contract through PMI2 and rank 0's store (values of 0..64 KiB,
+#     long keys with odd characters, a key nobody put, the lost-rank key, barrier, no second
+#     open after PMI2_Finalize), one job key shared by all ranks of a step and another for the
+#     next;
+#   - p2p_check: send/recv between every pair of ranks, connections made on first use, which
+#     PMI2 alone cannot serve;
 #   - gcoll-perf: allreduce on 2 nodes x 2 ranks and 4 nodes x 2 ranks (8 B .. 1 MiB), and every
 #     other collective on 2 x 2, with zero wrong elements on every row;
 #   - srun without --mpi=pmi2: every rank fails at once with the one line saying what to add;
@@ -24,6 +27,7 @@ top_builddir=$(cd "$top_builddir" && pwd)
 PERF=$top_builddir/gcoll-perf
 PLANTOOL=$top_builddir/gcoll-plan
 PROBE=$top_builddir/tests/slurm/pmi2_probe
+P2P=$top_builddir/tests/integration/p2p_check
 export GCOLL_TOPO_DIR="${GCOLL_TOPO_DIR:-$top_srcdir/etc/topologies}"
 # srun passes our environment on: nothing but GCOLL_PLAN may tell the ranks who they are.
 unset GCOLL_RANK GCOLL_NRANKS GCOLL_JOB_KEY GCOLL_KVS_ADDR GCOLL_BOOTSTRAP GCOLL_NODE \
@@ -33,7 +37,7 @@ if [[ ! -x $PROBE ]]; then
   echo "skipped: gcoll built without PMI2 (no $PROBE)"
   exit 77
 fi
-for exe in "$PERF" "$PLANTOOL"; do
+for exe in "$PERF" "$PLANTOOL" "$P2P"; do
   [[ -x $exe ]] || { echo "test_pmi2: no executable $exe" >&2; exit 1; }
 done
 
@@ -78,19 +82,20 @@ srun_checked 60 --mpi=pmi2 -N2 -n4 --ntasks-per-node=2 "$PROBE" >"$tmp/probe1"
 rc=$?
 nok=$(grep -c '^pmi2_probe: rank [0-3] of 4 ok: backend pmi2, ' "$tmp/probe1")
 key1=$(probe_keys)
-missing="missing-key error after [0-9]* ms: bootstrap(pmi2): get 'probe/nobody-puts-this': "
-missing+="not found after the fence (no rank put PMI2 key 'probe/nobody-puts-this')$"
+missing="missing-key error after [0-9]* ms: bootstrap(tcp): get 'probe/nobody-puts-this': "
+missing+="no rank put this key within"
 missing_line=$(grep -c "$missing" "$tmp/probe1")
 reopen="^pmi2_probe: rank [0-3]: second open refused: "
 reopen+="bootstrap(pmi2): PMI2 was already opened in this process"
 reopen=$(grep -c "$reopen" "$tmp/probe1")
 ((rc == 0 && nok == 4 && missing_line == 4 && reopen == 4)) &&
-  ok "pmi2_probe on 2 nodes x 2: values up to 64 KiB, hashed keys, missing key, barrier, reopen" ||
+  ok "pmi2_probe on 2 nodes x 2: values up to 64 KiB, odd keys, missing key, barrier, reopen" ||
   bad "pmi2_probe: srun exit $rc, $nok of 4 ranks ok, $missing_line missing-key lines," \
     "$reopen refused reopens: $(head -c 600 "$tmp/probe1")"
 [[ $key1 =~ ^[0-9a-f]{16}$ ]] && ok "all ranks derived one job key ($key1)" ||
   bad "job keys of the ranks: '$key1'"
-# Timings, for the log: open is PMI2_Init + PMI2_Job_GetId; gets read 100 PMI2 keys.
+# Timings, for the log: open is PMI2_Init, PMI2_Job_GetId, one PMI2 fence and joining rank 0's
+# store; gets read 8 values from the store.
 sed -n 's/^pmi2_probe: rank \([0-9]*\) of 4 ok: [^,]*, [^,]*, \(.*\), missing.*/  rank \1: \2/p' \
   "$tmp/probe1" | sort
 srun_checked 60 --mpi=pmi2 -N2 -n4 --ntasks-per-node=2 "$PROBE" >/dev/null
@@ -127,6 +132,19 @@ for coll in broadcast reduce allgather reducescatter; do
   GCOLL_PLAN=$tmp/n2.yaml srun_checked 120 --mpi=pmi2 -N2 -n4 --ntasks-per-node=2 \
     "$PERF" -o "$coll" -b 64 -e 64K -f 8 -w 2 -n 5 >"$tmp/perf"
   check_perf "$coll, srun --mpi=pmi2 -N2 -n4" 4 "$tmp/perf" $?
+done
+
+# --- send/recv: every pair, connections made on first use (keys put after init) ---------------
+# p2p_check exchange: ring and all-to-all in groups, blocking pairs, self, and a group of
+# collectives with send/recv; every rank prints "rank R: N exchanges, 0 wrong bytes".
+for spec in "n2 2 4" "n4 4 8"; do
+  set -- $spec
+  GCOLL_PLAN=$tmp/$1.yaml srun_checked 180 --mpi=pmi2 -N"$2" -n"$3" --ntasks-per-node=2 \
+    "$P2P" exchange >"$tmp/p2p"
+  rc=$?
+  good=$(grep -c '^rank [0-9]*: [0-9]* exchanges, 0 wrong bytes' "$tmp/p2p")
+  ((rc == 0 && good == $3)) && ok "send/recv between all pairs, srun --mpi=pmi2 -N$2 -n$3" ||
+    bad "send/recv -N$2 -n$3: srun exit $rc, $good of $3 ranks clean: $(head -c 800 "$tmp/p2p")"
 done
 
 # --- without --mpi=pmi2 ----------------------------------------------------------------------

@@ -1,0 +1,89 @@
+/* The bootstrap store on a thread (see kvs_thread.h). */
+#include "runtime/kvs_thread.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/bootstrap.h"
+#include "runtime/kvs_server.h"
+
+/* Room for this many ranks when the job size is not known in advance: the
+ * store's limits are fixed when it opens. */
+#define UNKNOWN_JOB_MAX_RANKS 4096
+
+struct kvs_thread {
+  struct kvs_server *kvs;
+  uint64_t timeout_ms;
+};
+
+static void *kvs_thread_main(void *arg) {
+  struct kvs_thread *u = arg;
+  int maxfds = kvs_server_max_pollfds(u->kvs);
+  struct pollfd *fds = calloc((size_t)maxfds, sizeof(*fds));
+  uint64_t idle_since = gcoll_bootstrap_now_ms(), broken_at = 0;
+  while (fds != NULL) {
+    int nr = kvs_server_nranks(u->kvs);
+    uint64_t now = gcoll_bootstrap_now_ms();
+    if (nr > 0 && kvs_server_nbye(u->kvs) >= nr) break;
+    if (kvs_server_broken_rank(u->kvs) >= 0) {
+      if (broken_at == 0) broken_at = now;
+      if (now - broken_at > u->timeout_ms + 2000) break;
+    }
+    /* The listener is always there; anything more is a client. */
+    int n = kvs_server_fill_pollfds(u->kvs, fds);
+    if (n > 1) idle_since = now;
+    else if (now - idle_since > u->timeout_ms) break;
+    int t = kvs_server_timeout_ms(u->kvs);
+    /* Wake now and then to notice the end conditions above. */
+    if (t < 0 || t > 200) t = 200;
+    int rc = poll(fds, (nfds_t)n, t);
+    if (rc < 0 && errno != EINTR) break;
+    kvs_server_dispatch(u->kvs, fds, rc > 0 ? n : 0);
+  }
+  free(fds);
+  kvs_server_close(u->kvs);
+  free(u);
+  return NULL;
+}
+
+int gcoll_kvs_thread_start(const char *job_key, const char *bind_ip, int nranks, uint16_t *port,
+                           char *err, size_t errlen) {
+  struct kvs_thread *u = calloc(1, sizeof(*u));
+  if (u == NULL) {
+    snprintf(err, errlen, "out of memory for the bootstrap store");
+    return -1;
+  }
+  if (gcoll_bootstrap_timeout_from_env(&u->timeout_ms, err, errlen) != 0) {
+    free(u);
+    return -1;
+  }
+  int room = nranks > 0 ? nranks : UNKNOWN_JOB_MAX_RANKS;
+  struct kvs_server_config cfg = {.nranks = nranks, .job_key = job_key, .bind_ip = bind_ip,
+                                  /* Connections made on first use add a key
+                                   * per pair of ranks that talk. */
+                                  .max_keys = (size_t)(1 << 16) + 64 * (size_t)room,
+                                  .max_conns = 2 * room + 16};
+  u->kvs = kvs_server_open(&cfg, err, errlen);
+  if (u->kvs == NULL) {
+    free(u);
+    return -1;
+  }
+  *port = kvs_server_port(u->kvs);
+  pthread_t th;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int e = pthread_create(&th, &attr, kvs_thread_main, u);
+  pthread_attr_destroy(&attr);
+  if (e != 0) {
+    kvs_server_close(u->kvs);
+    free(u);
+    snprintf(err, errlen, "bootstrap store thread: %s", strerror(e));
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,20 @@
+/* A job's bootstrap store served by a thread of a rank's own process, for
+ * jobs no launcher hosts one for: gcollGetUniqueId's, and under srun
+ * --mpi=pmi2 rank 0's (PMI2 cannot publish a key without a collective
+ * fence, which connections made on first use need). */
+#ifndef GCOLL_RUNTIME_KVS_THREAD_H
+#define GCOLL_RUNTIME_KVS_THREAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Starts the store for job_key on bind_ip (IPv4; NULL: 127.0.0.1) and an
+ * ephemeral port, served by a detached thread until every rank said
+ * goodbye, GCOLL_TIMEOUT after a rank was lost (so the others can still
+ * read why), or once no rank was connected for GCOLL_TIMEOUT. nranks 0:
+ * the first rank's hello sets the job size. Returns 0 with the port, or -1
+ * with one line in err. */
+int gcoll_kvs_thread_start(const char *job_key, const char *bind_ip, int nranks, uint16_t *port,
+                           char *err, size_t errlen);
+
+#endif
