@@ -40,12 +40,6 @@ struct stepdir {
   char name[64];
 };
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static void nap(double *step_ms) {
   struct timespec ts = {0, (long)(*step_ms * 1e6)};
   nanosleep(&ts, NULL);
@@ -175,7 +169,7 @@ static int wait_topologies(const struct stepdir *d, int nnodes, double deadline,
       i++;
       continue;
     }
-    if (now_ms() > deadline) {
+    if (gcoll_spank_now_ms() > deadline) {
       snprintf(err, errlen, "node %d of %d did not write its topology in time", i, nnodes);
       return -1;
     }
@@ -383,7 +377,7 @@ static int wait_plan(const struct stepdir *d, double deadline, char *err, size_t
       return -1;
     }
     if (rc < 0) return -1;
-    if (now_ms() > deadline) {
+    if (gcoll_spank_now_ms() > deadline) {
       snprintf(err, errlen, "no plan from node 0 in time (is plandir shared by all nodes?)");
       return -1;
     }
@@ -409,20 +403,21 @@ static int read_key(const struct stepdir *d, char *key, size_t keylen, char *err
 int gcoll_spank_gather(const struct gcoll_spank_config *cfg, const struct gcoll_gather_node *me,
                        struct gcoll_gather_result *out, char *err, size_t errlen) {
   memset(out, 0, sizeof(*out));
-  double t0 = now_ms(), deadline = t0 + cfg->timeout_s * 1e3;
+  double t0 = gcoll_spank_now_ms(), deadline = t0 + cfg->timeout_s * 1e3;
   struct stepdir d;
   if (stepdir_open(cfg, me, &d, err, errlen) != 0) return -1;
   int rc = -1;
-  if (write_node(&d, cfg, me, err, errlen) != 0) goto out;
-  if (me->node_index == 0) {
-    char why[GCOLL_SPANK_ERRLEN];
-    if (node0_plan(cfg, &d, me, t0 + GATHER_SHARE * cfg->timeout_s * 1e3, out, err, errlen) != 0) {
-      /* Tell the other nodes why, so they stop waiting with the reason. */
+  char why[GCOLL_SPANK_ERRLEN];
+  if (write_node(&d, cfg, me, err, errlen) != 0 ||
+      (me->node_index == 0 &&
+       node0_plan(cfg, &d, me, t0 + GATHER_SHARE * cfg->timeout_s * 1e3, out, err, errlen) != 0)) {
+    /* Node 0 tells the others why (its own topology, or the plan, failed),
+     * so they stop waiting with the reason instead of at the deadline. */
+    if (me->node_index == 0)
       gcoll_jobdir_write(d.step, "plan.error", err, strlen(err), why, sizeof(why));
-      goto out;
-    }
-    out->build_ms = now_ms() - t0;
+    goto out;
   }
+  if (me->node_index == 0) out->build_ms = gcoll_spank_now_ms() - t0;
   if (wait_plan(&d, deadline, err, errlen) != 0 ||
       read_key(&d, out->job_key, sizeof(out->job_key), err, errlen) != 0)
     goto out;

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define GCOLL_SPANK_ERRLEN 512
 #define GCOLL_SPANK_PATH_MAX 1024
@@ -109,5 +110,12 @@ int gcoll_spank_gather(const struct gcoll_spank_config *cfg, const struct gcoll_
  * name and task count). */
 int gcoll_spank_check_file(const char *path, const struct gcoll_gather_node *me,
                            struct gcoll_gather_result *out, char *err, size_t errlen);
+
+/* CLOCK_MONOTONIC milliseconds, for the plan phase's deadlines and log. */
+static inline double gcoll_spank_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 
 #endif

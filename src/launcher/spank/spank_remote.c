@@ -13,12 +13,6 @@
 
 #include "launcher/spank/spank_plugin.h"
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static int get_u32(spank_t sp, spank_item_t item, uint32_t *out) {
   return spank_get_item(sp, item, out) == ESPANK_SUCCESS ? 0 : -1;
 }
@@ -86,7 +80,7 @@ int gcoll_spank_remote_user_init(spank_t sp) {
   struct gcoll_gather_node me;
   struct gcoll_gather_result res;
   char err[GCOLL_SPANK_ERRLEN] = "";
-  double t0 = now_ms();
+  double t0 = gcoll_spank_now_ms();
   int rc = describe_node(sp, &me, err, sizeof(err));
   if (rc > 0) return 0;
   if (rc == 0) {
@@ -99,7 +93,7 @@ int gcoll_spank_remote_user_init(spank_t sp) {
     st->have_plan = 1;
     if (me.node_index == 0)
       slurm_info("gcoll: step %u.%u: plan phase %.1f ms on node 0 (%s, %u nodes, %u tasks): %s",
-                 me.job, me.step, now_ms() - t0,
+                 me.job, me.step, gcoll_spank_now_ms() - t0,
                  st->option.mode == GCOLL_MODE_FILE ? "given file"
                  : res.from_cache                   ? "from cache"
                                                     : "computed",

@@ -1,0 +1,17 @@
+# libnccl.so.2: NCCL's API and ABI on gcoll (host buffers). Installed in
+# $(pkglibdir), so that it never shadows a real NCCL in $(libdir): a program
+# picks it with LD_LIBRARY_PATH=$(pkglibdir) or an rpath.
+pkglib_LTLIBRARIES = libnccl.la
+libnccl_la_SOURCES = src/nccl/nccl_shim.h src/nccl/nccl_init.c src/nccl/nccl_comm.c \
+	src/nccl/nccl_coll.c src/nccl/nccl_redop.c src/nccl/nccl_cuda_probe.c
+libnccl_la_LIBADD = libgcoll.la -ldl
+# -version-info 2:0:0 gives the soname libnccl.so.2; -R: the installed
+# library finds libgcoll in $(libdir) whatever the program's search path.
+libnccl_la_LDFLAGS = $(AM_LDFLAGS) -version-info 2:0:0 -R $(libdir) \
+	-Wl,--version-script=$(srcdir)/src/nccl/nccl.map
+EXTRA_libnccl_la_DEPENDENCIES = src/nccl/nccl.map
+EXTRA_DIST += src/nccl/nccl.map tests/nccl/test_nccl_abi.sh tests/nccl/nccl_host_check.c \
+	tests/nccl/nccl_abi_layout.c tests/nccl/fake_libcuda.c
+
+# Compiled by the test itself against the system's nccl.h (skipped without one).
+TESTS += tests/nccl/test_nccl_abi.sh

@@ -1,0 +1,154 @@
+/* NCCL's collectives, send/recv and groups on gcoll's. The shim refuses
+ * what this build cannot run (a stream, device memory, fp8) before gcoll
+ * sees the call, and resolves pre-mul-sum ops; the rest is gcoll's. A
+ * refusal inside a group poisons the group like gcoll's own refusals, so
+ * ncclGroupEnd runs none of it. Nothing here touches comm after the gcoll
+ * call returns (see ncclCommAbort). */
+#include <stdint.h>
+
+#include "nccl/nccl_shim.h"
+#include "runtime/comm.h"
+
+/* Checks shared by every operation on comm; *type is the gcoll type. */
+static nccl_abi_result_t prepare(const struct ncclComm *comm, const char *what,
+                                 nccl_abi_datatype_t datatype, void *stream, const void *buf1,
+                                 const void *buf2, gcollDataType_t *type) {
+  nccl_abi_result_t rc = nccl_shim_check_comm(comm, what);
+  if (rc != gcollSuccess) return rc;
+  if (stream != NULL)
+    return gcoll_fail(gcollInvalidUsage, "%s: stream %p: this build has no CUDA executor, pass "
+                                         "stream NULL (0) and host buffers", what, stream);
+  rc = nccl_shim_type(datatype, what, type);
+  if (rc != gcollSuccess) return rc;
+  const void *bufs[2] = {buf1, buf2};
+  const char *names[2] = {"sendbuff", "recvbuff"};
+  for (int i = 0; i < 2; i++)
+    if (nccl_cuda_is_device_memory(bufs[i]))
+      return gcoll_fail(gcollInvalidUsage, "%s: %s %p is CUDA device memory: this build runs "
+                                           "on host memory only", what, names[i], bufs[i]);
+  return gcollSuccess;
+}
+
+/* Resolves op; for a pre-mul-sum op, *src becomes the scaled copy of
+ * count elements of sendbuff. */
+static nccl_abi_result_t reduction_input(struct ncclComm *comm, const char *what,
+                                         nccl_abi_redop_t op, gcollDataType_t type,
+                                         const void *sendbuff, size_t count, gcollRedOp_t *g_op,
+                                         const void **src) {
+  const struct nccl_premulsum *pms;
+  *src = sendbuff;
+  nccl_abi_result_t rc = nccl_shim_resolve_op(comm, op, type, what, g_op, &pms);
+  if (rc != gcollSuccess || pms == NULL) return rc;
+  /* A queued call would read the scratch at ncclGroupEnd, after a later
+   * pre-mul-sum of the same group had overwritten it. */
+  if (gcoll_group_depth() > 0)
+    return gcoll_fail(gcollInvalidUsage, "%s: pre-mul-sum ops cannot be grouped in this version",
+                      what);
+  return nccl_shim_premul(comm, pms, sendbuff, count, what, src);
+}
+
+nccl_abi_result_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                nccl_abi_datatype_t datatype, nccl_abi_redop_t op,
+                                struct ncclComm *comm, void *stream) {
+  const char *what = "ncclAllReduce";
+  gcollDataType_t type;
+  gcollRedOp_t g_op;
+  const void *src;
+  nccl_abi_result_t rc = prepare(comm, what, datatype, stream, sendbuff, recvbuff, &type);
+  if (rc == gcollSuccess)
+    rc = reduction_input(comm, what, op, type, sendbuff, count, &g_op, &src);
+  if (rc != gcollSuccess) return gcoll_group_note(rc);
+  return gcollAllReduce(src, recvbuff, count, type, g_op, comm->gcoll, NULL);
+}
+NCCL_PROFILER_ALIAS(ncclAllReduce);
+
+nccl_abi_result_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                             nccl_abi_datatype_t datatype, nccl_abi_redop_t op, int root,
+                             struct ncclComm *comm, void *stream) {
+  const char *what = "ncclReduce";
+  gcollDataType_t type;
+  gcollRedOp_t g_op;
+  const void *src;
+  nccl_abi_result_t rc = prepare(comm, what, datatype, stream, sendbuff, recvbuff, &type);
+  if (rc == gcollSuccess)
+    rc = reduction_input(comm, what, op, type, sendbuff, count, &g_op, &src);
+  if (rc != gcollSuccess) return gcoll_group_note(rc);
+  return gcollReduce(src, recvbuff, count, type, g_op, root, comm->gcoll, NULL);
+}
+NCCL_PROFILER_ALIAS(ncclReduce);
+
+nccl_abi_result_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                    nccl_abi_datatype_t datatype, nccl_abi_redop_t op,
+                                    struct ncclComm *comm, void *stream) {
+  const char *what = "ncclReduceScatter";
+  gcollDataType_t type;
+  gcollRedOp_t g_op = gcollSum;
+  const void *src = sendbuff;
+  int nranks = 0;
+  nccl_abi_result_t rc = prepare(comm, what, datatype, stream, sendbuff, recvbuff, &type);
+  if (rc == gcollSuccess) rc = gcollCommCount(comm->gcoll, &nranks);
+  /* gcoll checks the overflow of the send size too, but only after the
+   * shim would have scaled that many elements. */
+  if (rc == gcollSuccess && recvcount > SIZE_MAX / (size_t)nranks)
+    rc = gcoll_fail(gcollInvalidArgument, "%s: recvcount %zu overflows the buffer size", what,
+                    recvcount);
+  if (rc == gcollSuccess)
+    rc = reduction_input(comm, what, op, type, sendbuff, recvcount * (size_t)nranks, &g_op, &src);
+  if (rc != gcollSuccess) return gcoll_group_note(rc);
+  return gcollReduceScatter(src, recvbuff, recvcount, type, g_op, comm->gcoll, NULL);
+}
+NCCL_PROFILER_ALIAS(ncclReduceScatter);
+
+nccl_abi_result_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                                nccl_abi_datatype_t datatype, int root, struct ncclComm *comm,
+                                void *stream) {
+  gcollDataType_t type;
+  nccl_abi_result_t rc = prepare(comm, "ncclBroadcast", datatype, stream, sendbuff, recvbuff, &type);
+  if (rc != gcollSuccess) return gcoll_group_note(rc);
+  return gcollBroadcast(sendbuff, recvbuff, count, type, root, comm->gcoll, NULL);
+}
+NCCL_PROFILER_ALIAS(ncclBroadcast);
+
+/* The in-place broadcast of NCCL's first API. */
+nccl_abi_result_t ncclBcast(void *buff, size_t count, nccl_abi_datatype_t datatype, int root,
+                            struct ncclComm *comm, void *stream) {
+  gcollDataType_t type;
+  nccl_abi_result_t rc = prepare(comm, "ncclBcast", datatype, stream, buff, NULL, &type);
+  if (rc != gcollSuccess) return gcoll_group_note(rc);
+  return gcollBroadcast(buff, buff, count, type, root, comm->gcoll, NULL);
+}
+NCCL_PROFILER_ALIAS(ncclBcast);
+
+nccl_abi_result_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                nccl_abi_datatype_t datatype, struct ncclComm *comm,
+                                void *stream) {
+  gcollDataType_t type;
+  nccl_abi_result_t rc = prepare(comm, "ncclAllGather", datatype, stream, sendbuff, recvbuff, &type);
+  if (rc != gcollSuccess) return gcoll_group_note(rc);
+  return gcollAllGather(sendbuff, recvbuff, sendcount, type, comm->gcoll, NULL);
+}
+NCCL_PROFILER_ALIAS(ncclAllGather);
+
+nccl_abi_result_t ncclSend(const void *sendbuff, size_t count, nccl_abi_datatype_t datatype,
+                           int peer, struct ncclComm *comm, void *stream) {
+  gcollDataType_t type;
+  nccl_abi_result_t rc = prepare(comm, "ncclSend", datatype, stream, sendbuff, NULL, &type);
+  if (rc != gcollSuccess) return gcoll_group_note(rc);
+  return gcollSend(sendbuff, count, type, peer, comm->gcoll, NULL);
+}
+NCCL_PROFILER_ALIAS(ncclSend);
+
+nccl_abi_result_t ncclRecv(void *recvbuff, size_t count, nccl_abi_datatype_t datatype, int peer,
+                           struct ncclComm *comm, void *stream) {
+  gcollDataType_t type;
+  nccl_abi_result_t rc = prepare(comm, "ncclRecv", datatype, stream, NULL, recvbuff, &type);
+  if (rc != gcollSuccess) return gcoll_group_note(rc);
+  return gcollRecv(recvbuff, count, type, peer, comm->gcoll, NULL);
+}
+NCCL_PROFILER_ALIAS(ncclRecv);
+
+nccl_abi_result_t ncclGroupStart(void) { return gcollGroupStart(); }
+NCCL_PROFILER_ALIAS(ncclGroupStart);
+
+nccl_abi_result_t ncclGroupEnd(void) { return gcollGroupEnd(); }
+NCCL_PROFILER_ALIAS(ncclGroupEnd);

@@ -1,0 +1,124 @@
+#!/bin/bash
+# gcoll's libnccl.so.2 against the system's real nccl.h: soname and exports,
+# the ABI (values, layouts and every signature, at compile time), then an
+# NCCL program built against that header and linked to our library (never
+# to libcudart or a real NCCL) run as real processes: every collective
+# through gcollrun with 1-4 ranks and two virtual nodes, refusals, plan=auto
+# (ncclGetUniqueId + ncclCommInitRank without a launcher) and
+# ncclCommInitAll. Skips when nccl.h is missing (77).
+set -u
+top_srcdir=${top_srcdir:-.}
+top_builddir=${top_builddir:-.}
+inc=${CUDA_HOME:-/usr/local/cuda}/include
+if [ ! -f "$inc/nccl.h" ] || [ ! -f "$inc/cuda_runtime.h" ]; then
+  echo "skipped: nccl.h not found (looked in $inc; set CUDA_HOME)"
+  exit 77
+fi
+LIB=$top_builddir/.libs/libnccl.so.2
+GCOLL_LIB=$top_builddir/.libs/libgcoll.so
+RUN=$top_builddir/gcollrun
+for f in "$LIB" "$GCOLL_LIB" "$RUN"; do
+  [ -e "$f" ] || { echo "test_nccl_abi: $f is not built" >&2; exit 99; }
+done
+export GCOLL_TIMEOUT=${GCOLL_TIMEOUT:-30}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gcoll-nccl.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok: $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# The compiler and sanitizer flags of this build: an ASan library needs an
+# ASan program (its runtime must be loaded first).
+mkvar() { sed -n "s/^$1 = //p" "$top_builddir/Makefile" | head -1; }
+CC=$(mkvar CC)
+SAN=$(mkvar SAN_CFLAGS)
+WARN=$(mkvar WARN_CFLAGS)
+[ -n "$CC" ] || CC=cc
+
+# --- the library -----------------------------------------------------------
+soname=$(readelf -d "$LIB" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+if [ "$soname" = libnccl.so.2 ]; then ok "soname $soname"; else bad "soname is '$soname'"; fi
+
+api="GetVersion GetUniqueId CommInitRank CommInitRankConfig CommInitAll CommFinalize
+  CommDestroy CommAbort CommGetAsyncError CommCount CommCuDevice CommUserRank AllReduce
+  Broadcast Bcast Reduce AllGather ReduceScatter Send Recv GroupStart GroupEnd GetErrorString
+  GetLastError RedOpCreatePreMulSum RedOpDestroy"
+nm -D --defined-only "$LIB" | awk '$2 ~ /^[TtWi]$/ {print $3}' | sort >"$tmp/exports"
+missing=""
+for f in $api; do
+  for name in "nccl$f" "pnccl$f"; do
+    grep -qx "$name" "$tmp/exports" || missing="$missing $name"
+  done
+done
+if [ -z "$missing" ]; then ok "exports all $(echo $api | wc -w) functions and their pnccl aliases"
+else bad "not exported:$missing"; fi
+others=$(grep -v -E '^p?nccl[A-Z]' "$tmp/exports" | tr '\n' ' ')
+if [ -z "$others" ]; then ok "exports nothing but nccl*/pnccl*"; else bad "also exports: $others"; fi
+
+# --- the ABI against nccl.h, at compile time -----------------------------------
+if $CC -std=gnu11 $WARN -I"$inc" -I"$top_srcdir/include" -I"$top_srcdir/src" \
+     -c "$top_srcdir/tests/nccl/nccl_abi_layout.c" -o "$tmp/layout.o" 2>"$tmp/cc.out"; then
+  ok "ABI matches $inc/nccl.h (values, ncclConfig_t layout, every signature)"
+else
+  bad "ABI differs from $inc/nccl.h"; head -20 "$tmp/cc.out"
+fi
+
+# --- the NCCL program ---------------------------------------------------------
+PROG=$tmp/nccl_host_check
+if $CC -std=gnu11 $WARN $SAN -pthread -I"$inc" -I"$top_srcdir/include" -I"$top_srcdir/src" \
+     -I"$top_srcdir/tests/integration" "$top_srcdir/tests/nccl/nccl_host_check.c" -o "$PROG" \
+     "$LIB" "$GCOLL_LIB" -Wl,-rpath,"$(cd "$top_builddir/.libs" && pwd)" -ldl \
+     -rdynamic \
+     2>"$tmp/cc.out"; then
+  ok "nccl_host_check compiled against nccl.h"
+else
+  bad "nccl_host_check does not compile"; head -20 "$tmp/cc.out"
+  echo "$pass passed, $fail failed"; exit 1
+fi
+needed=$(readelf -d "$PROG" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+if echo "$needed" | grep -qw libnccl.so.2 && ! echo "$needed" | grep -q libcuda; then
+  ok "program needs $needed(no libcudart, no libcuda)"
+else
+  bad "program needs: $needed"
+fi
+# The program checks with dladdr that ncclAllReduce comes from this file.
+export NCCL_SHIM_LIB=$LIB
+
+# case NAME TIMEOUT COMMAND...: one run, its output shown on failure.
+case_run() {
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  if timeout "$limit" "$@" >"$tmp/out" 2>&1; then
+    ok "$name ($((SECONDS - t0)) s): $(tail -1 "$tmp/out")"
+  else
+    bad "$name: exit $?"; tail -20 "$tmp/out"
+  fi
+}
+
+for n in 1 2 3 4; do
+  case_run "matrix n=$n" 120 "$RUN" -n "$n" "$PROG" matrix
+done
+case_run "matrix n=4 on 2 virtual nodes" 120 "$RUN" -n 4 --nodes 2 "$PROG" matrix
+case_run "refusals n=2" 60 "$RUN" -n 2 "$PROG" refusals
+case_run "ncclCommAbort from another thread" 60 "$RUN" -n 2 "$PROG" abort
+case_run "plan=auto, 3 processes" 60 env -u GCOLL_PLAN "$PROG" auto 3
+case_run "plan=auto, 4 processes on 2 virtual nodes" 60 env -u GCOLL_PLAN GCOLL_NODES=2 \
+  "$PROG" auto 4
+case_run "ncclCommInitAll, 4 comms on 4 threads" 60 env -u GCOLL_PLAN "$PROG" initall 4
+case_run "ncclCommInitAll, 3 comms grouped on one thread" 60 env -u GCOLL_PLAN "$PROG" initall-grouped 3
+
+# The device-memory probe and the current-device lookup, with a fake driver
+# (libcuda.so.1 from fake_libcuda.c) and the program's own cudaGetDevice.
+mkdir -p "$tmp/fakecuda"
+if $CC -std=gnu11 $WARN -shared -fPIC "$top_srcdir/tests/nccl/fake_libcuda.c" \
+     -o "$tmp/fakecuda/libcuda.so.1" 2>"$tmp/cc.out"; then
+  case_run "\"device\" buffers refused, managed ones used" 60 env -u GCOLL_PLAN \
+    LD_LIBRARY_PATH="$tmp/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$PROG" devmem refuse
+  case_run "all host memory when cuInit fails" 60 env -u GCOLL_PLAN FAKE_CUDA_INIT_FAILS=1 \
+    LD_LIBRARY_PATH="$tmp/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$PROG" devmem host
+else
+  bad "fake libcuda does not compile"; head -20 "$tmp/cc.out"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
