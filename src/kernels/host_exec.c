@@ -33,6 +33,7 @@ struct gcoll_host_exec {
   int rank, nranks, nchannels;
   _Atomic int *abort_word;
   uint64_t timeout_ns;
+  uint32_t spin_rounds;
   struct channel *ch;
   void *scratch_mem;
 
@@ -206,6 +207,7 @@ struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_host_exec_conf
   e->nchannels = cfg->nchannels;
   e->abort_word = cfg->abort_word;
   e->timeout_ns = cfg->timeout_ns;
+  e->spin_rounds = cfg->spin_rounds;
   pthread_mutex_init(&e->mu, NULL);
   pthread_cond_init(&e->work_cv, NULL);
   pthread_cond_init(&e->done_cv, NULL);
@@ -478,6 +480,7 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
   partition(e, c->count, gcoll_dtype_size(c->dtype), nch);
   struct gcoll_wait w;
   gcoll_wait_init(&w, e->abort_word, &e->local_abort, e->timeout_ns);
+  if (e->spin_rounds > 0) w.spins = e->spin_rounds;
   for (int i = 0; i < nch; i++) e->ch[i].wait = w;
   atomic_store(&e->local_abort, 0);
   atomic_store(&e->first_failed, -1);

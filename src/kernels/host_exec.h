@@ -68,6 +68,7 @@ struct gcoll_host_exec_config {
   const struct gcoll_host_channel *channels;
   _Atomic int *abort_word;        /* gcollResult_t; 0 = go on; may be NULL */
   uint64_t timeout_ns;            /* per collective */
+  uint32_t spin_rounds;           /* pauses before a wait yields; 0: GCOLL_WAIT_SPINS */
 };
 
 struct gcoll_host_coll {

@@ -17,6 +17,7 @@ void gcoll_wait_init(struct gcoll_wait *w, _Atomic int *abort_word,
   w->abort_word = abort_word;
   w->local_abort = local_abort;
   w->round = 0;
+  w->spins = GCOLL_WAIT_SPINS;
   w->reason = GCOLL_WAIT_NONE;
 }
 
@@ -50,13 +51,13 @@ gcollResult_t gcoll_wait_round(struct gcoll_wait *w) {
     w->reason = GCOLL_WAIT_ABORTED;
     return (gcollResult_t)a;
   }
-  if (r < GCOLL_WAIT_SPINS) {
+  if (r < w->spins) {
     cpu_pause();
     if (r % 32 != 31) return gcollSuccess;
-  } else if (r < GCOLL_WAIT_SPINS + GCOLL_WAIT_YIELDS) {
+  } else if (r - w->spins < GCOLL_WAIT_YIELDS) {
     sched_yield();
   } else {
-    uint32_t k = r - GCOLL_WAIT_SPINS - GCOLL_WAIT_YIELDS;
+    uint32_t k = r - w->spins - GCOLL_WAIT_YIELDS;
     uint64_t ns = k >= 6 ? GCOLL_WAIT_MAX_SLEEP_NS : 1000ull << k;
     sleep_ns(ns > GCOLL_WAIT_MAX_SLEEP_NS ? GCOLL_WAIT_MAX_SLEEP_NS : ns);
   }

@@ -6,7 +6,9 @@
  * and a spinning rank starves the peer it waits for.
  *
  * Back-off within one wait: GCOLL_WAIT_SPINS rounds of a CPU pause (the
- * common case, a peer a few microseconds behind), then GCOLL_WAIT_YIELDS
+ * common case, a peer a few microseconds behind; an executor whose threads
+ * each have a core of their own spins GCOLL_WAIT_DEDICATED_SPINS, about a
+ * millisecond, since giving the core away only delays its own wake-up), then GCOLL_WAIT_YIELDS
  * rounds of sched_yield (hands the core to a runnable peer), then nanosleeps
  * doubling from 1 us to GCOLL_WAIT_MAX_SLEEP_NS (a peer that is far behind or
  * gone should cost almost nothing). Each round checks the abort words; the
@@ -25,6 +27,7 @@
 #include "gcoll.h"
 
 #define GCOLL_WAIT_SPINS 128u
+#define GCOLL_WAIT_DEDICATED_SPINS 32768u
 #define GCOLL_WAIT_YIELDS 16u
 #define GCOLL_WAIT_MAX_SLEEP_NS 64000u
 
@@ -39,13 +42,14 @@ struct gcoll_wait {
   _Atomic int *abort_word;       /* communicator-wide: abort or dead peer */
   _Atomic int *local_abort;      /* executor-wide: a sibling channel failed */
   uint32_t round;                /* rounds in the current wait */
+  uint32_t spins;                /* pause rounds before yielding */
   enum gcoll_wait_reason reason; /* why the last failed wait failed */
 };
 
 uint64_t gcoll_wait_now_ns(void);
 
-/* Deadline = now + timeout_ns (saturating). Either abort pointer may be
- * NULL. */
+/* Deadline = now + timeout_ns (saturating), GCOLL_WAIT_SPINS spins. Either
+ * abort pointer may be NULL. */
 void gcoll_wait_init(struct gcoll_wait *w, _Atomic int *abort_word,
                      _Atomic int *local_abort, uint64_t timeout_ns);
 

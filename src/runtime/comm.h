@@ -60,6 +60,9 @@ struct gcollComm {
   /* Channels one call may run: the plan's, capped by the CPUs this rank
    * has (comm_init.c, set_channel_cap). */
   int max_run_channels;
+  /* CPUs this process may use and ranks sharing them; 0 when
+   * GCOLL_MAX_NCHANNELS replaced the measurement. */
+  int host_cpus, ranks_on_host;
   size_t slot_bytes;
   uint64_t timeout_ms;
   char job_key[64];

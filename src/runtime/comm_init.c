@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "graph/plan.h"
+#include "kernels/wait.h"
 #include "runtime/comm.h"
 #include "runtime/comm_init_paths.h"
 #include "runtime/proxy.h"
@@ -136,6 +137,7 @@ out:
  * GCOLL_MAX_NCHANNELS replaces it. */
 static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) {
   comm->max_run_channels = comm->nchannels;
+  comm->host_cpus = comm->ranks_on_host = 0;   /* unknown: no dedicated cores */
   if (getenv("GCOLL_MAX_NCHANNELS") != NULL) {
     long v;
     char err[256];
@@ -149,6 +151,8 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
   int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
   if (cpus <= 0) cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (ranks_on_host < 1) ranks_on_host = 1;
+  comm->host_cpus = cpus;
+  comm->ranks_on_host = ranks_on_host;
   int cap = cpus / ranks_on_host;
   if (cap < 1) cap = 1;
   if (cap < comm->max_run_channels) comm->max_run_channels = cap;
@@ -177,6 +181,13 @@ static gcollResult_t check_job(struct gcollComm *comm, const char *path, int che
   return set_channel_cap(comm, virtual_node ? comm->nranks : comm->view->local_nranks);
 }
 
+/* Waits spin long only when every thread of every rank on this host (its
+ * channels, and a proxy when it has network connections) has a core. */
+static uint32_t spin_rounds(const struct gcollComm *comm) {
+  long threads = (long)comm->ranks_on_host * (comm->max_run_channels + (comm->has_net ? 1 : 0));
+  return comm->host_cpus > 0 && threads <= comm->host_cpus ? GCOLL_WAIT_DEDICATED_SPINS : 0;
+}
+
 static gcollResult_t start_executor(struct gcollComm *comm) {
   char err[512];
   struct gcoll_host_exec_config cfg = {
@@ -186,6 +197,7 @@ static gcollResult_t start_executor(struct gcollComm *comm) {
       .channels = comm->channels,
       .abort_word = &comm->abort_word,
       .timeout_ns = comm->timeout_ms * 1000000ull,
+      .spin_rounds = spin_rounds(comm),
   };
   comm->exec = gcoll_host_exec_create(&cfg, err, sizeof(err));
   if (comm->exec == NULL) return gcoll_fail(gcollSystemError, "executor: %s", err);
@@ -248,8 +260,9 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
     goto fail;
   }
   gcoll_log_info(comm, "joined %s: %d ranks, node %d, %d channels (at most %d at once), "
-                 "%d connections, slot %zu B", a->plan_path, comm->nranks, comm->view->node,
-                 comm->nchannels, comm->max_run_channels, comm->nconns, comm->slot_bytes);
+                 "%d connections, slot %zu B, %s waits", a->plan_path, comm->nranks,
+                 comm->view->node, comm->nchannels, comm->max_run_channels, comm->nconns,
+                 comm->slot_bytes, spin_rounds(comm) ? "long-spinning" : "short-spinning");
   *out = comm;
   return gcollSuccess;
 fail:
