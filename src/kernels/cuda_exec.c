@@ -1,0 +1,500 @@
+/* The CUDA executor (see cuda_exec.h). */
+#include "kernels/cuda_exec.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/cuda_fatbin.h"
+#include "kernels/fifo.h"
+#include "kernels/prims.h"
+#include "kernels/reduce.h"
+#include "kernels/wait.h"
+
+/* The device mirror of struct gcoll_fifo (prims_cuda.cuh) is checked against
+ * the same numbers. */
+_Static_assert(GCOLL_STEPS == GCOLL_CUDA_FIFO_STEPS, "FIFO layout");
+_Static_assert(offsetof(struct gcoll_fifo, tail) == GCOLL_CUDA_FIFO_OFF_TAIL, "FIFO layout");
+_Static_assert(offsetof(struct gcoll_fifo, head) == GCOLL_CUDA_FIFO_OFF_HEAD, "FIFO layout");
+_Static_assert(offsetof(struct gcoll_fifo, slot_bytes) == GCOLL_CUDA_FIFO_OFF_SLOT_BYTES,
+               "FIFO layout");
+_Static_assert(offsetof(struct gcoll_fifo, ll_slot_bytes) == GCOLL_CUDA_FIFO_OFF_LL_SLOT_BYTES,
+               "FIFO layout");
+_Static_assert(offsetof(struct gcoll_fifo, simple_offset) ==
+                   GCOLL_CUDA_FIFO_OFF_SIMPLE_OFFSET, "FIFO layout");
+_Static_assert(offsetof(struct gcoll_fifo, ll_offset) == GCOLL_CUDA_FIFO_OFF_LL_OFFSET,
+               "FIFO layout");
+_Static_assert(offsetof(struct gcoll_fifo, nbytes) == GCOLL_CUDA_FIFO_OFF_NBYTES, "FIFO layout");
+_Static_assert(offsetof(struct gcoll_fifo, proto) == GCOLL_CUDA_FIFO_OFF_PROTO, "FIFO layout");
+_Static_assert(sizeof(struct gcoll_fifo) == GCOLL_CUDA_FIFO_HEADER, "FIFO layout");
+_Static_assert(GCOLL_CUDA_MAX_PEERS == GCOLL_PRIMS_MAX_PEERS, "peer count");
+_Static_assert(GCOLL_CUDA_SCRATCH == GCOLL_PRIMS_SCRATCH, "scratch count");
+
+/* Host-mapped words the kernel writes and the host reads (or vice versa). */
+struct mapped {
+  struct gcoll_cuda_status status[GCOLL_CUDA_MAX_CHANNELS];
+  int32_t abort_word;
+  int32_t local_abort;
+};
+
+struct gcoll_cuda_exec {
+  const struct gcoll_cuda_api *cu;
+  gcoll_cu_device dev;
+  gcoll_cu_context ctx;
+  int ctx_retained;
+  gcoll_cu_module mod;
+  gcoll_cu_function fn;
+  gcoll_cu_stream own_stream;
+  gcoll_cu_stream running;          /* stream of the collective in flight */
+  int in_flight;
+  int rank, nranks, nchannels;
+  uint64_t timeout_ns;
+  int has_tree[GCOLL_CUDA_MAX_CHANNELS];
+  gcoll_cu_deviceptr channels;      /* struct gcoll_cuda_channel[nchannels] */
+  gcoll_cu_deviceptr ranks;         /* int32_t[nchannels][nranks] */
+  gcoll_cu_deviceptr scratch;
+  struct mapped *host;              /* host view of the mapped words */
+  gcoll_cu_deviceptr host_dev;      /* the device's view */
+  struct gcoll_cuda_coll job;
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+  if (err == NULL || errlen == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+/* Runs a driver call; on failure writes "what: CUDA_ERROR_..." and returns -1. */
+#define CU_TRY(e, call, what)                                                       \
+  do {                                                                              \
+    gcoll_cu_result cu_r_ = (call);                                                 \
+    if (cu_r_ != GCOLL_CU_SUCCESS) {                                                \
+      set_err(err, errlen, "%s: %s", what, gcoll_cuda_result_text((e)->cu, cu_r_)); \
+      return -1;                                                                    \
+    }                                                                               \
+  } while (0)
+
+/* ---- creation ------------------------------------------------------------ */
+
+static int check_config(const struct gcoll_cuda_exec_config *cfg, char *err, size_t errlen) {
+  if (cfg == NULL || cfg->nranks < 1 || cfg->rank < 0 || cfg->rank >= cfg->nranks ||
+      cfg->nchannels < 1 || cfg->nchannels > GCOLL_CUDA_MAX_CHANNELS ||
+      cfg->channels == NULL || cfg->device < 0) {
+    set_err(err, errlen, "invalid CUDA executor config (device/rank/nranks/nchannels)");
+    return -1;
+  }
+  for (int c = 0; c < cfg->nchannels; c++) {
+    const struct gcoll_cuda_exec_channel *ch = &cfg->channels[c];
+    if (ch->ring_ranks == NULL || ch->ring_pos < 0 || ch->ring_pos >= cfg->nranks ||
+        ch->ring_ranks[ch->ring_pos] != cfg->rank) {
+      set_err(err, errlen, "channel %d: ring position %d does not hold rank %d", c,
+              ch->ring_pos, cfg->rank);
+      return -1;
+    }
+    for (int i = 0; i < cfg->nranks; i++)
+      if (ch->ring_ranks[i] < 0 || ch->ring_ranks[i] >= cfg->nranks) {
+        set_err(err, errlen, "channel %d: ring rank %d out of range", c, ch->ring_ranks[i]);
+        return -1;
+      }
+    if (cfg->nranks > 1 && (ch->ring_recv_prev == 0 || ch->ring_send_next == 0)) {
+      set_err(err, errlen, "channel %d: missing ring FIFO", c);
+      return -1;
+    }
+    if (!gcoll_fifo_slot_bytes_valid(ch->slot_bytes)) {
+      set_err(err, errlen, "channel %d: invalid FIFO slot size %zu", c, ch->slot_bytes);
+      return -1;
+    }
+    if (ch->has_tree &&
+        (ch->tree_nchildren < 0 || ch->tree_nchildren > GCOLL_CUDA_MAX_PEERS ||
+         ch->tree_parent < -1 || ch->tree_parent >= cfg->nranks ||
+         ch->tree_parent == cfg->rank ||
+         (cfg->nranks > 1 && ch->tree_parent < 0 && ch->tree_nchildren == 0))) {
+      set_err(err, errlen, "channel %d: invalid tree (parent %d, %d children)", c,
+              ch->tree_parent, ch->tree_nchildren);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int open_device(struct gcoll_cuda_exec *e, int ordinal, char *err, size_t errlen) {
+  int ndev = 0, major = 0, minor = 0, uva = 0;
+  if (gcoll_cuda_probe(&ndev, err, errlen) != GCOLL_CUDA_AVAILABLE) return -1;
+  e->cu = gcoll_cuda_api_get(NULL, 0);
+  if (ordinal >= ndev) {
+    set_err(err, errlen, "no GPU %d: the driver sees %d", ordinal, ndev);
+    return -1;
+  }
+  CU_TRY(e, e->cu->device_get(&e->dev, ordinal), "cuDeviceGet");
+  CU_TRY(e, e->cu->device_get_attribute(&major, GCOLL_CU_DEVICE_ATTRIBUTE_CC_MAJOR, e->dev),
+         "cuDeviceGetAttribute");
+  CU_TRY(e, e->cu->device_get_attribute(&minor, GCOLL_CU_DEVICE_ATTRIBUTE_CC_MINOR, e->dev),
+         "cuDeviceGetAttribute");
+  CU_TRY(e, e->cu->device_get_attribute(&uva, GCOLL_CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING,
+                                        e->dev), "cuDeviceGetAttribute");
+  /* The fatbin holds sm_80 and sm_90 code and compute_90 PTX. */
+  if (major < 8) {
+    set_err(err, errlen, "GPU %d is sm_%d%d; the kernels need sm_80 or newer", ordinal, major,
+            minor);
+    return -1;
+  }
+  if (!uva) {
+    set_err(err, errlen, "GPU %d lacks unified addressing (mapped host memory)", ordinal);
+    return -1;
+  }
+  CU_TRY(e, e->cu->primary_ctx_retain(&e->ctx, e->dev), "cuDevicePrimaryCtxRetain");
+  e->ctx_retained = 1;
+  CU_TRY(e, e->cu->ctx_set_current(e->ctx), "cuCtxSetCurrent");
+  return 0;
+}
+
+static int load_module(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
+  CU_TRY(e, e->cu->module_load_data(&e->mod, gcoll_cuda_fatbin), "cuModuleLoadData");
+  CU_TRY(e, e->cu->module_get_function(&e->fn, e->mod, GCOLL_CUDA_KERNEL_NAME),
+         "cuModuleGetFunction(" GCOLL_CUDA_KERNEL_NAME ")");
+  return 0;
+}
+
+/* LL payload of a step, rounded to 16 bytes for the vector loops. */
+static size_t scratch_bytes_for(size_t slot_bytes) { return (slot_bytes / 4 + 15) / 16 * 16; }
+
+static int copy_channels(struct gcoll_cuda_exec *e, const struct gcoll_cuda_exec_config *cfg,
+                         char *err, size_t errlen) {
+  const size_t nch = (size_t)cfg->nchannels, nr = (size_t)cfg->nranks;
+  size_t scratch_total = 0;
+  for (size_t c = 0; c < nch; c++)
+    scratch_total += GCOLL_CUDA_SCRATCH * scratch_bytes_for(cfg->channels[c].slot_bytes);
+  CU_TRY(e, e->cu->mem_alloc(&e->channels, nch * sizeof(struct gcoll_cuda_channel)),
+         "cuMemAlloc(channels)");
+  CU_TRY(e, e->cu->mem_alloc(&e->ranks, nch * nr * sizeof(int32_t)), "cuMemAlloc(ranks)");
+  CU_TRY(e, e->cu->mem_alloc(&e->scratch, scratch_total), "cuMemAlloc(scratch)");
+  CU_TRY(e, e->cu->memset_d8(e->scratch, 0, scratch_total), "cuMemsetD8(scratch)");
+  struct gcoll_cuda_channel dev[GCOLL_CUDA_MAX_CHANNELS];
+  int32_t *ranks = calloc(nch * nr, sizeof(int32_t));
+  if (ranks == NULL) {
+    set_err(err, errlen, "out of memory");
+    return -1;
+  }
+  gcoll_cu_deviceptr scratch = e->scratch;
+  memset(dev, 0, sizeof(dev));
+  for (size_t c = 0; c < nch; c++) {
+    const struct gcoll_cuda_exec_channel *in = &cfg->channels[c];
+    struct gcoll_cuda_channel *d = &dev[c];
+    for (size_t i = 0; i < nr; i++) ranks[c * nr + i] = in->ring_ranks[i];
+    d->ring_recv_prev = in->ring_recv_prev;
+    d->ring_send_next = in->ring_send_next;
+    d->ring_ranks = e->ranks + c * nr * sizeof(int32_t);
+    d->ring_pos = in->ring_pos;
+    d->has_tree = in->has_tree;
+    d->tree_parent = in->has_tree ? in->tree_parent : -1;
+    d->tree_nchildren = in->has_tree ? in->tree_nchildren : 0;
+    d->tree_recv_parent = in->tree_recv_parent;
+    d->tree_send_parent = in->tree_send_parent;
+    for (int k = 0; k < GCOLL_CUDA_MAX_PEERS; k++) {
+      d->tree_recv_child[k] = in->tree_recv_child[k];
+      d->tree_send_child[k] = in->tree_send_child[k];
+    }
+    d->scratch = scratch;
+    d->scratch_bytes = scratch_bytes_for(in->slot_bytes);
+    scratch += GCOLL_CUDA_SCRATCH * d->scratch_bytes;
+    e->has_tree[c] = in->has_tree;
+  }
+  gcoll_cu_result r = e->cu->memcpy_htod(e->ranks, ranks, nch * nr * sizeof(int32_t));
+  free(ranks);
+  if (r != GCOLL_CU_SUCCESS) {
+    set_err(err, errlen, "cuMemcpyHtoD(ranks): %s", gcoll_cuda_result_text(e->cu, r));
+    return -1;
+  }
+  CU_TRY(e, e->cu->memcpy_htod(e->channels, dev, nch * sizeof(struct gcoll_cuda_channel)),
+         "cuMemcpyHtoD(channels)");
+  return 0;
+}
+
+static int alloc_mapped(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
+  void *p = NULL;
+  CU_TRY(e, e->cu->mem_host_alloc(&p, sizeof(struct mapped),
+                                  GCOLL_CU_MEMHOSTALLOC_PORTABLE |
+                                      GCOLL_CU_MEMHOSTALLOC_DEVICEMAP),
+         "cuMemHostAlloc");
+  e->host = p;
+  memset(e->host, 0, sizeof(*e->host));
+  CU_TRY(e, e->cu->mem_host_get_device_pointer(&e->host_dev, p, 0),
+         "cuMemHostGetDevicePointer");
+  return 0;
+}
+
+struct gcoll_cuda_exec *gcoll_cuda_exec_create(const struct gcoll_cuda_exec_config *cfg,
+                                               char *err, size_t errlen) {
+  if (check_config(cfg, err, errlen) != 0) return NULL;
+  struct gcoll_cuda_exec *e = calloc(1, sizeof(*e));
+  if (e == NULL) {
+    set_err(err, errlen, "out of memory");
+    return NULL;
+  }
+  e->rank = cfg->rank;
+  e->nranks = cfg->nranks;
+  e->nchannels = cfg->nchannels;
+  e->timeout_ns = cfg->timeout_ns;
+  if (open_device(e, cfg->device, err, errlen) != 0 || load_module(e, err, errlen) != 0 ||
+      copy_channels(e, cfg, err, errlen) != 0 || alloc_mapped(e, err, errlen) != 0) {
+    gcoll_cuda_exec_destroy(e);
+    return NULL;
+  }
+  gcoll_cu_result r = e->cu->stream_create(&e->own_stream, GCOLL_CU_STREAM_NON_BLOCKING);
+  if (r != GCOLL_CU_SUCCESS) {
+    set_err(err, errlen, "cuStreamCreate: %s", gcoll_cuda_result_text(e->cu, r));
+    gcoll_cuda_exec_destroy(e);
+    return NULL;
+  }
+  return e;
+}
+
+void gcoll_cuda_exec_destroy(struct gcoll_cuda_exec *e) {
+  if (e == NULL) return;
+  if (e->cu != NULL && e->ctx_retained) {
+    e->cu->ctx_set_current(e->ctx);
+    if (e->in_flight) {
+      char ignored[64];
+      gcoll_cuda_exec_wait(e, ignored, sizeof(ignored));
+    }
+    if (e->own_stream != NULL) e->cu->stream_destroy(e->own_stream);
+    if (e->host != NULL) e->cu->mem_free_host(e->host);
+    if (e->scratch != 0) e->cu->mem_free(e->scratch);
+    if (e->ranks != 0) e->cu->mem_free(e->ranks);
+    if (e->channels != 0) e->cu->mem_free(e->channels);
+    if (e->mod != NULL) e->cu->module_unload(e->mod);
+    e->cu->primary_ctx_release(e->dev);
+  }
+  free(e);
+}
+
+/* ---- launching ------------------------------------------------------------ */
+
+static gcollResult_t check_coll(const struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
+                                char *err, size_t errlen) {
+  if ((int)c->coll < 0 || c->coll >= GCOLL_NCOLLS) {
+    set_err(err, errlen, "invalid collective %d", (int)c->coll);
+    return gcollInvalidArgument;
+  }
+  size_t esize = gcoll_dtype_size(c->dtype);
+  if (esize == 0) {
+    set_err(err, errlen, "invalid data type %d", (int)c->dtype);
+    return gcollInvalidArgument;
+  }
+  if ((int)c->op < 0 || c->op >= gcollNumOps) {
+    set_err(err, errlen, "invalid reduction op %d", (int)c->op);
+    return gcollInvalidArgument;
+  }
+  if ((c->coll == GCOLL_COLL_BROADCAST || c->coll == GCOLL_COLL_REDUCE) &&
+      (c->root < 0 || c->root >= e->nranks)) {
+    set_err(err, errlen, "root %d out of range [0, %d)", c->root, e->nranks);
+    return gcollInvalidArgument;
+  }
+  if (c->proto != GCOLL_PROTO_SIMPLE && c->proto != GCOLL_PROTO_LL) {
+    set_err(err, errlen, "protocol %d: the CUDA kernels run SIMPLE and LL only", (int)c->proto);
+    return c->proto == GCOLL_PROTO_LL128 ? gcollInvalidUsage : gcollInvalidArgument;
+  }
+  if ((int)c->algo < 0 || c->algo >= GCOLL_NALGOS) {
+    set_err(err, errlen, "invalid algorithm %d", (int)c->algo);
+    return gcollInvalidArgument;
+  }
+  if (!gcoll_cuda_algo_supported[c->coll][c->algo]) {
+    set_err(err, errlen, "the CUDA kernel has no %s %s", gcoll_algo_name(c->algo),
+            gcoll_coll_name(c->coll));
+    return gcollInvalidUsage;
+  }
+  if (c->nchannels < 0 || c->nchannels > e->nchannels) {
+    set_err(err, errlen, "%d channels requested, %d connected", c->nchannels, e->nchannels);
+    return gcollInvalidArgument;
+  }
+  if (c->algo == GCOLL_ALGO_TREE) {
+    int nch = c->nchannels ? c->nchannels : e->nchannels;
+    for (int i = 0; i < nch; i++)
+      if (!e->has_tree[i]) {
+        set_err(err, errlen, "channel %d has no tree connections", i);
+        return gcollInvalidUsage;
+      }
+  }
+  if (c->count > SIZE_MAX / esize / (size_t)e->nranks) {
+    set_err(err, errlen, "count %zu overflows the buffer size", c->count);
+    return gcollInvalidArgument;
+  }
+  /* host_exec.c's buffer rules, on device addresses. */
+  const uint64_t n = (uint64_t)e->nranks, bytes = (uint64_t)c->count * esize;
+  const int is_root = e->rank == c->root;
+  uint64_t send_len = bytes, recv_len = bytes;
+  int in_place = c->sendbuf == c->recvbuf;
+  switch (c->coll) {
+    case GCOLL_COLL_BROADCAST: if (!is_root) send_len = 0; break;
+    case GCOLL_COLL_REDUCE: if (!is_root) recv_len = 0; break;
+    case GCOLL_COLL_ALLGATHER:
+      recv_len = bytes * n;
+      in_place = c->sendbuf == c->recvbuf + (uint64_t)e->rank * bytes;
+      break;
+    case GCOLL_COLL_REDUCESCATTER:
+      send_len = bytes * n;
+      in_place = c->recvbuf == c->sendbuf + (uint64_t)e->rank * bytes;
+      break;
+    default: break;
+  }
+  if ((send_len > 0 && c->sendbuf == 0) || (recv_len > 0 && c->recvbuf == 0)) {
+    set_err(err, errlen, "NULL buffer for %zu elements", c->count);
+    return gcollInvalidArgument;
+  }
+  if (send_len > 0 && recv_len > 0 && !in_place && c->sendbuf < c->recvbuf + recv_len &&
+      c->recvbuf < c->sendbuf + send_len) {
+    set_err(err, errlen, "sendbuf and recvbuf overlap other than in place");
+    return gcollInvalidArgument;
+  }
+  return gcollSuccess;
+}
+
+gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
+                                     void *stream, char *err, size_t errlen) {
+  if (e == NULL || c == NULL) {
+    set_err(err, errlen, "NULL executor or collective");
+    return gcollInvalidArgument;
+  }
+  if (e->in_flight) {
+    set_err(err, errlen, "a collective is still in flight on this executor");
+    return gcollInvalidUsage;
+  }
+  int aborted = atomic_load_explicit((_Atomic int32_t *)&e->host->abort_word,
+                                     memory_order_acquire);
+  if (aborted != 0) {
+    set_err(err, errlen, "the executor was aborted (result %d)", aborted);
+    return (gcollResult_t)aborted;
+  }
+  gcollResult_t r = check_coll(e, c, err, errlen);
+  if (r != gcollSuccess) return r;
+  const int nch = c->nchannels ? c->nchannels : e->nchannels;
+  memset(e->host->status, 0, sizeof(e->host->status));
+  atomic_store_explicit((_Atomic int32_t *)&e->host->local_abort, 0, memory_order_release);
+  struct gcoll_cuda_work w;
+  memset(&w, 0, sizeof(w));
+  w.channels = e->channels;
+  w.status = e->host_dev + offsetof(struct mapped, status);
+  w.abort_word = e->host_dev + offsetof(struct mapped, abort_word);
+  w.local_abort = e->host_dev + offsetof(struct mapped, local_abort);
+  w.sendbuf = c->sendbuf;
+  w.recvbuf = c->recvbuf;
+  w.count = c->count;
+  w.stride = c->count;
+  w.timeout_ns = e->timeout_ns;
+  w.coll = (int32_t)c->coll;
+  w.algo = (int32_t)c->algo;
+  w.proto = (int32_t)c->proto;
+  w.dtype = (int32_t)c->dtype;
+  w.op = (int32_t)c->op;
+  w.root = c->root;
+  w.rank = e->rank;
+  w.nranks = e->nranks;
+  w.nchannels = nch;
+  gcoll_cu_stream s = stream != NULL ? (gcoll_cu_stream)stream : e->own_stream;
+  void *params[] = {&w};
+  gcoll_cu_result cr = e->cu->launch_kernel(e->fn, (unsigned)nch, 1, 1, GCOLL_CUDA_THREADS, 1,
+                                            1, 0, s, params, NULL);
+  if (cr != GCOLL_CU_SUCCESS) {
+    set_err(err, errlen, "cuLaunchKernel: %s", gcoll_cuda_result_text(e->cu, cr));
+    return gcollUnhandledCudaError;
+  }
+  e->job = *c;
+  e->job.nchannels = nch;
+  e->running = s;
+  e->in_flight = 1;
+  return gcollSuccess;
+}
+
+/* ---- completion ------------------------------------------------------------ */
+
+static const char *const fail_names[GCOLL_CUDA_FAIL_NFAILS] = {
+    "nothing", "data from receive peer", "a free slot at send peer",
+    "a matching step from receive peer", "valid connections"};
+
+static const char *reason_name(int reason, gcollResult_t r) {
+  switch (reason) {
+    case GCOLL_CUDA_REASON_ABORTED: return "aborted";
+    case GCOLL_CUDA_REASON_SIBLING: return "stopped by another channel";
+    case GCOLL_CUDA_REASON_DEADLINE: return "deadline passed";
+    default: return r == gcollInternalError ? "protocol mismatch" : "failed";
+  }
+}
+
+/* The first channel that failed by itself (not stopped by a sibling). */
+static gcollResult_t collect(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
+  int first = -1;
+  for (int c = 0; c < e->job.nchannels; c++) {
+    const volatile struct gcoll_cuda_status *st = &e->host->status[c];
+    if (st->done != 1) {
+      set_err(err, errlen, "channel %d: the kernel ended without reporting", c);
+      return gcollInternalError;
+    }
+    if (st->result == gcollSuccess) continue;
+    if (first < 0 || (e->host->status[first].reason == GCOLL_CUDA_REASON_SIBLING &&
+                      st->reason != GCOLL_CUDA_REASON_SIBLING))
+      first = c;
+  }
+  if (first < 0) return gcollSuccess;
+  const volatile struct gcoll_cuda_status *st = &e->host->status[first];
+  gcollResult_t r = (gcollResult_t)st->result;
+  int what = st->what >= 0 && st->what < GCOLL_CUDA_FAIL_NFAILS ? st->what : 0;
+  set_err(err, errlen, "channel %d (%s, GPU): %s while waiting for %s %d at step %llu", first,
+          gcoll_algo_name(e->job.algo), reason_name(st->reason, r), fail_names[what], st->peer,
+          (unsigned long long)st->step);
+  return r;
+}
+
+gcollResult_t gcoll_cuda_exec_poll(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
+  if (e == NULL || !e->in_flight) {
+    set_err(err, errlen, "no collective in flight");
+    return gcollInvalidUsage;
+  }
+  gcoll_cu_result q = e->cu->stream_query(e->running);
+  if (q == GCOLL_CU_ERROR_NOT_READY) return gcollInProgress;
+  e->in_flight = 0;
+  if (q != GCOLL_CU_SUCCESS) {
+    set_err(err, errlen, "the collective's stream failed: %s", gcoll_cuda_result_text(e->cu, q));
+    return gcollUnhandledCudaError;
+  }
+  return collect(e, err, errlen);
+}
+
+static void nap(uint64_t ns) {
+  struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+  nanosleep(&ts, NULL);
+}
+
+gcollResult_t gcoll_cuda_exec_wait(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
+  const uint64_t grace = 1000000000u;
+  uint64_t start = gcoll_wait_now_ns();
+  uint64_t limit = e->timeout_ns > UINT64_MAX - 2 * grace ? UINT64_MAX - 2 * grace
+                                                          : e->timeout_ns;
+  int aborted = 0;
+  for (uint64_t sleep_ns = 1000;; sleep_ns = sleep_ns < 1000000 ? sleep_ns * 2 : sleep_ns) {
+    gcollResult_t r = gcoll_cuda_exec_poll(e, err, errlen);
+    if (r != gcollInProgress) return r;
+    uint64_t waited = gcoll_wait_now_ns() - start;
+    if (!aborted && waited > limit + grace) {
+      gcoll_cuda_exec_abort(e, gcollSystemError);
+      aborted = 1;
+    }
+    if (waited > limit + 2 * grace) {
+      set_err(err, errlen, "the kernel did not finish %llu ms past its deadline, even aborted",
+              (unsigned long long)((waited - limit) / 1000000u));
+      return gcollSystemError;
+    }
+    nap(sleep_ns);
+  }
+}
+
+void gcoll_cuda_exec_abort(struct gcoll_cuda_exec *e, gcollResult_t why) {
+  if (e == NULL || e->host == NULL) return;
+  int32_t expected = 0;
+  atomic_compare_exchange_strong((_Atomic int32_t *)&e->host->abort_word, &expected,
+                                 (int32_t)(why != gcollSuccess ? why : gcollRemoteError));
+}

@@ -1,0 +1,138 @@
+/* The CUDA driver API through dlopen (see cuda_loader.h). */
+#include "kernels/cuda_loader.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Entry points by their ABI names: cuda.h maps the unversioned names to
+ * these _v2 symbols, which are the ones with 64-bit sizes and pointers. */
+#define GCOLL_CUDA_SYMBOLS(X)                                   \
+  X(init, "cuInit")                                             \
+  X(driver_get_version, "cuDriverGetVersion")                   \
+  X(device_get_count, "cuDeviceGetCount")                       \
+  X(device_get, "cuDeviceGet")                                  \
+  X(device_get_attribute, "cuDeviceGetAttribute")               \
+  X(device_get_name, "cuDeviceGetName")                         \
+  X(primary_ctx_retain, "cuDevicePrimaryCtxRetain")             \
+  X(primary_ctx_release, "cuDevicePrimaryCtxRelease_v2")        \
+  X(ctx_set_current, "cuCtxSetCurrent")                         \
+  X(module_load_data, "cuModuleLoadData")                       \
+  X(module_unload, "cuModuleUnload")                            \
+  X(module_get_function, "cuModuleGetFunction")                 \
+  X(launch_kernel, "cuLaunchKernel")                            \
+  X(stream_create, "cuStreamCreate")                            \
+  X(stream_destroy, "cuStreamDestroy_v2")                       \
+  X(stream_query, "cuStreamQuery")                              \
+  X(stream_synchronize, "cuStreamSynchronize")                  \
+  X(mem_alloc, "cuMemAlloc_v2")                                 \
+  X(mem_free, "cuMemFree_v2")                                   \
+  X(mem_host_alloc, "cuMemHostAlloc")                           \
+  X(mem_free_host, "cuMemFreeHost")                             \
+  X(mem_host_get_device_pointer, "cuMemHostGetDevicePointer_v2") \
+  X(memcpy_htod, "cuMemcpyHtoD_v2")                             \
+  X(memcpy_dtoh, "cuMemcpyDtoH_v2")                             \
+  X(memset_d8, "cuMemsetD8_v2")                                 \
+  X(get_error_name, "cuGetErrorName")                           \
+  X(get_error_string, "cuGetErrorString")
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static struct gcoll_cuda_api api;
+static const struct gcoll_cuda_api *loaded;
+static char load_error[256];
+
+/* The handle stays open for the life of the process: the driver keeps
+ * threads and state that do not survive being unmapped. */
+static void load_driver(void) {
+  const char *path = getenv("GCOLL_CUDA_DRIVER");
+  if (path == NULL || path[0] == '\0') path = "libcuda.so.1";
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) {
+    const char *why = dlerror();
+    snprintf(load_error, sizeof(load_error), "no CUDA driver: %s", why ? why : path);
+    return;
+  }
+  /* dlsym returns void *; POSIX guarantees it converts to a function
+   * pointer, which memcpy says without a cast ISO C frowns upon. */
+#define GCOLL_CUDA_RESOLVE(field, name)                                        \
+  {                                                                            \
+    void *sym = dlsym(h, name);                                                \
+    if (sym == NULL) {                                                         \
+      snprintf(load_error, sizeof(load_error),                                 \
+               "no CUDA driver: %s lacks %s (driver too old?)", path, name);   \
+      return;                                                                  \
+    }                                                                          \
+    memcpy(&api.field, &sym, sizeof(sym));                                     \
+  }
+  GCOLL_CUDA_SYMBOLS(GCOLL_CUDA_RESOLVE)
+#undef GCOLL_CUDA_RESOLVE
+  loaded = &api;
+}
+
+const struct gcoll_cuda_api *gcoll_cuda_api_get(char *err, size_t errlen) {
+  pthread_once(&load_once, load_driver);
+  if (loaded == NULL && err != NULL && errlen > 0) snprintf(err, errlen, "%s", load_error);
+  return loaded;
+}
+
+/* Names of the results gcoll reports itself, for drivers that cannot name
+ * them: the toolkit's stub library answers every call, cuGetErrorName
+ * included, with CUDA_ERROR_STUB_LIBRARY. */
+static const char *known_name(gcoll_cu_result r) {
+  switch (r) {
+    case GCOLL_CU_ERROR_STUB_LIBRARY: return "CUDA_ERROR_STUB_LIBRARY";
+    case GCOLL_CU_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
+    case GCOLL_CU_ERROR_NO_BINARY_FOR_GPU: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
+    case GCOLL_CU_ERROR_NOT_READY: return "CUDA_ERROR_NOT_READY";
+    default: return NULL;
+  }
+}
+
+const char *gcoll_cuda_result_text(const struct gcoll_cuda_api *a, gcoll_cu_result r) {
+  static _Thread_local char buf[192];
+  const char *name = NULL, *text = NULL;
+  if (a != NULL) {
+    if (a->get_error_name(r, &name) != GCOLL_CU_SUCCESS) name = NULL;
+    if (a->get_error_string(r, &text) != GCOLL_CU_SUCCESS) text = NULL;
+  }
+  if (name == NULL) name = known_name(r);
+  if (name == NULL)
+    snprintf(buf, sizeof(buf), "CUresult %d", r);
+  else if (text == NULL)
+    snprintf(buf, sizeof(buf), "%s", name);
+  else
+    snprintf(buf, sizeof(buf), "%s (%s)", name, text);
+  return buf;
+}
+
+enum gcoll_cuda_probe_result gcoll_cuda_probe(int *ndev, char *msg, size_t msglen) {
+  char line[256];
+  if (ndev != NULL) *ndev = 0;
+  if (msg == NULL || msglen == 0) {
+    msg = line;
+    msglen = sizeof(line);
+  }
+  const struct gcoll_cuda_api *a = gcoll_cuda_api_get(msg, msglen);
+  if (a == NULL) return GCOLL_CUDA_NO_DRIVER;
+  gcoll_cu_result r = a->init(0);
+  if (r != GCOLL_CU_SUCCESS) {
+    snprintf(msg, msglen, "no GPU: cuInit: %s", gcoll_cuda_result_text(a, r));
+    return GCOLL_CUDA_NO_GPU;
+  }
+  int count = 0, version = 0;
+  if ((r = a->device_get_count(&count)) != GCOLL_CU_SUCCESS) {
+    snprintf(msg, msglen, "no GPU: cuDeviceGetCount: %s", gcoll_cuda_result_text(a, r));
+    return GCOLL_CUDA_NO_GPU;
+  }
+  if (count < 1) {
+    snprintf(msg, msglen, "no GPU: the CUDA driver sees no device");
+    return GCOLL_CUDA_NO_GPU;
+  }
+  if (a->driver_get_version(&version) != GCOLL_CU_SUCCESS) version = 0;
+  snprintf(msg, msglen, "%d GPU%s, driver %d.%d", count, count == 1 ? "" : "s",
+           version / 1000, version % 1000 / 10);
+  if (ndev != NULL) *ndev = count;
+  return GCOLL_CUDA_AVAILABLE;
+}

@@ -1,0 +1,99 @@
+/* The CUDA driver API, loaded at run time.
+ *
+ * libgcoll must load and run its host path on machines without the CUDA
+ * driver, so it never links libcuda or libcudart: the driver is opened with
+ * dlopen("libcuda.so.1") on first use ($GCOLL_CUDA_DRIVER names another
+ * file, for tests) and the few entry points gcoll needs are resolved by
+ * their versioned ABI names. The types and constants below are the driver
+ * ABI's, spelled here so that this header needs no toolkit headers;
+ * coll_kernels.cu checks every one against cuda.h at build time.
+ */
+#ifndef GCOLL_KERNELS_CUDA_LOADER_H
+#define GCOLL_KERNELS_CUDA_LOADER_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int gcoll_cu_result;                       /* CUresult */
+typedef int gcoll_cu_device;                       /* CUdevice */
+typedef unsigned long long gcoll_cu_deviceptr;     /* CUdeviceptr */
+typedef struct gcoll_cu_ctx *gcoll_cu_context;     /* CUcontext */
+typedef struct gcoll_cu_mod *gcoll_cu_module;      /* CUmodule */
+typedef struct gcoll_cu_func *gcoll_cu_function;   /* CUfunction */
+typedef struct gcoll_cu_strm *gcoll_cu_stream;     /* CUstream */
+
+#define GCOLL_CU_SUCCESS 0
+#define GCOLL_CU_ERROR_STUB_LIBRARY 34
+#define GCOLL_CU_ERROR_NO_DEVICE 100
+#define GCOLL_CU_ERROR_NO_BINARY_FOR_GPU 209
+#define GCOLL_CU_ERROR_NOT_READY 600
+#define GCOLL_CU_MEMHOSTALLOC_PORTABLE 0x01
+#define GCOLL_CU_MEMHOSTALLOC_DEVICEMAP 0x02
+#define GCOLL_CU_STREAM_NON_BLOCKING 0x1
+#define GCOLL_CU_DEVICE_ATTRIBUTE_CC_MAJOR 75
+#define GCOLL_CU_DEVICE_ATTRIBUTE_CC_MINOR 76
+#define GCOLL_CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING 41
+
+struct gcoll_cuda_api {
+  gcoll_cu_result (*init)(unsigned flags);
+  gcoll_cu_result (*driver_get_version)(int *version);
+  gcoll_cu_result (*device_get_count)(int *count);
+  gcoll_cu_result (*device_get)(gcoll_cu_device *dev, int ordinal);
+  gcoll_cu_result (*device_get_attribute)(int *value, int attrib, gcoll_cu_device dev);
+  gcoll_cu_result (*device_get_name)(char *name, int len, gcoll_cu_device dev);
+  gcoll_cu_result (*primary_ctx_retain)(gcoll_cu_context *ctx, gcoll_cu_device dev);
+  gcoll_cu_result (*primary_ctx_release)(gcoll_cu_device dev);
+  gcoll_cu_result (*ctx_set_current)(gcoll_cu_context ctx);
+  gcoll_cu_result (*module_load_data)(gcoll_cu_module *mod, const void *image);
+  gcoll_cu_result (*module_unload)(gcoll_cu_module mod);
+  gcoll_cu_result (*module_get_function)(gcoll_cu_function *fn, gcoll_cu_module mod,
+                                         const char *name);
+  gcoll_cu_result (*launch_kernel)(gcoll_cu_function fn, unsigned gx, unsigned gy,
+                                   unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                                   unsigned shared_bytes, gcoll_cu_stream stream,
+                                   void **params, void **extra);
+  gcoll_cu_result (*stream_create)(gcoll_cu_stream *stream, unsigned flags);
+  gcoll_cu_result (*stream_destroy)(gcoll_cu_stream stream);
+  gcoll_cu_result (*stream_query)(gcoll_cu_stream stream);
+  gcoll_cu_result (*stream_synchronize)(gcoll_cu_stream stream);
+  gcoll_cu_result (*mem_alloc)(gcoll_cu_deviceptr *ptr, size_t bytes);
+  gcoll_cu_result (*mem_free)(gcoll_cu_deviceptr ptr);
+  gcoll_cu_result (*mem_host_alloc)(void **ptr, size_t bytes, unsigned flags);
+  gcoll_cu_result (*mem_free_host)(void *ptr);
+  gcoll_cu_result (*mem_host_get_device_pointer)(gcoll_cu_deviceptr *dptr, void *host,
+                                                 unsigned flags);
+  gcoll_cu_result (*memcpy_htod)(gcoll_cu_deviceptr dst, const void *src, size_t bytes);
+  gcoll_cu_result (*memcpy_dtoh)(void *dst, gcoll_cu_deviceptr src, size_t bytes);
+  gcoll_cu_result (*memset_d8)(gcoll_cu_deviceptr dst, unsigned char value, size_t bytes);
+  gcoll_cu_result (*get_error_name)(gcoll_cu_result r, const char **name);
+  gcoll_cu_result (*get_error_string)(gcoll_cu_result r, const char **text);
+};
+
+/* The driver's entry points, loaded once per process (thread-safe). NULL
+ * when the library cannot be opened or lacks an entry point; err says
+ * which. Does not call cuInit. */
+const struct gcoll_cuda_api *gcoll_cuda_api_get(char *err, size_t errlen);
+
+enum gcoll_cuda_probe_result {
+  GCOLL_CUDA_AVAILABLE = 0,   /* driver loaded, cuInit ok, >= 1 GPU */
+  GCOLL_CUDA_NO_DRIVER,       /* libcuda.so.1 missing or incomplete */
+  GCOLL_CUDA_NO_GPU           /* driver present, but no usable device */
+};
+
+/* Loads the driver, calls cuInit(0) and counts devices. *ndev (may be NULL)
+ * gets the count (0 unless AVAILABLE); msg gets one line: why CUDA is not
+ * usable ("no CUDA driver: ...", "no GPU: cuInit: CUDA_ERROR_NO_DEVICE ..."),
+ * or what was found ("2 GPUs, driver 13.0"). Never fails otherwise. */
+enum gcoll_cuda_probe_result gcoll_cuda_probe(int *ndev, char *msg, size_t msglen);
+
+/* "NAME (description)" of a driver result, for error lines; valid until the
+ * next call on the same thread. */
+const char *gcoll_cuda_result_text(const struct gcoll_cuda_api *api, gcoll_cu_result r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

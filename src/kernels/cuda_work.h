@@ -1,0 +1,93 @@
+/* What the host passes to a gcoll CUDA kernel: the ABI between cuda_exec.c
+ * (C, compiled by the host compiler) and coll_kernels.cu (nvcc). Plain C
+ * with fixed-width fields only; device addresses are uint64_t (CUdeviceptr)
+ * so the host never dereferences them by mistake.
+ *
+ * Launch: GCOLL_CUDA_KERNEL_NAME, grid = nchannels blocks of
+ * GCOLL_CUDA_THREADS threads, block c runs channel c; the only argument is
+ * a struct gcoll_cuda_work by value. Every block writes its struct
+ * gcoll_cuda_status before it exits.
+ */
+#ifndef GCOLL_KERNELS_CUDA_WORK_H
+#define GCOLL_KERNELS_CUDA_WORK_H
+
+#include <stdint.h>
+
+#define GCOLL_CUDA_KERNEL_NAME "gcoll_cuda_coll"
+#define GCOLL_CUDA_THREADS 512
+#define GCOLL_CUDA_MAX_CHANNELS 32
+#define GCOLL_CUDA_MAX_PEERS 3   /* = GCOLL_PRIMS_MAX_PEERS */
+#define GCOLL_CUDA_SCRATCH 4     /* LL buffers per channel: = GCOLL_PRIMS_SCRATCH */
+
+/* struct gcoll_fifo (fifo.h) seen as bytes: C11 _Atomic does not exist in
+ * CUDA C++, so the device side declares its own struct with these offsets
+ * and both sides check them at compile time (cuda_exec.c against fifo.h,
+ * prims_cuda.cuh against its mirror). */
+#define GCOLL_CUDA_FIFO_STEPS 8
+#define GCOLL_CUDA_FIFO_OFF_TAIL 0
+#define GCOLL_CUDA_FIFO_OFF_HEAD 64
+#define GCOLL_CUDA_FIFO_OFF_SLOT_BYTES 128
+#define GCOLL_CUDA_FIFO_OFF_LL_SLOT_BYTES 136
+#define GCOLL_CUDA_FIFO_OFF_SIMPLE_OFFSET 144
+#define GCOLL_CUDA_FIFO_OFF_LL_OFFSET 152
+#define GCOLL_CUDA_FIFO_OFF_NBYTES 160
+#define GCOLL_CUDA_FIFO_OFF_PROTO 192
+#define GCOLL_CUDA_FIFO_HEADER 256
+
+/* One channel's connections; FIFO addresses as the GPU sees them (device
+ * memory, a peer's memory mapped by IPC, or host-pinned mapped memory). */
+struct gcoll_cuda_channel {
+  uint64_t ring_recv_prev;          /* 0 when nranks == 1 */
+  uint64_t ring_send_next;
+  uint64_t ring_ranks;              /* device int32_t[nranks] */
+  int32_t ring_pos;
+  int32_t has_tree;
+  int32_t tree_parent;              /* -1 at the root */
+  int32_t tree_nchildren;
+  uint64_t tree_recv_parent, tree_send_parent;
+  uint64_t tree_recv_child[GCOLL_CUDA_MAX_PEERS];
+  uint64_t tree_send_child[GCOLL_CUDA_MAX_PEERS];
+  uint64_t scratch;                 /* device, GCOLL_CUDA_SCRATCH * scratch_bytes */
+  uint64_t scratch_bytes;           /* >= the LL payload of a step, 16-aligned */
+};
+
+/* What a channel reports; `what` indexes gcoll_cuda_fail_names. */
+enum gcoll_cuda_fail {
+  GCOLL_CUDA_FAIL_NONE = 0,
+  GCOLL_CUDA_FAIL_RECV_DATA,        /* data from receive peer */
+  GCOLL_CUDA_FAIL_SEND_SLOT,        /* a free slot at send peer */
+  GCOLL_CUDA_FAIL_MISMATCH,         /* the peer's step has another size/protocol */
+  GCOLL_CUDA_FAIL_SETUP,            /* invalid connections or arguments */
+  GCOLL_CUDA_FAIL_NFAILS
+};
+
+enum gcoll_cuda_reason {
+  GCOLL_CUDA_REASON_NONE = 0,
+  GCOLL_CUDA_REASON_ABORTED,        /* the abort word was set */
+  GCOLL_CUDA_REASON_SIBLING,        /* another channel of this launch failed */
+  GCOLL_CUDA_REASON_DEADLINE        /* globaltimer passed the deadline */
+};
+
+struct gcoll_cuda_status {
+  int32_t result;                   /* gcollResult_t */
+  int32_t what;                     /* enum gcoll_cuda_fail */
+  int32_t reason;                   /* enum gcoll_cuda_reason */
+  int32_t peer;
+  uint64_t step;
+  uint64_t done;                    /* 1 once the block has finished */
+};
+
+struct gcoll_cuda_work {
+  uint64_t channels;                /* device struct gcoll_cuda_channel[nchannels] */
+  uint64_t status;                  /* struct gcoll_cuda_status[nchannels], host-mapped */
+  uint64_t abort_word;              /* int32_t, host-mapped; 0 = go on; 0 = none */
+  uint64_t local_abort;             /* int32_t, set by the first failing block */
+  uint64_t sendbuf, recvbuf;
+  uint64_t count;                   /* elements (per rank for allgather/rs) */
+  uint64_t stride;                  /* allgather/rs block stride; = count */
+  uint64_t timeout_ns;              /* from the block's start */
+  int32_t coll, algo, proto, dtype, op, root;
+  int32_t rank, nranks, nchannels, pad;
+};
+
+#endif
