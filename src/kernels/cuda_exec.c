@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/coll_args.h"
 #include "kernels/cuda_fatbin.h"
 #include "kernels/fifo.h"
 #include "kernels/prims.h"
@@ -277,28 +278,10 @@ void gcoll_cuda_exec_destroy(struct gcoll_cuda_exec *e) {
 
 static gcollResult_t check_coll(const struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
                                 char *err, size_t errlen) {
-  if ((int)c->coll < 0 || c->coll >= GCOLL_NCOLLS) {
-    set_err(err, errlen, "invalid collective %d", (int)c->coll);
-    return gcollInvalidArgument;
-  }
+  gcollResult_t r = gcoll_coll_args_check(c->coll, c->dtype, c->op, c->root, e->nranks,
+                                          c->proto, "the CUDA kernel", err, errlen);
+  if (r != gcollSuccess) return r;
   size_t esize = gcoll_dtype_size(c->dtype);
-  if (esize == 0) {
-    set_err(err, errlen, "invalid data type %d", (int)c->dtype);
-    return gcollInvalidArgument;
-  }
-  if ((int)c->op < 0 || c->op >= gcollNumOps) {
-    set_err(err, errlen, "invalid reduction op %d", (int)c->op);
-    return gcollInvalidArgument;
-  }
-  if ((c->coll == GCOLL_COLL_BROADCAST || c->coll == GCOLL_COLL_REDUCE) &&
-      (c->root < 0 || c->root >= e->nranks)) {
-    set_err(err, errlen, "root %d out of range [0, %d)", c->root, e->nranks);
-    return gcollInvalidArgument;
-  }
-  if (c->proto != GCOLL_PROTO_SIMPLE && c->proto != GCOLL_PROTO_LL) {
-    set_err(err, errlen, "protocol %d: the CUDA kernels run SIMPLE and LL only", (int)c->proto);
-    return c->proto == GCOLL_PROTO_LL128 ? gcollInvalidUsage : gcollInvalidArgument;
-  }
   if ((int)c->algo < 0 || c->algo >= GCOLL_NALGOS) {
     set_err(err, errlen, "invalid algorithm %d", (int)c->algo);
     return gcollInvalidArgument;

@@ -10,6 +10,7 @@
 
 #include "kernels/algo_ring.h"
 #include "kernels/algo_tree.h"
+#include "kernels/coll_args.h"
 #include "kernels/reduce.h"
 
 struct channel {
@@ -384,28 +385,9 @@ static gcollResult_t check_coll(const struct gcoll_host_exec *e,
                                 const struct gcoll_host_coll *c, char *err,
                                 size_t errlen) {
   size_t esize = gcoll_dtype_size(c->dtype);
-  if ((int)c->coll < 0 || c->coll >= GCOLL_NCOLLS) {
-    set_err(err, errlen, "invalid collective %d", (int)c->coll);
-    return gcollInvalidArgument;
-  }
-  if (esize == 0) {
-    set_err(err, errlen, "invalid data type %d", (int)c->dtype);
-    return gcollInvalidArgument;
-  }
-  if ((int)c->op < 0 || c->op >= gcollNumOps) {
-    set_err(err, errlen, "invalid reduction op %d", (int)c->op);
-    return gcollInvalidArgument;
-  }
-  if ((c->coll == GCOLL_COLL_BROADCAST || c->coll == GCOLL_COLL_REDUCE) &&
-      (c->root < 0 || c->root >= e->nranks)) {
-    set_err(err, errlen, "root %d out of range [0, %d)", c->root, e->nranks);
-    return gcollInvalidArgument;
-  }
-  if (c->proto != GCOLL_PROTO_SIMPLE && c->proto != GCOLL_PROTO_LL) {
-    set_err(err, errlen, "protocol %d: the host executor runs SIMPLE and LL only",
-            (int)c->proto);
-    return c->proto == GCOLL_PROTO_LL128 ? gcollInvalidUsage : gcollInvalidArgument;
-  }
+  gcollResult_t r = gcoll_coll_args_check(c->coll, c->dtype, c->op, c->root, e->nranks,
+                                          c->proto, "the host executor", err, errlen);
+  if (r != gcollSuccess) return r;
   if (c->nchannels < 0 || c->nchannels > e->nchannels) {
     set_err(err, errlen, "%d channels requested, %d connected", c->nchannels,
             e->nchannels);

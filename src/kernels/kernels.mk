@@ -14,7 +14,8 @@ endif
 # Algorithms on primitives and the host executor (kprims).
 libgcoll_la_SOURCES += src/kernels/fifo.h src/kernels/wait.h src/kernels/wait.c \
 	src/kernels/prims.h src/kernels/prims_host.c src/kernels/algo_ring.h \
-	src/kernels/algo_tree.h src/kernels/host_exec.h src/kernels/host_exec.c
+	src/kernels/algo_tree.h src/kernels/coll_args.h src/kernels/coll_args.c \
+	src/kernels/host_exec.h src/kernels/host_exec.c
 if HAVE_CMOCKA
 check_PROGRAMS += tests/unit/test_algos
 TESTS += tests/unit/test_algos

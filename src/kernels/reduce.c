@@ -82,20 +82,7 @@ int gcoll_redop_from_name(const char *s) {
   return -1;
 }
 
-/* ---- Element-wise loops ----------------------------------------------------
- * X(id, sfx, T) lists every type once; the loop and dispatch macros below expand
- * it so adding a type touches one line. */
-#define GCOLL_FOR_EACH_TYPE(X)                                               \
-  X(gcollInt8, i8, int8_t)                                                   \
-  X(gcollUint8, u8, uint8_t)                                                 \
-  X(gcollInt32, i32, int32_t)                                                \
-  X(gcollUint32, u32, uint32_t)                                              \
-  X(gcollInt64, i64, int64_t)                                                \
-  X(gcollUint64, u64, uint64_t)                                              \
-  X(gcollFloat16, f16, uint16_t)                                             \
-  X(gcollFloat32, f32, float)                                                \
-  X(gcollFloat64, f64, double)                                               \
-  X(gcollBfloat16, bf16, uint16_t)
+/* ---- Element-wise loops ---------------------------------------------------- */
 
 /* The main loop covers a whole number of GCOLL_VEC_BYTES blocks, so the
  * compiler knows its trip count is a multiple of every vector width up to

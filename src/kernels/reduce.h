@@ -39,6 +39,21 @@
 extern "C" {
 #endif
 
+/* X(id, sfx, T) for every gcollDataType_t once, in enum order (16-bit
+ * floats as their bits): the host loops, the CUDA kernels and their tables
+ * expand it, so adding a type touches one line. */
+#define GCOLL_FOR_EACH_TYPE(X)  \
+  X(gcollInt8, i8, int8_t)      \
+  X(gcollUint8, u8, uint8_t)    \
+  X(gcollInt32, i32, int32_t)   \
+  X(gcollUint32, u32, uint32_t) \
+  X(gcollInt64, i64, int64_t)   \
+  X(gcollUint64, u64, uint64_t) \
+  X(gcollFloat16, f16, uint16_t) \
+  X(gcollFloat32, f32, float)   \
+  X(gcollFloat64, f64, double)  \
+  X(gcollBfloat16, bf16, uint16_t)
+
 size_t gcoll_dtype_size(gcollDataType_t t); /* 0 when t is invalid */
 /* nccl-tests names ("int8" ... "bfloat16"); NULL when t is invalid. */
 const char *gcoll_dtype_name(gcollDataType_t t);

@@ -272,20 +272,10 @@ GCOLL_HD static inline void gcoll_cuda_avg_finish(int tid, int nthreads, void *b
 }
 
 /* ---- the (type, op) list ----------------------------------------------------
- * X(type id, suffix, element type); gen_kernels.sh emits the device function
- * table from the same names, and the host test walks it to reach every
+ * reduce.h's type list; gen_kernels.sh emits the device function table from
+ * the same suffixes, and the host test walks it to reach every
  * instantiation. */
-#define GCOLL_CUDA_FOR_EACH_TYPE(X) \
-  X(gcollInt8, i8, int8_t)          \
-  X(gcollUint8, u8, uint8_t)        \
-  X(gcollInt32, i32, int32_t)       \
-  X(gcollUint32, u32, uint32_t)     \
-  X(gcollInt64, i64, int64_t)       \
-  X(gcollUint64, u64, uint64_t)     \
-  X(gcollFloat16, f16, uint16_t)    \
-  X(gcollFloat32, f32, float)       \
-  X(gcollFloat64, f64, double)      \
-  X(gcollBfloat16, bf16, uint16_t)
+#define GCOLL_CUDA_FOR_EACH_TYPE(X) GCOLL_FOR_EACH_TYPE(X)
 
 /* One (type, op) instantiation behind a plain signature, for tables. */
 typedef void (*gcoll_cuda_reduce_fn)(int tid, int nthreads, void *const *dst, int ndst,
