@@ -79,13 +79,21 @@ int gcollrun_find_program(const char *name, char *path, size_t pathlen, char *er
 static int is_ours(const char *entry) {
   static const char *const names[] = {"GCOLL_PLAN=",   "GCOLL_RANK=",     "GCOLL_NRANKS=",
                                       "GCOLL_LOCAL_RANK=", "GCOLL_NODE=", "GCOLL_KVS_ADDR=",
-                                      "GCOLL_JOB_KEY="};
+                                      "GCOLL_JOB_KEY=", "GCOLL_SOCKET_IFADDR="};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if (strncmp(entry, names[i], strlen(names[i])) == 0) return 1;
   return 0;
 }
 
-#define NOURS 7
+#define NOURS 8
+
+/* Every rank runs on this host: TCP between virtual nodes stays on
+ * loopback, where the runtime alone would pick a network interface, unless
+ * the user chose one. */
+static const char *socket_ifaddr(void) {
+  const char *v = getenv("GCOLL_SOCKET_IFADDR");
+  return v != NULL && *v != '\0' ? v : "127.0.0.1";
+}
 
 /* The inherited environment minus any stale GCOLL_* of ours (a gcollrun
  * started from inside a rank must not leak its parent's job), plus this
@@ -105,7 +113,8 @@ static char **rank_environment(const struct gcollrun_rank_env *e) {
            asprintf(&env[k++], "GCOLL_LOCAL_RANK=%d", e->local_rank) >= 0 &&
            asprintf(&env[k++], "GCOLL_NODE=%d", e->node) >= 0 &&
            asprintf(&env[k++], "GCOLL_KVS_ADDR=%s", e->kvs_addr) >= 0 &&
-           asprintf(&env[k++], "GCOLL_JOB_KEY=%s", e->job_key) >= 0;
+           asprintf(&env[k++], "GCOLL_JOB_KEY=%s", e->job_key) >= 0 &&
+           asprintf(&env[k++], "GCOLL_SOCKET_IFADDR=%s", socket_ifaddr()) >= 0;
   if (!ok) {
     env[k - 1] = NULL; /* asprintf leaves it undefined on failure */
     for (size_t i = first_ours; i < k - 1; i++) free(env[i]);

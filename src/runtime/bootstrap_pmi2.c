@@ -336,9 +336,10 @@ static const struct gcoll_bootstrap_ops store_ops = {
 static int serve_store(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
   struct gcoll_tcp_endpoint ep;
   char ip[64], key[2 * STORE_KEY_BYTES + 1], value[160], why[384];
-  if (gcoll_tcp_pick_address(&ep, why, sizeof(why)) != 0 || ep.family != AF_INET) {
+  int picked = gcoll_tcp_pick_address(&ep, why, sizeof(why)) == 0;
+  if (!picked || ep.family != AF_INET) {
     snprintf(err, errlen, "bootstrap(pmi2): rank 0's store: %s",
-             ep.family != AF_INET ? "GCOLL_SOCKET_IFADDR must give an IPv4 address" : why);
+             picked ? "it needs an IPv4 address: set GCOLL_SOCKET_IFADDR to one" : why);
     return -1;
   }
   inet_ntop(AF_INET, ep.ip, ip, sizeof(ip));

@@ -149,8 +149,11 @@ static gcollResult_t start_ib(struct gcollComm *comm, const struct gcoll_transpo
       (forced < 0 && !job_spans_nodes(comm)))
     return gcollSuccess;
   char err[512];
-  if (ops->init(&comm->transport[GCOLL_TRANSPORT_IB], cfg, err, sizeof(err)) == 0)
+  if (ops->init(&comm->transport[GCOLL_TRANSPORT_IB], cfg, err, sizeof(err)) == 0) {
+    gcoll_log_info(comm, "net/ib side channel listens on %s",
+                   comm->transport[GCOLL_TRANSPORT_IB]->listen_addr);
     return gcollSuccess;
+  }
   comm->transport[GCOLL_TRANSPORT_IB] = NULL;
   if (forced == GCOLL_TRANSPORT_IB)
     return gcoll_fail(gcollSystemError, "GCOLL_TRANSPORT=net/ib: %s", err);
@@ -176,6 +179,9 @@ static gcollResult_t start_transports(struct gcollComm *comm, int forced) {
     if (transport_ops[k] == NULL || k == GCOLL_TRANSPORT_IB) continue;
     if (transport_ops[k]->init(&comm->transport[k], &cfg, err, sizeof(err)) != 0)
       return gcoll_fail(gcollSystemError, "transport %s: %s", transport_ops[k]->name, err);
+    if (comm->transport[k]->listen_addr[0] != '\0')
+      gcoll_log_info(comm, "%s listens on %s", transport_ops[k]->name,
+                     comm->transport[k]->listen_addr);
   }
   return start_ib(comm, &cfg, forced);
 }

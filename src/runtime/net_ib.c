@@ -24,8 +24,8 @@
  * Connecting an RC pair needs each end's queue pair number, but the
  * transport contract carries one address, receiver -> sender. The other
  * direction goes over a TCP side channel, as net/socket's hello: every
- * transport listens on one socket (GCOLL_SOCKET_IFADDR, as net/socket,
- * else 127.0.0.1); the receiver's address names it. The sender brings its
+ * transport listens on one socket (on the address net/socket picks); the
+ * receiver's address names it. The sender brings its
  * QP to RTS with the receiver's info, connects, sends a hello with its own
  * QP info; the receiver's proxy matches the hello to the receive
  * connection, brings that QP to RTS and answers "ready", and only then does
@@ -462,6 +462,7 @@ static int open_listener(struct ib_state *s, char *err, size_t errlen) {
     snprintf(err, errlen, "net/ib side channel listener: %s", why);
     return -1;
   }
+  gcoll_tcp_format(&s->self, s->t->listen_addr, sizeof(s->t->listen_addr));
   return 0;
 }
 

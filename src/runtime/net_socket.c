@@ -11,7 +11,8 @@
  * lines' size) and are re-encoded on arrival.
  *
  * Connection setup: every process has one listening socket (bound to
- * GCOLL_SOCKET_IFADDR, an address or an interface name, else 127.0.0.1, on
+ * GCOLL_SOCKET_IFADDR, an address or an interface name, else the first
+ * interface other hosts can reach, as NCCL picks one, else 127.0.0.1; on
  * an ephemeral port). The receiver's address carries ip:port, its rank, the
  * connection id and the job hash. The sender connects and sends a hello
  * {magic, version, job hash, sender rank, receiver rank, conn_id}; the
@@ -527,6 +528,7 @@ static int sock_init(struct gcoll_transport **out, const struct gcoll_transport_
     sock_fini(t);
     return -1;
   }
+  gcoll_tcp_format(&s->self, t->listen_addr, sizeof(t->listen_addr));
   s->listen_entry.fd = s->listen_fd;
   s->listen_entry.events = POLLIN;
   s->listen_entry.progress = listen_progress;

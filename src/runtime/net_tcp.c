@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -43,6 +44,14 @@ void gcoll_tcp_format(const struct gcoll_tcp_endpoint *ep, char *buf, size_t len
   snprintf(buf, len, ep->family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, (unsigned)ep->port);
 }
 
+static void endpoint_from(const struct sockaddr *sa, struct gcoll_tcp_endpoint *ep) {
+  ep->family = sa->sa_family;
+  if (ep->family == AF_INET)
+    memcpy(ep->ip, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+  else
+    memcpy(ep->ip, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+}
+
 /* The interface's IPv4 address, else its IPv6 one: IPv4 is what the
  * other hosts of a cluster most likely reach. 0 when found. */
 static int interface_address(const char *name, struct gcoll_tcp_endpoint *ep) {
@@ -54,21 +63,63 @@ static int interface_address(const char *name, struct gcoll_tcp_endpoint *ep) {
     if (fam == AF_INET || (fam == AF_INET6 && best == NULL)) best = i;
     if (fam == AF_INET) break;
   }
-  if (best != NULL) {
-    ep->family = best->ifa_addr->sa_family;
-    if (ep->family == AF_INET)
-      memcpy(ep->ip, &((struct sockaddr_in *)best->ifa_addr)->sin_addr, 4);
-    else
-      memcpy(ep->ip, &((struct sockaddr_in6 *)best->ifa_addr)->sin6_addr, 16);
-  }
+  if (best != NULL) endpoint_from(best->ifa_addr, ep);
   freeifaddrs(ifs);
   return best != NULL ? 0 : -1;
 }
 
+/* Bridges of containers and VMs carry addresses no other host reaches. */
+static int host_local_bridge(const char *name) {
+  static const char *const prefixes[] = {"docker", "virbr", "veth", "cni", "podman", "lxcbr"};
+  for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+    if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0) return 1;
+  return 0;
+}
+
+/* Lower is better; -1: not usable for traffic between hosts. */
+static int interface_rank(const struct ifaddrs *i) {
+  if (i->ifa_addr == NULL || i->ifa_name == NULL) return -1;
+  int fam = i->ifa_addr->sa_family;
+  if (fam != AF_INET && fam != AF_INET6) return -1;
+  if (!(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK) || host_local_bridge(i->ifa_name))
+    return -1;
+  if (fam == AF_INET6) {
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+    /* A link-local address needs a scope id the peers do not know. */
+    if (IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_LOOPBACK(a)) return -1;
+  }
+  int ipoib = strncmp(i->ifa_name, "ib", 2) == 0;
+  return (fam == AF_INET6 ? 2 : 0) + (ipoib ? 0 : 1);
+}
+
+int gcoll_tcp_choose_interface(const struct ifaddrs *list, struct gcoll_tcp_endpoint *ep,
+                               char *name, size_t namelen) {
+  const struct ifaddrs *best = NULL;
+  int best_rank = -1;
+  for (const struct ifaddrs *i = list; i != NULL; i = i->ifa_next) {
+    int r = interface_rank(i);
+    if (r >= 0 && (best == NULL || r < best_rank)) {
+      best = i;
+      best_rank = r;
+    }
+  }
+  if (best == NULL) return -1;
+  memset(ep, 0, sizeof(*ep));
+  endpoint_from(best->ifa_addr, ep);
+  if (name != NULL && namelen > 0) snprintf(name, namelen, "%s", best->ifa_name);
+  return 0;
+}
+
 int gcoll_tcp_pick_address(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen) {
   const char *v = getenv("GCOLL_SOCKET_IFADDR");
-  if (v == NULL || *v == '\0') v = "127.0.0.1";
   memset(ep, 0, sizeof(*ep));
+  if (v == NULL || *v == '\0') {
+    struct ifaddrs *ifs = NULL;
+    int found = getifaddrs(&ifs) == 0 && gcoll_tcp_choose_interface(ifs, ep, NULL, 0) == 0;
+    if (ifs != NULL) freeifaddrs(ifs);
+    if (found) return 0;
+    v = "127.0.0.1";   /* a host without a network: only local peers exist */
+  }
   if (inet_pton(AF_INET, v, ep->ip) == 1) {
     ep->family = AF_INET;
   } else if (inet_pton(AF_INET6, v, ep->ip) == 1) {

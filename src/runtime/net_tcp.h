@@ -101,10 +101,21 @@ int gcoll_tcp_remaining_ms(uint64_t deadline_ms);
 void gcoll_tcp_format(const struct gcoll_tcp_endpoint *ep, char *buf, size_t len);
 
 /* The address to listen on from GCOLL_SOCKET_IFADDR: a numeric IPv4 or
- * IPv6 address or an interface name (its IPv4 address, else its IPv6 one),
- * 127.0.0.1 when unset; port 0. -1 with one line in err when it names
+ * IPv6 address or an interface name (its IPv4 address, else its IPv6 one);
+ * when unset, gcoll_tcp_choose_interface over this host's interfaces, else
+ * 127.0.0.1; port 0. -1 with one line in err when the variable names
  * nothing usable or the unspecified address. */
 int gcoll_tcp_pick_address(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen);
+
+struct ifaddrs;
+/* The address other hosts most likely reach us at, as NCCL picks its
+ * socket interface: up, not loopback, not a container or VM bridge
+ * (docker*, virbr*, veth*, cni*, podman*, lxcbr*), no IPv6 link-local;
+ * IPoIB (ib*) before others, IPv4 before IPv6, then list order. 0 with
+ * the address (and the interface's name when name is not NULL), -1 when
+ * the list has none. */
+int gcoll_tcp_choose_interface(const struct ifaddrs *list, struct gcoll_tcp_endpoint *ep,
+                               char *name, size_t namelen);
 
 /* A non-blocking listening socket on ep's address and an ephemeral port,
  * which it stores in ep->port; the fd, or -1 with one line in err. */

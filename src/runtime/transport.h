@@ -115,6 +115,8 @@ struct gcoll_transport {
   uint64_t job_hash;
   int pid;
   uint64_t start_ticks;              /* this process's /proc starttime */
+  char listen_addr[64];              /* "ip:port" of a network transport's
+                                        listener, for logs; "" for shm */
   void *impl;
 };
 

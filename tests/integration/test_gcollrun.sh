@@ -125,6 +125,19 @@ run "$RUN" -n 2 --tag-output bash -c 'printf "no newline at the end"; echo "to s
 check "--tag-output: a final partial line is flushed" [ "$(grep -c '^\[[01]\] no newline at the end$' "$tmp/out")" -eq 2 ]
 check "--tag-output: stderr tagged too" [ "$(grep -c '^\[[01]\] to stderr$' "$tmp/err")" -eq 2 ]
 
+# ---- the socket interface ---------------------------------------------------
+# Every rank is on this host: TCP stays on loopback, unless the user chose
+# an interface (then it passes through, once).
+run env -u GCOLL_SOCKET_IFADDR "$RUN" -n 2 sh -c 'env | grep "^GCOLL_SOCKET_IFADDR="'
+check "ranks get GCOLL_SOCKET_IFADDR=127.0.0.1 ($(head -c 200 "$tmp/out"))" \
+  [ "$(grep -cx 'GCOLL_SOCKET_IFADDR=127.0.0.1' "$tmp/out")" -eq 2 ]
+run env GCOLL_SOCKET_IFADDR= "$RUN" -n 1 sh -c 'env | grep "^GCOLL_SOCKET_IFADDR="'
+check "an empty GCOLL_SOCKET_IFADDR is replaced ($(head -c 200 "$tmp/out"))" \
+  [ "$(cat "$tmp/out")" = "GCOLL_SOCKET_IFADDR=127.0.0.1" ]
+run env GCOLL_SOCKET_IFADDR=lo "$RUN" -n 2 sh -c 'env | grep "^GCOLL_SOCKET_IFADDR="'
+check "the user's GCOLL_SOCKET_IFADDR is kept ($(head -c 200 "$tmp/out"))" \
+  [ "$(grep -cx 'GCOLL_SOCKET_IFADDR=lo' "$tmp/out")" -eq 2 -a "$(wc -l <"$tmp/out")" -eq 2 ]
+
 # ---- failures ---------------------------------------------------------------
 one_line_matching "a rank exiting 3" 3 '^gcollrun: rank 2 \(pid [0-9]+\) exited with status 3$' \
   "$RUN" -n 4 "$CLIENT" --exit 2 3

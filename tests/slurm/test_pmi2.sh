@@ -65,7 +65,10 @@ srun_checked() {
   return "$rc"
 }
 
-# The ranks must be laid out as the plan says: K per node, in node order.
+# The ranks must be laid out as the plan says: K per node, in node order;
+# and on the plan's nodes: Slurm may place a 2-node step on any two idle
+# ones (here it often skips n1 right after a step ended on it), so steps
+# with the 2-node plan name theirs with -w.
 plan_for() {
   "$PLANTOOL" generate -q -t cpu-only -H "$1" -k "$2" -o "$3" ||
     { echo "test_pmi2: gcoll-plan generate -H $1 -k $2 failed" >&2; exit 1; }
@@ -119,7 +122,7 @@ check_perf() {
 }
 
 # 8 B .. 1 MiB by 4: 9 sizes.
-GCOLL_PLAN=$tmp/n2.yaml srun_checked 120 --mpi=pmi2 -N2 -n4 --ntasks-per-node=2 \
+GCOLL_PLAN=$tmp/n2.yaml srun_checked 120 --mpi=pmi2 -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 \
   "$PERF" -o allreduce -b 8 -e 1M -f 4 -w 2 -n 5 >"$tmp/perf"
 check_perf "allreduce, srun --mpi=pmi2 -N2 -n4" 9 "$tmp/perf" $?
 
@@ -129,7 +132,7 @@ check_perf "allreduce, srun --mpi=pmi2 -N4 -n8" 9 "$tmp/perf" $?
 
 # 64 B .. 64 KiB by 8: 4 sizes.
 for coll in broadcast reduce allgather reducescatter; do
-  GCOLL_PLAN=$tmp/n2.yaml srun_checked 120 --mpi=pmi2 -N2 -n4 --ntasks-per-node=2 \
+  GCOLL_PLAN=$tmp/n2.yaml srun_checked 120 --mpi=pmi2 -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 \
     "$PERF" -o "$coll" -b 64 -e 64K -f 8 -w 2 -n 5 >"$tmp/perf"
   check_perf "$coll, srun --mpi=pmi2 -N2 -n4" 4 "$tmp/perf" $?
 done
@@ -139,7 +142,7 @@ done
 # collectives with send/recv; every rank prints "rank R: N exchanges, 0 wrong bytes".
 for spec in "n2 2 4" "n4 4 8"; do
   set -- $spec
-  GCOLL_PLAN=$tmp/$1.yaml srun_checked 180 --mpi=pmi2 -N"$2" -n"$3" --ntasks-per-node=2 \
+  GCOLL_PLAN=$tmp/$1.yaml srun_checked 180 --mpi=pmi2 -w "n[1-$2]" -N"$2" -n"$3" --ntasks-per-node=2 \
     "$P2P" exchange >"$tmp/p2p"
   rc=$?
   good=$(grep -c '^rank [0-9]*: [0-9]* exchanges, 0 wrong bytes' "$tmp/p2p")
@@ -151,7 +154,7 @@ done
 no_pmi2='bootstrap: running under srun without PMI2: use srun --mpi=pmi2 '
 no_pmi2+='(or MpiDefault=pmi2 in slurm.conf)'
 t0=$(now_ms)
-GCOLL_PLAN=$tmp/n2.yaml srun_checked 60 --mpi=none -N2 -n4 --ntasks-per-node=2 \
+GCOLL_PLAN=$tmp/n2.yaml srun_checked 60 --mpi=none -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 \
   "$PERF" -o allreduce -b 8 -e 64 >"$tmp/out"
 rc=$?
 took=$(($(now_ms) - t0))
@@ -168,7 +171,7 @@ timed_out='^gcoll-perf: gcollCommInitFromPlan: '
 timed_out+='bootstrap: PMI2 fence timed out after \([0-9.]*\)s (a rank did not arrive)'
 for absent in 'exit 0' 'sleep 5'; do
   t0=$(now_ms)
-  GCOLL_PLAN=$tmp/n2.yaml srun_checked 40 --mpi=pmi2 -N2 -n4 --ntasks-per-node=2 bash -c \
+  GCOLL_PLAN=$tmp/n2.yaml srun_checked 40 --mpi=pmi2 -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 bash -c \
     "if [ \"\$PMI_RANK\" = 1 ]; then $absent; exit 0; fi
      GCOLL_TIMEOUT=2 exec \"$PERF\" -o allreduce -b 8 -e 64" >"$tmp/out"
   rc=$?
@@ -185,7 +188,7 @@ for absent in 'exit 0' 'sleep 5'; do
 done
 
 # --- GCOLL_RANK that is not the PMI2 rank ------------------------------------------------------
-GCOLL_PLAN=$tmp/n2.yaml srun_checked 60 --mpi=pmi2 -N2 -n4 --ntasks-per-node=2 bash -c \
+GCOLL_PLAN=$tmp/n2.yaml srun_checked 60 --mpi=pmi2 -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 bash -c \
   "GCOLL_RANK=\$(( (PMI_RANK + 1) % 4 )) exec \"$PERF\" -o allreduce -b 8 -e 64" >"$tmp/out"
 rc=$?
 n=0

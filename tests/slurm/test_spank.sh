@@ -135,7 +135,7 @@ check "topo=dgx-h100.yaml: rings run over NVLink-switch GPUs and the nodes' NICs
 
 # --- a later step of the same job reuses the plan ----------------------------
 use_plugin
-out=$(timeout 120 salloc -N2 -n4 --ntasks-per-node=2 bash -c \
+out=$(timeout 120 salloc -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 bash -c \
   'srun --gcoll=plan true && srun --gcoll=plan true && echo "job=$SLURM_JOB_ID"' 2>&1)
 job=$(sed -n 's/^job=//p' <<<"$out")
 sleep 0.5 # slurmd's log line may trail the step's end

@@ -4,9 +4,13 @@
  * (payload, nbytes/proto, tail with release; LL lines with flags; head to
  * free a slot). */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -26,6 +30,7 @@
 
 #include "gcoll.h"
 #include "kernels/fifo.h"
+#include "runtime/net_tcp.h"
 #include "runtime/proxy.h"
 #include "runtime/transport.h"
 
@@ -793,6 +798,115 @@ static void test_config_errors(void **state) {
   unsetenv("GCOLL_SOCKET_IFADDR");
 }
 
+/* ---- the default socket interface ------------------------------------------- */
+
+/* A synthetic getifaddrs list: entries "name family address flags". */
+struct fake_if {
+  struct ifaddrs ifa;
+  struct sockaddr_storage addr;
+  char name[16];
+};
+
+static struct ifaddrs *fake_ifs(struct fake_if *f, int n, const char *const spec[][3],
+                                const unsigned *flags) {
+  for (int i = 0; i < n; i++) {
+    memset(&f[i], 0, sizeof(f[i]));
+    snprintf(f[i].name, sizeof(f[i].name), "%s", spec[i][0]);
+    f[i].ifa.ifa_name = f[i].name;
+    f[i].ifa.ifa_flags = flags[i];
+    f[i].ifa.ifa_next = i + 1 < n ? &f[i + 1].ifa : NULL;
+    if (strcmp(spec[i][1], "4") == 0) {
+      struct sockaddr_in *a = (struct sockaddr_in *)&f[i].addr;
+      a->sin_family = AF_INET;
+      assert_int_equal(inet_pton(AF_INET, spec[i][2], &a->sin_addr), 1);
+      f[i].ifa.ifa_addr = (struct sockaddr *)a;
+    } else if (strcmp(spec[i][1], "6") == 0) {
+      struct sockaddr_in6 *a = (struct sockaddr_in6 *)&f[i].addr;
+      a->sin6_family = AF_INET6;
+      assert_int_equal(inet_pton(AF_INET6, spec[i][2], &a->sin6_addr), 1);
+      f[i].ifa.ifa_addr = (struct sockaddr *)a;
+    } else {
+      f[i].ifa.ifa_addr = NULL;   /* AF_PACKET entries look like this to us */
+    }
+  }
+  return n > 0 ? &f[0].ifa : NULL;
+}
+
+/* What gcoll_tcp_choose_interface picks from the list, as "name ip", or "-". */
+static void chosen(const char *const spec[][3], const unsigned *flags, int n, char *out,
+                   size_t len) {
+  struct fake_if f[8];
+  struct ifaddrs *list = fake_ifs(f, n, spec, flags);
+  struct gcoll_tcp_endpoint ep;
+  char name[32], ip[INET6_ADDRSTRLEN];
+  memset(&ep, 0x5a, sizeof(ep));
+  if (gcoll_tcp_choose_interface(list, &ep, name, sizeof(name)) != 0) {
+    snprintf(out, len, "-");
+    return;
+  }
+  assert_int_equal(ep.port, 0);
+  assert_non_null(inet_ntop(ep.family, ep.ip, ip, sizeof(ip)));
+  snprintf(out, len, "%s %s", name, ip);
+}
+
+static void test_default_interface(void **state) {
+  (void)state;
+  const unsigned up = IFF_UP | IFF_RUNNING, lo = IFF_UP | IFF_RUNNING | IFF_LOOPBACK;
+  char got[96];
+  /* Loopback alone: nothing (the caller falls back to 127.0.0.1). */
+  const char *const only_lo[][3] = {{"lo", "4", "127.0.0.1"}, {"lo", "6", "::1"}};
+  chosen(only_lo, (const unsigned[]){lo, lo}, 2, got, sizeof(got));
+  assert_string_equal(got, "-");
+  chosen(only_lo, NULL, 0, got, sizeof(got));
+  assert_string_equal(got, "-");
+  /* The usual host: loopback, a container bridge, then the real NIC. */
+  const char *const usual[][3] = {{"lo", "4", "127.0.0.1"},
+                                  {"docker0", "4", "172.17.0.1"},
+                                  {"eth0", "p", ""},
+                                  {"eth0", "6", "fe80::1"},
+                                  {"eth0", "4", "10.1.2.3"}};
+  chosen(usual, (const unsigned[]){lo, up, up, up, up}, 5, got, sizeof(got));
+  assert_string_equal(got, "eth0 10.1.2.3");
+  /* IPoIB is preferred, as NCCL prefers it; a down interface never. */
+  const char *const ib[][3] = {{"eno1", "4", "10.0.0.5"},
+                               {"ib1", "4", "192.168.9.9"},
+                               {"ib0", "4", "192.168.7.7"}};
+  chosen(ib, (const unsigned[]){up, 0, up}, 3, got, sizeof(got));
+  assert_string_equal(got, "ib0 192.168.7.7");
+  /* IPv4 before IPv6; a global IPv6 address when that is all there is. */
+  const char *const v6[][3] = {{"eth0", "6", "2001:db8::7"}, {"eth1", "4", "10.9.8.7"}};
+  chosen(v6, (const unsigned[]){up, up}, 2, got, sizeof(got));
+  assert_string_equal(got, "eth1 10.9.8.7");
+  chosen(v6, (const unsigned[]){up, up & ~IFF_UP}, 2, got, sizeof(got));
+  assert_string_equal(got, "eth0 2001:db8::7");
+  /* Only bridges and link-local addresses: nothing. */
+  const char *const bridges[][3] = {{"virbr0", "4", "192.168.122.1"},
+                                    {"veth12ab", "4", "10.88.0.1"},
+                                    {"cni0", "4", "10.244.0.1"},
+                                    {"eth0", "6", "fe80::2"}};
+  chosen(bridges, (const unsigned[]){up, up, up, up}, 4, got, sizeof(got));
+  assert_string_equal(got, "-");
+
+  /* Unset, the transport listens where the chooser says, or on loopback. */
+  unsetenv("GCOLL_SOCKET_IFADDR");
+  struct gcoll_tcp_endpoint picked, expect;
+  char err[256];
+  assert_int_equal(gcoll_tcp_pick_address(&picked, err, sizeof(err)), 0);
+  struct ifaddrs *ifs = NULL;
+  assert_int_equal(getifaddrs(&ifs), 0);
+  if (gcoll_tcp_choose_interface(ifs, &expect, NULL, 0) != 0) {
+    expect.family = AF_INET;
+    assert_int_equal(inet_pton(AF_INET, "127.0.0.1", expect.ip), 1);
+  }
+  freeifaddrs(ifs);
+  assert_int_equal(picked.family, expect.family);
+  assert_memory_equal(picked.ip, expect.ip, picked.family == AF_INET ? 4 : 16);
+  int fd = gcoll_tcp_listen(&picked, err, sizeof(err));
+  assert_true(fd >= 0);
+  assert_true(picked.port > 0);
+  close(fd);
+}
+
 /* An idle proxy with live socket connections sleeps in poll: it must not
  * burn a core (the ranks share two). */
 static void test_idle_proxy_sleeps(void **state) {
@@ -929,6 +1043,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_lookup_by_name),
       cmocka_unit_test(test_config_errors),
+      cmocka_unit_test(test_default_interface),
       cmocka_unit_test(test_shm_stream),
       cmocka_unit_test(test_socket_stream),
       cmocka_unit_test(test_big_slots),
