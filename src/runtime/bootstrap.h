@@ -56,6 +56,11 @@ struct gcoll_bootstrap {
    * (pmi2 derives it from the Slurm job step); owned by the backend, or
    * NULL. */
   const char *job_key;
+  /* Random, known to the job's ranks only (pmi2: rank 0's store key, passed
+   * through PMI2), or NULL: mixed into the job key, so that nobody outside
+   * the job can predict the shm names and the hellos of its connections
+   * from the job and step ids that GCOLL_JOB_KEY or job_key derive from. */
+  const char *job_secret;
   void *impl;               /* backend state */
 };
 

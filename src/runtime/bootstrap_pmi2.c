@@ -76,6 +76,7 @@ struct pmi2_state {
   int initialized;               /* PMI2_Init succeeded */
   int broken;                    /* a call failed mid-stream: no more calls */
   char job_key[17];              /* 16 hex digits */
+  char store_key[2 * STORE_KEY_BYTES + 1]; /* rank 0's random key: the job's secret */
   struct gcoll_bootstrap *store; /* rank 0's TCP store, once joined */
   char value[GCOLL_PMI2_VALLEN + 1];
 };
@@ -374,6 +375,8 @@ static int join_store(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
     return -1;
   }
   bs->ops = &store_ops;
+  snprintf(s->store_key, sizeof(s->store_key), "%s", key);
+  bs->job_secret = s->store_key;
   return 0;
 }
 
@@ -489,6 +492,7 @@ static int pmi2_open(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
   bs->impl = NULL;
   bs->ops = NULL;
   bs->job_key = NULL;
+  bs->job_secret = NULL;
   return -1;
 }
 

@@ -53,10 +53,19 @@ static gcollResult_t read_tuning_env(struct gcollComm *comm) {
   return gcollSuccess;
 }
 
-static gcollResult_t set_job_key(struct gcollComm *comm, const char *key) {
+/* The key as given, or with the bootstrap's secret mixed in: the ids a
+ * given key may derive from (Slurm's job and step) are public. */
+static gcollResult_t set_job_key(struct gcollComm *comm, const char *key, const char *secret) {
   if (strlen(key) >= sizeof(comm->job_key) || strspn(key, "0123456789abcdefABCDEF") != strlen(key))
     return gcoll_fail(gcollInvalidUsage, "job key must be up to 63 hex digits");
-  snprintf(comm->job_key, sizeof(comm->job_key), "%s", key);
+  if (secret == NULL) {
+    snprintf(comm->job_key, sizeof(comm->job_key), "%s", key);
+    return gcollSuccess;
+  }
+  char both[2 * sizeof(comm->job_key) + 2];
+  snprintf(both, sizeof(both), "%s/%.*s", key, (int)sizeof(comm->job_key), secret);
+  snprintf(comm->job_key, sizeof(comm->job_key), "%016llx",
+           (unsigned long long)gcoll_transport_job_hash(both));
   return gcollSuccess;
 }
 
@@ -247,7 +256,7 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
     goto fail;
   }
   if ((key == NULL && (rc = job_key_from_env(comm->bs, &key)) != gcollSuccess) ||
-      (rc = set_job_key(comm, key)) != gcollSuccess)
+      (rc = set_job_key(comm, key, comm->bs->job_secret)) != gcollSuccess)
     goto fail;
   comm->timeout_ms = comm->bs->timeout_ms;
   if ((rc = check_job(comm, a->plan_path, a->check_host)) != gcollSuccess ||
@@ -260,9 +269,10 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
     goto fail;
   }
   gcoll_log_info(comm, "joined %s: %d ranks, node %d, %d channels (at most %d at once), "
-                 "%d connections, slot %zu B, %s waits", a->plan_path, comm->nranks,
+                 "%d connections, slot %zu B, %s waits, job key %s", a->plan_path, comm->nranks,
                  comm->view->node, comm->nchannels, comm->max_run_channels, comm->nconns,
-                 comm->slot_bytes, spin_rounds(comm) ? "long-spinning" : "short-spinning");
+                 comm->slot_bytes, spin_rounds(comm) ? "long-spinning" : "short-spinning",
+                 comm->bs->job_secret ? "mixed with the bootstrap's secret" : "as given");
   *out = comm;
   return gcollSuccess;
 fail:

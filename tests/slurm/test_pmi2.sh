@@ -126,6 +126,22 @@ GCOLL_PLAN=$tmp/n2.yaml srun_checked 120 --mpi=pmi2 -w 'n[1-2]' -N2 -n4 --ntasks
   "$PERF" -o allreduce -b 8 -e 1M -f 4 -w 2 -n 5 >"$tmp/perf"
 check_perf "allreduce, srun --mpi=pmi2 -N2 -n4" 9 "$tmp/perf" $?
 
+# The job key (shm names, connection hellos) must not follow from the job and step ids
+# alone: every rank mixes in rank 0's random secret, and the ranks' keys agree (else the
+# collective could not connect). On the cluster's network, not loopback, by default.
+GCOLL_PLAN=$tmp/n2.yaml GCOLL_DEBUG=INFO srun_checked 60 --mpi=pmi2 -w 'n[1-2]' -N2 -n4 \
+  --ntasks-per-node=2 "$PERF" -o allreduce -b 64 -e 64 -w 1 -n 1 >"$tmp/perf"
+rc=$?
+mixed=$(grep -c "joined .*job key mixed with the bootstrap's secret" "$tmp/perf")
+lo=$(grep -c 'net/socket listens on 127\.' "$tmp/perf")
+ifs=$(ip -o -4 addr show up scope global 2>/dev/null | grep -cv ' \(docker\|virbr\|veth\|cni\|podman\|lxcbr\)')
+((rc == 0 && mixed == 4)) && ok "every rank's job key has the PMI2 secret mixed in" ||
+  bad "job key secret: srun exit $rc, $mixed of 4 ranks mixed: $(head -c 600 "$tmp/perf")"
+if ((ifs > 0)); then
+  ((lo == 0)) && ok "net/socket listens on a network interface, not loopback" ||
+    bad "net/socket on loopback with $ifs global IPv4 interfaces: $(grep listens "$tmp/perf" | head -4)"
+fi
+
 GCOLL_PLAN=$tmp/n4.yaml srun_checked 120 --mpi=pmi2 -N4 -n8 --ntasks-per-node=2 \
   "$PERF" -o allreduce -b 8 -e 1M -f 4 -w 2 -n 5 >"$tmp/perf"
 check_perf "allreduce, srun --mpi=pmi2 -N4 -n8" 9 "$tmp/perf" $?
