@@ -335,15 +335,11 @@ static const struct gcoll_bootstrap_ops store_ops = {
 
 /* Rank 0: starts the store and puts its address and key into PMI2. */
 static int serve_store(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
-  struct gcoll_tcp_endpoint ep;
   char ip[64], key[2 * STORE_KEY_BYTES + 1], value[160], why[384];
-  int picked = gcoll_tcp_pick_address(&ep, why, sizeof(why)) == 0;
-  if (!picked || ep.family != AF_INET) {
-    snprintf(err, errlen, "bootstrap(pmi2): rank 0's store: %s",
-             picked ? "it needs an IPv4 address: set GCOLL_SOCKET_IFADDR to one" : why);
+  if (gcoll_tcp_pick_ipv4(ip, sizeof(ip), why, sizeof(why)) != 0) {
+    snprintf(err, errlen, "bootstrap(pmi2): rank 0's store: %s", why);
     return -1;
   }
-  inet_ntop(AF_INET, ep.ip, ip, sizeof(ip));
   uint16_t port = 0;
   if (gcoll_random_hex(key, STORE_KEY_BYTES, why, sizeof(why)) != 0 ||
       gcoll_kvs_thread_start(key, ip, bs->nranks, &port, why, sizeof(why)) != 0) {

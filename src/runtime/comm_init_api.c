@@ -19,6 +19,7 @@
 #include "runtime/comm.h"
 #include "runtime/comm_init_paths.h"
 #include "runtime/kvs_proto.h"
+#include "runtime/net_tcp.h"
 
 /* Enough randomness that another job on the host cannot guess the key that
  * names our shm segments and authenticates our store. */
@@ -127,14 +128,17 @@ gcollResult_t gcollCommInitAll(gcollComm_t *comms, int ndev, const int *devlist)
 
 gcollResult_t gcollGetUniqueId(gcollUniqueId *id) {
   if (id == NULL) return gcoll_fail(gcollInvalidArgument, "gcollGetUniqueId: id is NULL");
-  char err[512], key[2 * JOB_KEY_BYTES + 1];
+  char err[512], key[2 * JOB_KEY_BYTES + 1], ip[64];
   uint16_t port = 0;
   if (gcoll_random_hex(key, JOB_KEY_BYTES, err, sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "job key: %s", err);
-  if (gcoll_kvs_thread_start(key, NULL, 0, &port, err, sizeof(err)) != 0)
+  /* Where ranks on other hosts reach it, as the socket transport listens. */
+  if (gcoll_tcp_pick_ipv4(ip, sizeof(ip), err, sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "bootstrap store: %s", err);
+  if (gcoll_kvs_thread_start(key, ip, 0, &port, err, sizeof(err)) != 0)
+    return gcoll_fail(gcollSystemError, "bootstrap store on %s: %s", ip, err);
   memset(id, 0, sizeof(*id));
-  snprintf(id->internal, sizeof(id->internal), "%s 127.0.0.1:%u %s", UID_MAGIC, (unsigned)port,
+  snprintf(id->internal, sizeof(id->internal), "%s %s:%u %s", UID_MAGIC, ip, (unsigned)port,
            key);
   return gcollSuccess;
 }

@@ -139,6 +139,16 @@ int gcoll_tcp_pick_address(struct gcoll_tcp_endpoint *ep, char *err, size_t errl
   return 0;
 }
 
+int gcoll_tcp_pick_ipv4(char *ip, size_t len, char *err, size_t errlen) {
+  struct gcoll_tcp_endpoint ep;
+  if (gcoll_tcp_pick_address(&ep, err, errlen) != 0) return -1;
+  if (ep.family != AF_INET || inet_ntop(AF_INET, ep.ip, ip, (socklen_t)len) == NULL) {
+    snprintf(err, errlen, "it needs an IPv4 address: set GCOLL_SOCKET_IFADDR to one");
+    return -1;
+  }
+  return 0;
+}
+
 int gcoll_tcp_listen(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen) {
   struct sockaddr_storage ss;
   struct gcoll_tcp_endpoint any_port = *ep;

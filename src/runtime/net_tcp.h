@@ -107,6 +107,11 @@ void gcoll_tcp_format(const struct gcoll_tcp_endpoint *ep, char *buf, size_t len
  * nothing usable or the unspecified address. */
 int gcoll_tcp_pick_address(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen);
 
+/* gcoll_tcp_pick_address as a dotted IPv4 string, for the bootstrap
+ * stores (whose addresses are IPv4): -1 with one line in err when the
+ * address picked is IPv6. */
+int gcoll_tcp_pick_ipv4(char *ip, size_t len, char *err, size_t errlen);
+
 struct ifaddrs;
 /* The address other hosts most likely reach us at, as NCCL picks its
  * socket interface: up, not loopback, not a container or VM bridge

@@ -303,6 +303,25 @@ static void test_uid_bad(void **state) {
   unsetenv("GCOLL_NODES");
 }
 
+/* The store listens where the socket transport would, so that ranks on
+ * other hosts can reach it: the id names that address. */
+static void test_uid_address(void **state) {
+  (void)state;
+  gcollUniqueId id;
+  setenv("GCOLL_SOCKET_IFADDR", "127.0.0.1", 1);
+  assert_int_equal(gcollGetUniqueId(&id), gcollSuccess);
+  assert_non_null(strstr(id.internal, " 127.0.0.1:"));
+  assert_int_equal(uid_rank(id, 1, 0), 0);
+  setenv("GCOLL_SOCKET_IFADDR", "::1", 1);
+  assert_int_equal(gcollGetUniqueId(&id), gcollSystemError);
+  assert_non_null(strstr(gcollGetLastError(NULL), "IPv4"));
+  assert_null(strchr(gcollGetLastError(NULL), '\n'));
+  setenv("GCOLL_SOCKET_IFADDR", "no-such-interface0", 1);
+  assert_int_equal(gcollGetUniqueId(&id), gcollSystemError);
+  assert_non_null(strstr(gcollGetLastError(NULL), "no-such-interface0"));
+  unsetenv("GCOLL_SOCKET_IFADDR");
+}
+
 static int setup(void **state) {
   snprintf(tmpdir, sizeof(tmpdir), "%s/gcoll-initall.XXXXXX",
            getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -321,6 +340,7 @@ int main(void) {
       cmocka_unit_test(test_initall_two_jobs), cmocka_unit_test(test_initall_bad_args),
       cmocka_unit_test(test_uid_2),          cmocka_unit_test(test_uid_3),
       cmocka_unit_test(test_uid_4_two_nodes), cmocka_unit_test(test_uid_bad),
+      cmocka_unit_test(test_uid_address),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
