@@ -5,5 +5,5 @@ libgcoll_la_SOURCES += src/runtime/comm.h src/runtime/comm_init.c \
 check_PROGRAMS += tests/integration/coll_check
 tests_integration_coll_check_SOURCES = tests/integration/coll_check.c tests/integration/check_util.h
 tests_integration_coll_check_LDADD = libgcoll.la
-TESTS += tests/integration/test_coll.sh
-EXTRA_DIST += tests/integration/test_coll.sh
+TESTS += tests/integration/test_coll.sh tests/integration/test_netns.sh
+EXTRA_DIST += tests/integration/test_coll.sh tests/integration/test_netns.sh

@@ -12,6 +12,11 @@
  *                                communicator still works afterwards
  *   coll_check init              only initialise (for plan mismatch tests)
  *
+ * Without a launcher, `coll_check --uid FILE NRANKS RANK MODE...` joins
+ * through gcollGetUniqueId (rank 0 writes the id to FILE) and
+ * gcollCommInitRank, for ranks that run on different hosts
+ * (tests/integration/test_netns.sh).
+ *
  * Inputs are a function of (seed, rank, index), so every rank computes every
  * other rank's input and the expected result locally, with
  * gcoll_reduce_reference: an independent serial fold in rank order. Floating
@@ -263,13 +268,56 @@ static int badargs(gcollComm_t comm) {
   return bad ? 1 : 0;
 }
 
+/* Rank 0 makes the id and publishes it by rename; the others wait for the
+ * file (bounded) and read it. */
+static gcollResult_t init_from_uid(gcollComm_t *comm, const char *file, int n, int r) {
+  gcollUniqueId id;
+  if (r == 0) {
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", file);
+    gcollResult_t rc = gcollGetUniqueId(&id);
+    if (rc != gcollSuccess) return rc;
+    FILE *f = fopen(tmp, "wb");
+    if (f == NULL || fwrite(&id, sizeof(id), 1, f) != 1 || fclose(f) != 0 || rename(tmp, file) != 0) {
+      fprintf(stderr, "coll_check: cannot write %s\n", file);
+      return gcollSystemError;
+    }
+  } else {
+    size_t got = 0;
+    for (int tries = 0; got != 1 && tries < 600; tries++) {
+      FILE *f = fopen(file, "rb");
+      if (f != NULL) {
+        got = fread(&id, sizeof(id), 1, f);
+        fclose(f);
+      }
+      if (got != 1) usleep(50000);
+    }
+    if (got != 1) {
+      fprintf(stderr, "coll_check: no id in %s after 30 s\n", file);
+      return gcollSystemError;
+    }
+  }
+  return gcollCommInitRank(comm, n, id, r);
+}
+
 int main(int argc, char **argv) {
+  const char *uid_file = NULL;
+  int uid_n = 0, uid_r = 0;
+  if (argc >= 5 && strcmp(argv[1], "--uid") == 0) {
+    uid_file = argv[2];
+    uid_n = atoi(argv[3]);
+    uid_r = atoi(argv[4]);
+    argv += 4;
+    argc -= 4;
+  }
   if (argc < 2) {
-    fprintf(stderr, "usage: coll_check matrix [--full] | die RANK ITER | abort | badargs | init\n");
+    fprintf(stderr, "usage: coll_check [--uid FILE NRANKS RANK] matrix [--full] | die RANK ITER | "
+                    "abort | badargs | init\n");
     return 2;
   }
   gcollComm_t comm;
-  gcollResult_t rc = gcollCommInitFromPlan(&comm, NULL, -1);
+  gcollResult_t rc = uid_file ? init_from_uid(&comm, uid_file, uid_n, uid_r)
+                              : gcollCommInitFromPlan(&comm, NULL, -1);
   if (rc != gcollSuccess) {
     fprintf(stderr, "coll_check: init: %s: %s\n", gcollGetErrorString(rc), gcollGetLastError(NULL));
     return 3;
