@@ -62,6 +62,10 @@ run_srun() {
   shift
   srun_out=$(timeout -k 5 "$seconds" srun "$@" 2>&1)
   rc=$?
+  # When the nodes are still busy with the previous step srun says so on
+  # stderr; that is scheduling, not the step's output.
+  srun_out=$(grep -Ev '^srun: job [0-9]+ (queued and waiting for resources|has been allocated resources)$' \
+    <<<"$srun_out")
   ((rc == 124)) && srun_out+=$'\n'"run_srun: srun $* killed after $seconds s"
   [[ -n $srun_out ]] && printf '%s\n' "$srun_out"
   return "$rc"
