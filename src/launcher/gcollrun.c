@@ -499,8 +499,8 @@ static int launch(struct job *j) {
   run_loop(j);
   drain_output(j);
   /* Ranks unlink their shared-memory segments as soon as both ends map
-   * them; a rank killed in between leaves one, which only we can remove. */
-  if (j->first_fail >= 0 || j->timed_out) gcoll_shm_cleanup(key);
+   * them; a rank killed in between leaves one, whose creator is now gone. */
+  if (j->first_fail >= 0 || j->timed_out) gcoll_shm_cleanup();
   if (j->timed_out) return GCOLLRUN_EXIT_TIMEOUT;
   return j->first_fail >= 0 ? j->exit_status : 0;
 }

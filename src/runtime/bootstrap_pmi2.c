@@ -336,7 +336,11 @@ static const struct gcoll_bootstrap_ops store_ops = {
 /* Rank 0: starts the store and puts its address and key into PMI2. */
 static int serve_store(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
   char ip[64], key[2 * STORE_KEY_BYTES + 1], value[160], why[384];
-  if (gcoll_tcp_pick_ipv4(ip, sizeof(ip), why, sizeof(why)) != 0) {
+  /* A step on one node needs no store reachable from other hosts. */
+  const char *nodes = getenv("SLURM_STEP_NUM_NODES");
+  if (nodes != NULL && strcmp(nodes, "1") == 0) {
+    snprintf(ip, sizeof(ip), "127.0.0.1");
+  } else if (gcoll_tcp_pick_ipv4(ip, sizeof(ip), why, sizeof(why)) != 0) {
     snprintf(err, errlen, "bootstrap(pmi2): rank 0's store: %s", why);
     return -1;
   }

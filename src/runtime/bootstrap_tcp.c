@@ -16,8 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "runtime/auth.h"
 #include "runtime/bootstrap.h"
 #include "runtime/kvs_proto.h"
 
@@ -28,7 +30,7 @@
 struct tcp_state {
   int fd;
   char addr[300];
-  char job_key[KVS_MAX_JOB_KEY + 1];
+  struct gcoll_auth_secret secret; /* from the store key; never sent */
   uint8_t *buf;              /* KVS_MAX_MSG bytes, requests and replies */
 };
 
@@ -39,7 +41,8 @@ static int wait_fd(int fd, short ev, uint64_t deadline, char *err, size_t errlen
   for (;;) {
     uint64_t now = gcoll_bootstrap_now_ms();
     if (now >= deadline) {
-      snprintf(err, errlen, "%s: timed out", what);
+      snprintf(err, errlen, "%s: no answer before the deadline (the store is unreachable, "
+                            "overloaded or stopped)", what);
       return -1;
     }
     uint64_t left = deadline - now;
@@ -105,8 +108,6 @@ static int transact(struct tcp_state *t, struct kvs_request *r, uint64_t deadlin
              peer_of(t));
     return -1;
   }
-  r->job_key = t->job_key;
-  r->job_key_len = strlen(t->job_key);
   size_t n = kvs_request_encode(r, t->buf, KVS_MAX_MSG, err, errlen);
   struct kvs_header h;
   char why[512] = "";
@@ -195,7 +196,6 @@ static int tcp_get(struct gcoll_bootstrap *bs, const char *key, void *buf, size_
              KVS_MAX_KEY);
     return -1;
   }
-  uint64_t start = gcoll_bootstrap_now_ms();
   struct kvs_request r = {.op = KVS_OP_GET, .key = key, .key_len = klen,
                           .timeout_ms = server_wait_ms(deadline)};
   const uint8_t *body;
@@ -204,12 +204,6 @@ static int tcp_get(struct gcoll_bootstrap *bs, const char *key, void *buf, size_
   int st = transact(t, &r, deadline + SERVER_SLACK_MS, &body, &blen, why, sizeof(why));
   if (st < 0) {
     snprintf(err, errlen, "bootstrap(tcp): %s: %s", what, why);
-    return -1;
-  }
-  if (st == KVS_ERR_TIMEOUT) {
-    snprintf(err, errlen, "bootstrap(tcp): %s: no rank put this key within %.3g s "
-                          "(deadline from GCOLL_TIMEOUT)", what,
-             (double)(gcoll_bootstrap_now_ms() - start) / 1000.0);
     return -1;
   }
   if (st != KVS_OK) {
@@ -310,6 +304,11 @@ static int tcp_connect(const char *addr, uint64_t deadline, char *err, size_t er
   return fd;
 }
 
+/* The identity's store key becomes the secret the hello is signed with. */
+static int set_store_key(struct tcp_state *t, const char *key, char *err, size_t errlen) {
+  return gcoll_auth_derive(key, strlen(key), GCOLL_AUTH_LABEL_STORE, &t->secret, err, errlen);
+}
+
 static int tcp_detect(void) {
   const char *a = getenv("GCOLL_KVS_ADDR");
   return a != NULL && *a != '\0';
@@ -332,7 +331,7 @@ static int read_identity(struct gcoll_bootstrap *bs, struct tcp_state *t, char *
       gcoll_bootstrap_env_int("GCOLL_RANK", 0, nranks - 1, &rank, err, errlen))
     return -1;
   snprintf(t->addr, sizeof(t->addr), "%s", addr);
-  snprintf(t->job_key, sizeof(t->job_key), "%s", key);
+  if (set_store_key(t, key, err, errlen) != 0) return -1;
   bs->rank = (int)rank;
   bs->nranks = (int)nranks;
   return 0;
@@ -351,13 +350,76 @@ static struct tcp_state *tcp_state_new(struct gcoll_bootstrap *bs, char *err, si
   return t;
 }
 
-/* Connects and says hello once the identity is in bs and t. */
-static int tcp_join(struct gcoll_bootstrap *bs, struct tcp_state *t, char *err, size_t errlen) {
-  uint64_t deadline = gcoll_bootstrap_deadline(bs);
-  if ((t->fd = tcp_connect(t->addr, deadline, err, errlen)) < 0) return -1;
+/* Reads the server's challenge, says an authenticated hello and checks
+ * the server's proof. 0; 1 when the connection broke before the answer (a
+ * flood of strangers may have evicted it: worth another try); -1 when the
+ * server refused us or failed its proof. */
+static int tcp_hello(struct gcoll_bootstrap *bs, struct tcp_state *t, uint64_t deadline,
+                     char *err, size_t errlen) {
+  struct kvs_header h;
+  uint8_t server_nonce[KVS_NONCE_BYTES], client_nonce[KVS_NONCE_BYTES], tag[KVS_TAG_BYTES];
+  char why[512];
+  if (recv_all(t, t->buf, KVS_HEADER_LEN, deadline, why, sizeof(why)) != 0) {
+    snprintf(err, errlen, "bootstrap(tcp): no challenge from the KVS: %s", why);
+    return 1;
+  }
+  if (kvs_header_decode(t->buf, 1, &h, why, sizeof(why)) != 0 ||
+      h.op != (KVS_OP_REPLY | KVS_OP_CHALLENGE) || h.body_len != KVS_NONCE_BYTES) {
+    snprintf(err, errlen, "bootstrap(tcp): %.64s is not a gcoll KVS of this version (%s)",
+             peer_of(t), why[0] ? why : "no challenge");
+    return -1;
+  }
+  if (recv_all(t, server_nonce, sizeof(server_nonce), deadline, why, sizeof(why)) != 0) {
+    snprintf(err, errlen, "bootstrap(tcp): no challenge from the KVS: %s", why);
+    return 1;
+  }
+  if (gcoll_auth_nonce(client_nonce, err, errlen) != 0) return -1;
+  uint8_t signed_part[8 + KVS_NONCE_BYTES];
+  kvs_hello_signed_part((uint32_t)bs->rank, (uint32_t)bs->nranks, client_nonce, signed_part);
+  gcoll_auth_tag(&t->secret, KVS_HELLO_PURPOSE, server_nonce, signed_part, sizeof(signed_part),
+                 tag);
   struct kvs_request r = {.op = KVS_OP_HELLO, .rank = (uint32_t)bs->rank,
-                          .nranks = (uint32_t)bs->nranks};
-  return simple_op(bs, &r, "hello", deadline, err, errlen);
+                          .nranks = (uint32_t)bs->nranks, .nonce = client_nonce, .tag = tag};
+  const uint8_t *body;
+  size_t len;
+  int st = transact(t, &r, deadline, &body, &len, why, sizeof(why));
+  if (st < 0) {
+    snprintf(err, errlen, "bootstrap(tcp): hello: %s", why);
+    return 1;
+  }
+  if (st != KVS_OK) {
+    reply_error("hello", st, body, len, err, errlen);
+    return -1;
+  }
+  if (len != KVS_TAG_BYTES || !gcoll_auth_verify(&t->secret, KVS_PROOF_PURPOSE, client_nonce,
+                                                 server_nonce, KVS_NONCE_BYTES, body)) {
+    snprintf(err, errlen, "bootstrap(tcp): the KVS at %.64s did not prove it holds this job's "
+                          "key: refusing to use it", peer_of(t));
+    return -1;
+  }
+  return 0;
+}
+
+/* Connects and says hello once the identity is in bs and t; a connection
+ * that breaks before the hello is answered is retried with backoff. */
+static int tcp_join(struct gcoll_bootstrap *bs, struct tcp_state *t, char *err, size_t errlen) {
+  uint64_t deadline = gcoll_bootstrap_deadline(bs), backoff_ms = 10;
+  for (int attempt = 1;; attempt++) {
+    if ((t->fd = tcp_connect(t->addr, deadline, err, errlen)) < 0) return -1;
+    int rc = tcp_hello(bs, t, deadline, err, errlen);
+    if (rc <= 0) return rc;
+    if (t->fd >= 0) close(t->fd);
+    t->fd = -1;
+    if (gcoll_bootstrap_now_ms() + backoff_ms >= deadline) {
+      size_t n = strlen(err);
+      snprintf(err + n, errlen > n ? errlen - n : 0, " (after %d attempts)", attempt);
+      return -1;
+    }
+    struct timespec ts = {.tv_sec = (time_t)(backoff_ms / 1000),
+                          .tv_nsec = (long)(backoff_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    backoff_ms = backoff_ms * 2 > 500 ? 500 : backoff_ms * 2;
+  }
 }
 
 static int tcp_open(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
@@ -391,8 +453,7 @@ int gcoll_bootstrap_tcp_open(struct gcoll_bootstrap **out, const char *addr, con
       (t = tcp_state_new(bs, err, errlen)) == NULL)
     goto fail;
   snprintf(t->addr, sizeof(t->addr), "%s", addr);
-  snprintf(t->job_key, sizeof(t->job_key), "%s", job_key);
-  if (tcp_join(bs, t, err, errlen) != 0) goto fail;
+  if (set_store_key(t, job_key, err, errlen) != 0 || tcp_join(bs, t, err, errlen) != 0) goto fail;
   *out = bs;
   return 0;
 fail:

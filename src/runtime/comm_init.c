@@ -11,6 +11,7 @@
 
 #include "graph/plan.h"
 #include "kernels/wait.h"
+#include "runtime/auth.h"
 #include "runtime/comm.h"
 #include "runtime/comm_init_paths.h"
 #include "runtime/proxy.h"
@@ -54,7 +55,9 @@ static gcollResult_t read_tuning_env(struct gcollComm *comm) {
 }
 
 /* The key as given, or with the bootstrap's secret mixed in: the ids a
- * given key may derive from (Slurm's job and step) are public. */
+ * given key may derive from (Slurm's job and step) are public, so the
+ * result is an HMAC under the secret, 128 bits as hex, which only holders
+ * of the secret can compute. */
 static gcollResult_t set_job_key(struct gcollComm *comm, const char *key, const char *secret) {
   if (strlen(key) >= sizeof(comm->job_key) || strspn(key, "0123456789abcdefABCDEF") != strlen(key))
     return gcoll_fail(gcollInvalidUsage, "job key must be up to 63 hex digits");
@@ -62,10 +65,12 @@ static gcollResult_t set_job_key(struct gcollComm *comm, const char *key, const 
     snprintf(comm->job_key, sizeof(comm->job_key), "%s", key);
     return gcollSuccess;
   }
-  char both[2 * sizeof(comm->job_key) + 2];
-  snprintf(both, sizeof(both), "%s/%.*s", key, (int)sizeof(comm->job_key), secret);
-  snprintf(comm->job_key, sizeof(comm->job_key), "%016llx",
-           (unsigned long long)gcoll_transport_job_hash(both));
+  struct gcoll_auth_secret mixed;
+  char err[256];
+  if (gcoll_auth_derive(secret, strlen(secret), key, &mixed, err, sizeof(err)) != 0)
+    return gcoll_fail(gcollSystemError, "job key: %s", err);
+  for (int i = 0; i < GCOLL_AUTH_SECRET_BYTES; i++)
+    snprintf(comm->job_key + 2 * i, sizeof(comm->job_key) - 2 * (size_t)i, "%02x", mixed.bytes[i]);
   return gcollSuccess;
 }
 

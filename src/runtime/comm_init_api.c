@@ -132,8 +132,13 @@ gcollResult_t gcollGetUniqueId(gcollUniqueId *id) {
   uint16_t port = 0;
   if (gcoll_random_hex(key, JOB_KEY_BYTES, err, sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "job key: %s", err);
-  /* Where ranks on other hosts reach it, as the socket transport listens. */
-  if (gcoll_tcp_pick_ipv4(ip, sizeof(ip), err, sizeof(err)) != 0)
+  /* Ranks share this host unless GCOLL_NODES says the job spans several:
+   * then where ranks on other hosts reach it, as the socket transport
+   * listens; else loopback, which no other host can even reach. */
+  const char *nodes = getenv("GCOLL_NODES");
+  if (nodes == NULL || *nodes == '\0' || strcmp(nodes, "1") == 0)
+    snprintf(ip, sizeof(ip), "127.0.0.1");
+  else if (gcoll_tcp_pick_ipv4(ip, sizeof(ip), err, sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "bootstrap store: %s", err);
   if (gcoll_kvs_thread_start(key, ip, 0, &port, err, sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "bootstrap store on %s: %s", ip, err);

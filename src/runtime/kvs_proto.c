@@ -25,9 +25,10 @@ static uint32_t get_u32(const uint8_t *p) {
 }
 
 const char *kvs_op_name(int op) {
-  static const char *names[] = {"?", "hello", "put", "get", "fence", "barrier", "bye"};
+  static const char *names[] = {"?", "hello", "put", "get", "fence", "barrier", "bye",
+                                "challenge"};
   op &= ~KVS_OP_REPLY;
-  return op >= KVS_OP_HELLO && op <= KVS_OP_LAST ? names[op] : "?";
+  return op >= KVS_OP_HELLO && op <= KVS_OP_CHALLENGE ? names[op] : "?";
 }
 
 const char *kvs_status_name(uint32_t st) {
@@ -53,7 +54,8 @@ int kvs_header_decode(const uint8_t buf[KVS_HEADER_LEN], int reply, struct kvs_h
   }
   int is_reply = (h->op & KVS_OP_REPLY) != 0;
   int base = h->op & ~KVS_OP_REPLY;
-  if (is_reply != (reply != 0) || base < KVS_OP_HELLO || base > KVS_OP_LAST ||
+  int last = reply ? KVS_OP_CHALLENGE : KVS_OP_LAST;
+  if (is_reply != (reply != 0) || base < KVS_OP_HELLO || base > last ||
       (h->op & 0xff00) != 0) {
     snprintf(err, errlen, "unexpected op 0x%04x in a %s", h->op, reply ? "reply" : "request");
     return -1;
@@ -179,6 +181,10 @@ static int take_op_fields(struct cursor *c, struct kvs_request *r, char *err, si
       snprintf(err, errlen, "hello: rank %u of %u", r->rank, r->nranks);
       return -1;
     }
+    if (take(c, KVS_NONCE_BYTES, &r->nonce) || take(c, KVS_TAG_BYTES, &r->tag)) {
+      snprintf(err, errlen, "hello: truncated nonce or tag");
+      return -1;
+    }
     return 0;
   case KVS_OP_PUT:
     return take_key(c, r, err, errlen) || take_value(c, r, err, errlen) ? -1 : 0;
@@ -204,19 +210,6 @@ int kvs_request_decode(uint16_t op, const uint8_t *body, size_t len, struct kvs_
     return -1;
   }
   struct cursor c = {body, len};
-  uint32_t jk;
-  const uint8_t *p;
-  if (take_u16(&c, &jk) || take(&c, jk, &p)) {
-    snprintf(err, errlen, "%s: truncated job key", kvs_op_name(op));
-    return -1;
-  }
-  if (jk == 0 || jk > KVS_MAX_JOB_KEY) {
-    snprintf(err, errlen, "%s: job key of %u bytes, must be 1..%d", kvs_op_name(op), jk,
-             KVS_MAX_JOB_KEY);
-    return -1;
-  }
-  r->job_key = (const char *)p;
-  r->job_key_len = jk;
   if (take_op_fields(&c, r, err, errlen)) return -1;
   if (c.left != 0) {
     snprintf(err, errlen, "%s: %zu bytes of trailing garbage", kvs_op_name(op), c.left);
@@ -259,9 +252,8 @@ static int request_fits_limits(const struct kvs_request *r, char *err, size_t er
     snprintf(err, errlen, "unknown op %d", (int)r->op);
     return 0;
   }
-  if (r->job_key_len == 0 || r->job_key_len > KVS_MAX_JOB_KEY) {
-    snprintf(err, errlen, "job key of %zu bytes, must be 1..%d", r->job_key_len,
-             KVS_MAX_JOB_KEY);
+  if (r->op == KVS_OP_HELLO && (r->nonce == NULL || r->tag == NULL)) {
+    snprintf(err, errlen, "hello without nonce or tag");
     return 0;
   }
   if ((r->op == KVS_OP_PUT || r->op == KVS_OP_GET) && !kvs_key_valid(r->key, r->key_len)) {
@@ -285,12 +277,12 @@ size_t kvs_request_encode(const struct kvs_request *r, uint8_t *buf, size_t bufl
     return 0;
   }
   struct writer w = {buf + KVS_HEADER_LEN, buflen - KVS_HEADER_LEN, 0};
-  emit_u16(&w, (uint16_t)r->job_key_len);
-  emit(&w, r->job_key, r->job_key_len);
   switch (r->op) {
   case KVS_OP_HELLO:
     emit_u32(&w, r->rank);
     emit_u32(&w, r->nranks);
+    emit(&w, r->nonce, KVS_NONCE_BYTES);
+    emit(&w, r->tag, KVS_TAG_BYTES);
     break;
   case KVS_OP_PUT:
     emit_u16(&w, (uint16_t)r->key_len);
@@ -325,4 +317,11 @@ size_t kvs_reply_encode(uint16_t request_op, uint32_t status, const void *body,
   kvs_header_encode(buf, (uint16_t)(request_op | KVS_OP_REPLY), status, (uint32_t)body_len);
   if (body_len) memcpy(buf + KVS_HEADER_LEN, body, body_len);
   return KVS_HEADER_LEN + body_len;
+}
+
+void kvs_hello_signed_part(uint32_t rank, uint32_t nranks, const uint8_t nonce[KVS_NONCE_BYTES],
+                           uint8_t out[8 + KVS_NONCE_BYTES]) {
+  put_u32(out, rank);
+  put_u32(out + 4, nranks);
+  memcpy(out + 8, nonce, KVS_NONCE_BYTES);
 }

@@ -6,12 +6,18 @@
  *
  *   u32 magic "gcKV"  u16 version  u16 op  u32 status  u32 body_len
  *
- * Requests (status 0) start their body with the job key, which the server
- * checks on every request so that a stray client (another job's rank, a
- * port scanner) is refused whatever it sends:
+ * A connection starts with the server's CHALLENGE (a reply-typed message,
+ * body: a 16-byte nonce). The client's first request must be HELLO, which
+ * proves that it holds the job's store key without sending it: its tag is
+ * gcoll_auth_tag(store secret, KVS_HELLO_PURPOSE, server nonce, rank ||
+ * nranks || client nonce), the store secret derived from the key with
+ * GCOLL_AUTH_LABEL_STORE (auth.h). The server's OK reply to HELLO carries
+ * gcoll_auth_tag(store secret, KVS_PROOF_PURPOSE, client nonce, server
+ * nonce), so the client knows it talks to the job's store and not to a
+ * process that took its port. Everything after HELLO rides on that
+ * authenticated connection. Request bodies by op:
  *
- *   u16 job_key_len, job_key bytes, then by op:
- *   HELLO    u32 rank, u32 nranks
+ *   HELLO    u32 rank, u32 nranks, client nonce (16), tag (32)
  *   PUT      u16 key_len, key, u32 value_len, value
  *   GET      u16 key_len, key, u32 timeout_ms
  *   FENCE    u32 timeout_ms
@@ -28,18 +34,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/auth.h"
 #include "runtime/bootstrap.h"
 
 #define KVS_MAGIC 0x67634b56u      /* "gcKV" */
-#define KVS_VERSION 1
+#define KVS_VERSION 2
 #define KVS_LOST_RANK_KEY GCOLL_BOOTSTRAP_LOST_RANK_KEY
 #define KVS_HEADER_LEN 16
 #define KVS_MAX_KEY 256            /* bytes, printable ASCII without spaces */
 #define KVS_MAX_VALUE 65536        /* bytes, binary */
-#define KVS_MAX_JOB_KEY 64
+#define KVS_MAX_JOB_KEY 64        /* the store key the server and clients are given */
+#define KVS_NONCE_BYTES GCOLL_AUTH_NONCE_BYTES
+#define KVS_TAG_BYTES GCOLL_AUTH_TAG_BYTES
+#define KVS_HELLO_BODY (8 + KVS_NONCE_BYTES + KVS_TAG_BYTES)
+#define KVS_HELLO_PURPOSE "gcoll store hello v2"
+#define KVS_PROOF_PURPOSE "gcoll store proof v2"
 #define KVS_MAX_REASON 256         /* error text in replies */
 #define KVS_MAX_TIMEOUT_MS (7u * 24 * 3600 * 1000)
-#define KVS_MAX_BODY (2 + KVS_MAX_JOB_KEY + 2 + KVS_MAX_KEY + 4 + KVS_MAX_VALUE)
+#define KVS_MAX_BODY (2 + KVS_MAX_KEY + 4 + KVS_MAX_VALUE)
 #define KVS_MAX_MSG (KVS_HEADER_LEN + KVS_MAX_BODY)
 
 enum kvs_op {
@@ -49,7 +61,8 @@ enum kvs_op {
   KVS_OP_FENCE,
   KVS_OP_BARRIER,
   KVS_OP_BYE,
-  KVS_OP_LAST = KVS_OP_BYE,
+  KVS_OP_LAST = KVS_OP_BYE,   /* the last request op */
+  KVS_OP_CHALLENGE,           /* server -> client only, with the reply bit */
   KVS_OP_REPLY = 0x80
 };
 
@@ -75,8 +88,8 @@ struct kvs_header {
 /* A decoded request. Pointers point into the body it was decoded from. */
 struct kvs_request {
   enum kvs_op op;
-  const char *job_key;
-  size_t job_key_len;
+  const uint8_t *nonce;     /* HELLO: the client's nonce and its tag */
+  const uint8_t *tag;
   const char *key;
   size_t key_len;
   const void *value;
@@ -89,7 +102,8 @@ const char *kvs_op_name(int op);          /* "put", "get", ... */
 const char *kvs_status_name(uint32_t st); /* "timeout", "auth", ... */
 
 /* Checks a header read off the wire: magic, version, a known op (requests
- * when `reply` is 0, replies otherwise) and body_len <= KVS_MAX_BODY.
+ * when `reply` is 0, replies and the challenge otherwise) and body_len <=
+ * KVS_MAX_BODY.
  * Returns 0, or -1 with a one-line reason. */
 int kvs_header_decode(const uint8_t buf[KVS_HEADER_LEN], int reply, struct kvs_header *h,
                       char *err, size_t errlen);
@@ -108,6 +122,10 @@ size_t kvs_request_encode(const struct kvs_request *r, uint8_t *buf, size_t bufl
  * is over KVS_MAX_BODY or buf too small. */
 size_t kvs_reply_encode(uint16_t request_op, uint32_t status, const void *body,
                         size_t body_len, uint8_t *buf, size_t buflen);
+
+/* The HELLO message bytes the tag covers: rank, nranks, client nonce. */
+void kvs_hello_signed_part(uint32_t rank, uint32_t nranks, const uint8_t nonce[KVS_NONCE_BYTES],
+                           uint8_t out[8 + KVS_NONCE_BYTES]);
 
 /* A key is 1..KVS_MAX_KEY printable ASCII characters without spaces. */
 int kvs_key_valid(const char *key, size_t len);

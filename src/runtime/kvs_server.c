@@ -16,14 +16,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/auth.h"
 #include "runtime/kvs_proto.h"
 
-/* A client must identify itself within this time or lose its slot. */
-#define HELLO_DEADLINE_MS 10000
+/* A client must answer the challenge within this time or lose its slot. */
+#define HELLO_DEADLINE_MS 2000
+/* Connections that have not said a valid hello yet. Anyone who can reach
+ * the port can open them, so they get a small pool of their own: a new one
+ * evicts the oldest when it is full, and the job's ranks (whose hello takes
+ * a round trip) retry if evicted. Identified ranks have their own slots
+ * (max_conns), which strangers can never take. */
+#define UNAUTH_POOL 32
+/* Descriptors kept free for the owner (gcollrun's pipes, the runtime's
+ * sockets) when the connection table is sized to RLIMIT_NOFILE. */
+#define FD_RESERVE 64
+/* After accept() ran out of descriptors, the listener rests this long: a
+ * full table must not become a busy loop. */
+#define ACCEPT_PAUSE_MS 100
 
 struct entry {
   struct entry *next;
@@ -39,6 +53,7 @@ struct conn {
   int said_bye;
   int close_after_reply;
   uint64_t hello_deadline;
+  uint8_t nonce[KVS_NONCE_BYTES]; /* our challenge to this connection */
   uint8_t hdr[KVS_HEADER_LEN];
   size_t hdr_have;
   struct kvs_header h;
@@ -54,12 +69,12 @@ struct conn {
 
 struct kvs_server {
   struct kvs_server_config cfg;
-  char job_key[KVS_MAX_JOB_KEY];
-  size_t job_key_len;
+  struct gcoll_auth_secret secret; /* from the store key; never sent */
   int listen_fd;
+  uint64_t paused_until;     /* accept() hit the descriptor limit */
   uint16_t port;
   struct conn *conns;
-  int nconns_max;
+  int nconns_max;            /* identified ranks' slots + UNAUTH_POOL */
   int *pollmap;              /* pollfd index -> conn index; -1 for the listener */
   struct entry **buckets;
   size_t nbuckets, nkeys, nbytes;
@@ -157,6 +172,11 @@ static void conn_reset_input(struct conn *c) {
 static void conn_drop(struct kvs_server *s, struct conn *c) {
   int lost = c->rank >= 0 && !c->said_bye;
   int rank = c->rank;
+  /* Unread input makes close() reset the connection, which can discard
+   * the error reply just sent: read what is there first (bounded). */
+  char sink[4096];
+  shutdown(c->fd, SHUT_WR);
+  (void)recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT);
   close(c->fd);
   conn_reset_input(c);
   free(c->out);
@@ -168,15 +188,6 @@ static void conn_drop(struct kvs_server *s, struct conn *c) {
     if (s->cfg.rank_lost) s->cfg.rank_lost(s->cfg.ctx, rank);
     fail_all_waiters(s);
   }
-}
-
-static int job_key_matches(const struct kvs_server *s, const struct kvs_request *r) {
-  /* Constant time in the key's content: a local attacker learns nothing
-   * from response timing. */
-  unsigned diff = r->job_key_len != s->job_key_len;
-  for (size_t i = 0; i < r->job_key_len && i < s->job_key_len; i++)
-    diff |= (unsigned)(r->job_key[i] ^ s->job_key[i]);
-  return diff == 0;
 }
 
 static void complete_collective(struct kvs_server *s, enum wait_kind w) {
@@ -205,6 +216,15 @@ static void handle_hello(struct kvs_server *s, struct conn *c, const struct kvs_
     queue_error(s, c, r->op, KVS_ERR_STATE, "hello twice (already rank %d)", c->rank);
     return;
   }
+  uint8_t signed_part[8 + KVS_NONCE_BYTES];
+  kvs_hello_signed_part(r->rank, r->nranks, r->nonce, signed_part);
+  if (!gcoll_auth_verify(&s->secret, KVS_HELLO_PURPOSE, c->nonce, signed_part,
+                         sizeof(signed_part), r->tag)) {
+    c->close_after_reply = 1;
+    queue_error(s, c, r->op, KVS_ERR_AUTH, "hello not signed with this job's key (not a "
+                                           "client of this job)");
+    return;
+  }
   /* A store opened before the job size was known takes the first hello's. */
   if (s->cfg.nranks == 0 && r->nranks >= 1 && r->nranks <= (1u << 20))
     s->cfg.nranks = (int)r->nranks;
@@ -222,7 +242,9 @@ static void handle_hello(struct kvs_server *s, struct conn *c, const struct kvs_
     }
   }
   c->rank = (int)r->rank;
-  queue_reply(s, c, r->op, KVS_OK, NULL, 0);
+  uint8_t proof[KVS_TAG_BYTES];
+  gcoll_auth_tag(&s->secret, KVS_PROOF_PURPOSE, r->nonce, c->nonce, KVS_NONCE_BYTES, proof);
+  queue_reply(s, c, r->op, KVS_OK, proof, sizeof(proof));
 }
 
 static void handle_put(struct kvs_server *s, struct conn *c, const struct kvs_request *r) {
@@ -309,11 +331,6 @@ static void handle_request(struct kvs_server *s, struct conn *c) {
     queue_error(s, c, c->h.op, KVS_ERR_PROTO, "%s", err);
     return;
   }
-  if (!job_key_matches(s, &r)) {
-    c->close_after_reply = 1;
-    queue_error(s, c, r.op, KVS_ERR_AUTH, "wrong job key (not a client of this job)");
-    return;
-  }
   if (r.op != KVS_OP_HELLO && c->rank < 0) {
     c->close_after_reply = 1;
     queue_error(s, c, r.op, KVS_ERR_STATE, "%s before hello", kvs_op_name(r.op));
@@ -353,6 +370,16 @@ static int read_message(struct kvs_server *s, struct conn *c) {
       uint16_t op = c->hdr[7] >= KVS_OP_HELLO && c->hdr[7] <= KVS_OP_LAST ? c->hdr[7]
                                                                            : KVS_OP_HELLO;
       queue_error(s, c, op, KVS_ERR_PROTO, "%s", err);
+      return 0;
+    }
+    /* A stranger gets no more memory than a hello takes. */
+    if (c->rank < 0 && (c->h.op != KVS_OP_HELLO || c->h.body_len != KVS_HELLO_BODY)) {
+      c->close_after_reply = 1;
+      if (c->h.op != KVS_OP_HELLO)
+        queue_error(s, c, c->h.op, KVS_ERR_STATE, "%s before hello", kvs_op_name(c->h.op));
+      else
+        queue_error(s, c, c->h.op, KVS_ERR_PROTO, "hello of %u bytes, expected %d",
+                    c->h.body_len, KVS_HELLO_BODY);
       return 0;
     }
     c->body = malloc(c->h.body_len ? c->h.body_len : 1);
@@ -400,15 +427,34 @@ static void conn_readable(struct kvs_server *s, struct conn *c) {
   }
 }
 
+/* Closes the unidentified connection that has waited longest, when the
+ * pool of them is full. */
+static void make_unauth_room(struct kvs_server *s) {
+  int n = 0, oldest = -1;
+  for (int i = 0; i < s->nconns_max; i++) {
+    struct conn *c = &s->conns[i];
+    if (c->fd < 0 || c->rank >= 0) continue;
+    n++;
+    if (oldest < 0 || c->hello_deadline < s->conns[oldest].hello_deadline) oldest = i;
+  }
+  if (n >= UNAUTH_POOL && oldest >= 0) conn_drop(s, &s->conns[oldest]);
+}
+
 static void accept_all(struct kvs_server *s) {
+  if (now_ms() < s->paused_until) return;
   for (;;) {
     int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        s->paused_until = now_ms() + ACCEPT_PAUSE_MS;
+      return;
+    }
+    make_unauth_room(s);
     int slot = -1;
     for (int i = 0; i < s->nconns_max && slot < 0; i++)
       if (s->conns[i].fd < 0) slot = i;
     if (slot < 0) {
-      close(fd); /* full: a flood of strangers cannot grow our memory */
+      close(fd); /* every slot is an identified rank's: nothing to evict */
       continue;
     }
     struct conn *c = &s->conns[slot];
@@ -416,6 +462,12 @@ static void accept_all(struct kvs_server *s) {
     c->fd = fd;
     c->rank = -1;
     c->hello_deadline = now_ms() + HELLO_DEADLINE_MS;
+    char err[128];
+    if (gcoll_auth_nonce(c->nonce, err, sizeof(err)) != 0) {
+      conn_drop(s, c);
+      continue;
+    }
+    queue_reply(s, c, KVS_OP_CHALLENGE, KVS_OK, c->nonce, sizeof(c->nonce));
   }
 }
 
@@ -424,7 +476,7 @@ static void expire(struct kvs_server *s) {
   for (int i = 0; i < s->nconns_max; i++) {
     struct conn *c = &s->conns[i];
     if (c->fd < 0) continue;
-    if (c->rank < 0 && c->out == NULL && now >= c->hello_deadline) {
+    if (c->rank < 0 && now >= c->hello_deadline) {
       conn_drop(s, c);
       continue;
     }
@@ -432,8 +484,24 @@ static void expire(struct kvs_server *s) {
     enum wait_kind w = c->wait;
     if (w == WAIT_GET) {
       c->wait = WAIT_NONE;
-      queue_error(s, c, KVS_OP_GET, KVS_ERR_TIMEOUT, "no key '%s' within %u ms", c->wait_key,
-                  c->wait_ms);
+      /* Say whether the rank that should have put it ever joined: a rank
+       * that could not reach the store reads differently from a slow one. */
+      int joined = 0, missing = -1;
+      for (int r = 0; r < s->cfg.nranks; r++) {
+        int in = 0;
+        for (int k = 0; k < s->nconns_max && !in; k++) in = s->conns[k].fd >= 0 && s->conns[k].rank == r;
+        joined += in;
+        if (!in && missing < 0) missing = r;
+      }
+      if (missing >= 0)
+        queue_error(s, c, KVS_OP_GET, KVS_ERR_TIMEOUT,
+                    "no rank put this key within %u ms; %d of %d ranks have joined the store "
+                    "(rank %d never did: it could not reach the store, or has not started)",
+                    c->wait_ms, joined, s->cfg.nranks, missing);
+      else
+        queue_error(s, c, KVS_OP_GET, KVS_ERR_TIMEOUT,
+                    "no rank put this key within %u ms, though all %d ranks joined the store",
+                    c->wait_ms, s->cfg.nranks);
     } else {
       int arrived = count_waiting(s, w);
       c->wait = WAIT_NONE;
@@ -481,12 +549,21 @@ static int config_defaults(struct kvs_server *s, const struct kvs_server_config 
     return -1;
   }
   s->cfg = *cfg;
-  memcpy(s->job_key, cfg->job_key, jk);
-  s->job_key_len = jk;
+  s->cfg.job_key = NULL; /* the caller's string may go; only the secret stays */
+  if (gcoll_auth_derive(cfg->job_key, jk, GCOLL_AUTH_LABEL_STORE, &s->secret, err, errlen) != 0)
+    return -1;
   if (s->cfg.max_keys == 0) s->cfg.max_keys = 1024 + 64 * (size_t)cfg->nranks;
   if (s->cfg.max_bytes == 0) s->cfg.max_bytes = (size_t)64 << 20;
   if (s->cfg.max_conns <= 0) s->cfg.max_conns = 2 * cfg->nranks + 16;
-  s->nconns_max = s->cfg.max_conns;
+  s->nconns_max = s->cfg.max_conns + UNAUTH_POOL;
+  /* Never more connections than descriptors: beyond the limit accept()
+   * fails with EMFILE, and the owner's own files would fail with it. */
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      rl.rlim_cur < (rlim_t)s->nconns_max + FD_RESERVE) {
+    long cap = (long)rl.rlim_cur - FD_RESERVE;
+    s->nconns_max = cap > 2 * UNAUTH_POOL ? (int)cap : 2 * UNAUTH_POOL;
+  }
   s->nbuckets = 64;
   while (s->nbuckets < s->cfg.max_keys && s->nbuckets < ((size_t)1 << 20)) s->nbuckets <<= 1;
   return 0;
@@ -558,7 +635,7 @@ int kvs_server_max_pollfds(const struct kvs_server *s) { return s->nconns_max + 
 
 int kvs_server_fill_pollfds(struct kvs_server *s, struct pollfd *fds) {
   int n = 0;
-  fds[n] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
+  fds[n] = (struct pollfd){.fd = s->listen_fd, .events = now_ms() < s->paused_until ? 0 : POLLIN};
   s->pollmap[n++] = -1;
   for (int i = 0; i < s->nconns_max; i++) {
     struct conn *c = &s->conns[i];
@@ -613,6 +690,7 @@ int kvs_server_timeout_ms(const struct kvs_server *s) {
     if (c->wait != WAIT_NONE && c->deadline < best) best = c->deadline;
     if (c->rank < 0 && c->hello_deadline < best) best = c->hello_deadline;
   }
+  if (s->paused_until > now && s->paused_until < best) best = s->paused_until;
   if (best == UINT64_MAX) return -1;
   if (best <= now) return 0;
   uint64_t d = best - now;

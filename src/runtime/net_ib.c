@@ -23,7 +23,8 @@
  *
  * Connecting an RC pair needs each end's queue pair number, but the
  * transport contract carries one address, receiver -> sender. The other
- * direction goes over a TCP side channel, as net/socket's hello: every
+ * direction goes over a TCP side channel, with net/socket's authenticated
+ * hello (net_tcp.h: challenge, hello, HMAC under the job's secret): every
  * transport listens on one socket (on the address net/socket picks); the
  * receiver's address names it. The sender brings its
  * QP to RTS with the receiver's info, connects, sends a hello with its own
@@ -58,6 +59,7 @@
 #include "runtime/transport.h"
 
 #define CLOSE_FLUSH_MAX_MS 10000u
+#define IB_HELLO_PURPOSE "gcoll net/ib hello v2"
 _Static_assert(GCOLL_IB_HELLO_BYTES <= GCOLL_TCP_HELLO_MAX, "the hello table must hold our hello");
 #define CREDIT_RECVS 4           /* sender's receives posted for credits */
 #define SEND_WR (GCOLL_STEPS + 2)
@@ -447,8 +449,8 @@ static int match_hello(void *ctx, const unsigned char *buf, int fd) {
 static int listen_progress(struct gcoll_proxy_entry *e, short revents) {
   struct ib_state *s = (struct ib_state *)((char *)e - offsetof(struct ib_state, listen_entry));
   int moved = gcoll_tcp_hellos_progress(&s->hellos, s->listen_fd, revents & POLLIN,
-                                        s->t->cfg.timeout_ms, match_hello, s);
-  e->events = POLLIN;
+                                        match_hello, s);
+  e->events = gcoll_tcp_hellos_listen_events(&s->hellos);
   e->busy = 0;
   return moved;
 }
@@ -500,6 +502,8 @@ static int ib_init(struct gcoll_transport **out, const struct gcoll_transport_co
   pthread_cond_init(&s->cond, &ca);
   pthread_condattr_destroy(&ca);
   s->hellos.hello_bytes = GCOLL_IB_HELLO_BYTES;
+  s->hellos.secret = &t->conn_secret;
+  s->hellos.purpose = IB_HELLO_PURPOSE;
   if (gcoll_ib_dev_open(&s->dev, err, errlen) != 0 || open_listener(s, err, errlen) != 0) {
     ib_fini(t);
     return -1;
@@ -658,20 +662,17 @@ static int side_channel_connect(struct ib_conn *c, const struct gcoll_ib_addr *a
   struct gcoll_tcp_endpoint to = {.family = a->family == 4 ? AF_INET : AF_INET6,
                                    .port = a->port};
   memcpy(to.ip, a->ip, 16);
-  char why[160];
-  c->fd = gcoll_tcp_connect(&to, deadline_ms, why, sizeof(why));
-  if (c->fd < 0) {
-    snprintf(err, errlen, "net/ib side channel: %s", why);
-    return -1;
-  }
   struct gcoll_ib_hello h = {.sender = t->cfg.rank, .receiver = c->peer, .conn_id = c->conn_id,
                              .job_hash = t->job_hash, .qp = c->qp.info};
   unsigned char hello[GCOLL_IB_HELLO_BYTES], ready[GCOLL_IB_HDR_BYTES];
   gcoll_ib_hello_encode(&h, hello);
-  if (gcoll_tcp_send_all(c->fd, hello, sizeof(hello), deadline_ms) != 0 ||
-      gcoll_tcp_recv_all(c->fd, ready, sizeof(ready), deadline_ms) != 0) {
-    snprintf(err, errlen, "rank %d did not accept the net/ib connection %u: %s", c->peer,
-             c->conn_id, errno ? strerror(errno) : "it closed the side channel");
+  char why[512];
+  _Static_assert(GCOLL_IB_HDR_BYTES == GCOLL_TCP_HDR_BYTES, "ready is a TCP header");
+  c->fd = gcoll_tcp_hello_connect(&to, &t->conn_secret, IB_HELLO_PURPOSE, hello, sizeof(hello),
+                                  ready, deadline_ms, why, sizeof(why));
+  if (c->fd < 0) {
+    snprintf(err, errlen, "net/ib side channel to rank %d (connection %u): %s", c->peer,
+             c->conn_id, why);
     return -1;
   }
   uint64_t step;

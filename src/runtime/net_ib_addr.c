@@ -10,7 +10,7 @@
 
 #define ADDR_MAGIC 0x47434942u  /* "GCIB" */
 #define HELLO_MAGIC 0x47494248u /* "GIBH" */
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2
 
 /* net/ib's side channel speaks net/socket's goodbye/blame headers. */
 _Static_assert(GCOLL_IB_HDR_BYTES == GCOLL_TCP_HDR_BYTES, "one side channel header");

@@ -14,10 +14,12 @@
  * GCOLL_SOCKET_IFADDR, an address or an interface name, else the first
  * interface other hosts can reach, as NCCL picks one, else 127.0.0.1; on
  * an ephemeral port). The receiver's address carries ip:port, its rank, the
- * connection id and the job hash. The sender connects and sends a hello
- * {magic, version, job hash, sender rank, receiver rank, conn_id}; the
- * receiver's proxy accepts, reads the hello and hands the socket to the
- * matching receive connection, closing anything that does not match.
+ * connection id and the job tag. The receiver's proxy challenges every
+ * connection it accepts with a nonce (net_tcp.h); the sender answers with a
+ * hello {magic, version, sender rank, receiver rank, conn_id} and its HMAC
+ * under the job's connection secret (auth.h), and the proxy hands the
+ * socket to the matching receive connection and answers "accepted", or
+ * closes it. Anyone can connect; only the job's ranks can say hello.
  *
  * Wire integers are little-endian; addresses and hellos use network order.
  *
@@ -49,7 +51,8 @@
 
 #define SOCK_ADDR_MAGIC 0x4743534bu /* "GCSK" */
 #define HELLO_MAGIC 0x4748454cu     /* "GHEL" */
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2
+#define HELLO_PURPOSE "gcoll net/socket hello v2"
 #define SOCK_ADDR_BYTES 48
 #define HELLO_BYTES 32
 _Static_assert(HELLO_BYTES <= GCOLL_TCP_HELLO_MAX, "the hello table must hold our hello");
@@ -461,7 +464,7 @@ static int match_hello(void *ctx, const unsigned char *h, int fd) {
   struct sock_state *s = ctx;
   struct gcoll_transport *t = s->t;
   if (gcoll_get_be32(h) != HELLO_MAGIC || gcoll_get_be16(h + 4) != WIRE_VERSION ||
-      gcoll_get_be64(h + 24) != t->job_hash || (int32_t)gcoll_get_be32(h + 12) != t->cfg.rank)
+      (int32_t)gcoll_get_be32(h + 12) != t->cfg.rank)
     return -1;
   int sender = (int32_t)gcoll_get_be32(h + 8);
   uint32_t conn_id = gcoll_get_be32(h + 16);
@@ -469,6 +472,11 @@ static int match_hello(void *ctx, const unsigned char *h, int fd) {
   pthread_mutex_lock(&s->lock);
   for (struct sock_conn *c = s->recv_conns; c != NULL; c = c->next_recv) {
     if (c->peer != sender || c->conn_id != conn_id || c->matched) continue;
+    /* The sender waits for this before it counts as connected, so an
+     * evicted or refused hello is retried rather than lost. */
+    unsigned char ok[GCOLL_TCP_HDR_BYTES];
+    gcoll_tcp_hdr_encode(ok, 0, 0, GCOLL_TCP_PROTO_ACCEPTED);
+    if (send(fd, ok, sizeof(ok), MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(ok)) break;
     c->matched_fd = fd;
     c->matched = 1;
     pthread_cond_broadcast(&s->cond);
@@ -483,8 +491,8 @@ static int listen_progress(struct gcoll_proxy_entry *e, short revents) {
   struct sock_state *s =
       (struct sock_state *)((char *)e - offsetof(struct sock_state, listen_entry));
   int moved = gcoll_tcp_hellos_progress(&s->hellos, s->listen_fd, revents & POLLIN,
-                                        s->t->cfg.timeout_ms, match_hello, s);
-  e->events = POLLIN;
+                                        match_hello, s);
+  e->events = gcoll_tcp_hellos_listen_events(&s->hellos);
   e->busy = 0;
   return moved;
 }
@@ -523,6 +531,8 @@ static int sock_init(struct gcoll_transport **out, const struct gcoll_transport_
   pthread_cond_init(&s->cond, &ca);
   pthread_condattr_destroy(&ca);
   s->hellos.hello_bytes = HELLO_BYTES;
+  s->hellos.secret = &t->conn_secret;
+  s->hellos.purpose = HELLO_PURPOSE;
   if (gcoll_tcp_pick_address(&s->self, err, errlen) != 0 ||
       (s->listen_fd = gcoll_tcp_listen(&s->self, err, errlen)) < 0) {
     sock_fini(t);
@@ -680,23 +690,25 @@ static int sock_send_connect(struct gcoll_transport *t, int peer, uint32_t conn_
   if (parse_addr(t, peer, conn_id, addr, addrlen, &pa, err, errlen) != 0) return -1;
   struct sock_conn *c = conn_alloc(t, peer, conn_id, 1, err, errlen);
   if (c == NULL) return -1;
-  c->fd = gcoll_tcp_connect(&pa, deadline_ms, err, errlen);
-  if (c->fd < 0) {
-    conn_free(c);
-    return -1;
-  }
-  unsigned char h[HELLO_BYTES] = {0};
+  unsigned char h[HELLO_BYTES] = {0}, answer[GCOLL_TCP_HDR_BYTES];
   gcoll_put_be32(h, HELLO_MAGIC);
   gcoll_put_be16(h + 4, WIRE_VERSION);
   gcoll_put_be32(h + 8, (uint32_t)t->cfg.rank);
   gcoll_put_be32(h + 12, (uint32_t)peer);
   gcoll_put_be32(h + 16, conn_id);
-  gcoll_put_be64(h + 24, t->job_hash);
-  if (gcoll_tcp_send_all(c->fd, h, sizeof(h), deadline_ms) != 0) {
-    char where[80];
-    gcoll_tcp_format(&pa, where, sizeof(where));
-    snprintf(err, errlen, "hello to %s: %s", where, strerror(errno));
+  char why[512];
+  c->fd = gcoll_tcp_hello_connect(&pa, &t->conn_secret, HELLO_PURPOSE, h, sizeof(h), answer,
+                                  deadline_ms, why, sizeof(why));
+  uint64_t step;
+  uint32_t nb, proto;
+  gcoll_tcp_hdr_decode(answer, &step, &nb, &proto);
+  if (c->fd >= 0 && (proto != GCOLL_TCP_PROTO_ACCEPTED || nb != 0)) {
+    snprintf(why, sizeof(why), "answered our hello with a header that is not 'accepted'");
     close(c->fd);
+    c->fd = -1;
+  }
+  if (c->fd < 0) {
+    snprintf(err, errlen, "connecting to rank %d: %s", peer, why);
     conn_free(c);
     return -1;
   }

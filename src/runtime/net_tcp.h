@@ -15,8 +15,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GCOLL_TCP_MAX_PENDING 256 /* accepted connections still sending their hello */
-#define GCOLL_TCP_HELLO_MAX 64    /* the largest hello of any transport */
+#include "runtime/auth.h"
+
+/* Accepted connections that have not proven they belong to the job yet.
+ * Strangers can open connections as fast as they like, so the pool is
+ * small, each connection gets GCOLL_TCP_HELLO_DEADLINE_MS to answer the
+ * challenge, and a new connection evicts the oldest one when the pool is
+ * full: a flood costs its own connections, and the job's senders, whose
+ * hellos take well under a millisecond, retry with backoff if evicted. */
+#define GCOLL_TCP_MAX_PENDING 64
+#define GCOLL_TCP_HELLO_DEADLINE_MS 2000
+#define GCOLL_TCP_HELLO_MAX 64    /* the largest hello of any transport, tag excluded */
+/* After accept() ran out of descriptors (EMFILE), the listener is not
+ * polled for this long: a full table must not turn into a busy loop. */
+#define GCOLL_TCP_ACCEPT_PAUSE_MS 100
+
+/* What a listener sends first on every connection it accepts:
+ * be32 "GCHL", be16 version, be16 0, a fresh nonce. The connecting side
+ * answers with its hello and gcoll_auth_tag(conn secret, purpose, nonce,
+ * hello). */
+#define GCOLL_TCP_CHALLENGE_MAGIC 0x4743484cu /* "GCHL" */
+#define GCOLL_TCP_CHALLENGE_VERSION 2
+#define GCOLL_TCP_CHALLENGE_BYTES (8 + GCOLL_AUTH_NONCE_BYTES)
 
 /* Where a listener is, or where to connect: AF_INET or AF_INET6, the
  * address in network order (4 or 16 bytes used), the port. */
@@ -56,6 +76,8 @@ static inline uint64_t gcoll_get_be64(const unsigned char *p) {
 #define GCOLL_TCP_PROTO_GOODBYE 0x47425945u /* "GBYE": the peer closes cleanly */
 #define GCOLL_TCP_PROTO_BLAME 0x47424c4du   /* "GBLM": the peer closes in error; the step
                                                field names the rank it blames */
+#define GCOLL_TCP_PROTO_ACCEPTED 0x47414343u /* "GACC": the listener took our hello */
+#define GCOLL_TCP_PROTO_REFUSED 0x47524546u  /* "GREF": the hello's tag is not the job's */
 
 static inline void gcoll_tcp_hdr_encode(unsigned char out[GCOLL_TCP_HDR_BYTES], uint64_t step,
                                         uint32_t nbytes, uint32_t proto) {
@@ -142,29 +164,58 @@ int gcoll_tcp_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ms);
  * was just sent. */
 void gcoll_tcp_last_word_and_close(int fd, const void *msg, size_t len);
 
-/* The accepted connections of a listener that have not yet sent their
- * whole hello. Owned by the proxy thread. */
+/* The connecting side of an authenticated hello: connects to `to`, reads
+ * the listener's challenge, sends hello (hello_len bytes, at most
+ * GCOLL_TCP_HELLO_MAX) followed by its tag under `purpose`, and reads the
+ * listener's answer, a header: the sign that it matched the hello to one of
+ * its receive connections (what it says is the transport's business). When
+ * the listener closes first (a flood evicted the connection, or nothing
+ * matched yet), it tries again with backoff until deadline_ms; a refused
+ * connect (nobody listens: the peer is gone) or a refused tag (we do not
+ * hold that listener's job key) fails at once. The fd, or -1 with one line
+ * in err. */
+int gcoll_tcp_hello_connect(const struct gcoll_tcp_endpoint *to,
+                            const struct gcoll_auth_secret *secret, const char *purpose,
+                            const void *hello, size_t hello_len,
+                            unsigned char answer[GCOLL_TCP_HDR_BYTES], uint64_t deadline_ms,
+                            char *err, size_t errlen);
+
+/* The accepted connections of a listener that have not yet answered its
+ * challenge. Owned by the proxy thread; the owner sets hello_bytes,
+ * secret and purpose before the first round. */
 struct gcoll_tcp_hellos {
   size_t hello_bytes; /* at most GCOLL_TCP_HELLO_MAX */
+  const struct gcoll_auth_secret *secret;
+  const char *purpose;
+  uint64_t paused_until_ms; /* accept() hit the descriptor limit */
+  uint64_t refused;         /* hellos whose tag did not verify (diagnostics) */
   int npending;
   struct {
     int fd;
     size_t got;
     uint64_t since_ms;
-    unsigned char buf[GCOLL_TCP_HELLO_MAX];
+    unsigned char nonce[GCOLL_AUTH_NONCE_BYTES];
+    unsigned char buf[GCOLL_TCP_HELLO_MAX + GCOLL_AUTH_TAG_BYTES];
   } pending[GCOLL_TCP_MAX_PENDING];
 };
 
-/* Takes a complete hello and the fd it came on; 0 when it took the fd. */
+/* Takes a verified hello and the fd it came on; 0 when it took the fd. */
 typedef int (*gcoll_tcp_hello_match_fn)(void *ctx, const unsigned char *hello, int fd);
 
 /* One round for the listener's proxy entry: accepts what waits on
- * listen_fd (when `readable`), reads hellos without blocking, hands each
- * complete one to match, and closes connections whose hello is refused,
- * cut short, or not complete within timeout_ms. Returns whether anything
- * happened. */
+ * listen_fd (when `readable`) and challenges it, reads answers without
+ * blocking, hands each hello whose tag verifies to match, and closes
+ * connections whose hello is refused, cut short, or not complete within
+ * GCOLL_TCP_HELLO_DEADLINE_MS (after a GCOLL_TCP_PROTO_REFUSED header when
+ * the tag was wrong, so a misconfigured rank fails at once instead of
+ * retrying; a stranger learns nothing it did not know). Returns whether
+ * anything happened. */
 int gcoll_tcp_hellos_progress(struct gcoll_tcp_hellos *h, int listen_fd, int readable,
-                              uint64_t timeout_ms, gcoll_tcp_hello_match_fn match, void *ctx);
+                              gcoll_tcp_hello_match_fn match, void *ctx);
+
+/* The events the listener's proxy entry should poll for now: none while
+ * accepting is paused after EMFILE. */
+short gcoll_tcp_hellos_listen_events(const struct gcoll_tcp_hellos *h);
 
 /* Closes the connections still waiting for their hello. */
 void gcoll_tcp_hellos_close(struct gcoll_tcp_hellos *h);

@@ -4,6 +4,7 @@
 libgcoll_la_SOURCES += src/runtime/transport.h src/runtime/transport.c \
 	src/runtime/transport_shm.c src/runtime/net_socket.c \
 	src/runtime/net_tcp.h src/runtime/net_tcp.c \
+	src/runtime/auth.h src/runtime/auth.c \
 	src/runtime/proxy.h src/runtime/proxy.c
 
 if HAVE_CMOCKA
@@ -12,4 +13,12 @@ TESTS += tests/unit/test_transport
 tests_unit_test_transport_SOURCES = tests/unit/test_transport.c
 tests_unit_test_transport_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_transport_LDADD = $(UNIT_LDADD)
+endif
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_auth
+TESTS += tests/unit/test_auth
+tests_unit_test_auth_SOURCES = tests/unit/test_auth.c
+tests_unit_test_auth_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_auth_LDADD = $(UNIT_LDADD)
 endif

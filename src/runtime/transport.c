@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,29 +47,41 @@ int gcoll_transport_from_env(const struct gcoll_transport_ops **ops, char *err, 
   return -1;
 }
 
-uint64_t gcoll_transport_job_hash(const char *job_key) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const unsigned char *s = (const unsigned char *)(job_key ? job_key : ""); *s; s++) {
-    h ^= *s;
-    h *= 0x100000001b3ull;
+int gcoll_shm_random_name(char name[GCOLL_SHM_NAME_MAX], char *err, size_t errlen) {
+  unsigned char raw[16];
+  if (gcoll_auth_nonce(raw, err, errlen) != 0) return -1;
+  int n = snprintf(name, GCOLL_SHM_NAME_MAX, "/gcoll-%d-", (int)getpid());
+  for (int i = 0; i < 16; i++) n += snprintf(name + n, GCOLL_SHM_NAME_MAX - (size_t)n, "%02x", raw[i]);
+  return 0;
+}
+
+int gcoll_shm_name_valid(const char *name) {
+  int pid = 0, used = 0;
+  if (strncmp(name, "/gcoll-", 7) != 0 || sscanf(name + 7, "%d-%n", &pid, &used) != 1 ||
+      used == 0 || pid <= 0)
+    return 0;
+  const char *hex = name + 7 + used;
+  return strlen(hex) == 32 && strspn(hex, "0123456789abcdef") == 32;
+}
+
+int gcoll_shm_cleanup(void) {
+  int dfd = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+  if (d == NULL) {
+    if (dfd >= 0) close(dfd);
+    return 0;
   }
-  return h;
-}
-
-void gcoll_shm_name_prefix(const char *job_key, char *buf, size_t len) {
-  snprintf(buf, len, "gcoll-%016llx-", (unsigned long long)gcoll_transport_job_hash(job_key));
-}
-
-int gcoll_shm_cleanup(const char *job_key) {
-  char prefix[64], name[320];
-  gcoll_shm_name_prefix(job_key, prefix, sizeof(prefix));
-  DIR *d = opendir("/dev/shm");
-  if (d == NULL) return 0;
   int removed = 0;
   struct dirent *de;
+  char name[320];
   while ((de = readdir(d)) != NULL) {
-    if (strncmp(de->d_name, prefix, strlen(prefix)) != 0) continue;
     snprintf(name, sizeof(name), "/%s", de->d_name);
+    struct stat st;
+    int pid = 0;
+    if (!gcoll_shm_name_valid(name) || sscanf(name, "/gcoll-%d-", &pid) != 1 ||
+        fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid() ||
+        gcoll_process_alive(pid, 0))
+      continue;
     if (shm_unlink(name) == 0) removed++;
   }
   closedir(d);
@@ -191,7 +204,16 @@ int gcoll_transport_base_init(struct gcoll_transport *t, const struct gcoll_tran
   snprintf(t->job_key, sizeof(t->job_key), "%s", cfg->job_key);
   t->cfg.job_key = t->job_key;
   if (t->cfg.timeout_ms == 0) t->cfg.timeout_ms = 60000;
-  t->job_hash = gcoll_transport_job_hash(t->job_key);
+  unsigned char tag[GCOLL_AUTH_SECRET_BYTES];
+  struct gcoll_auth_secret tag_secret;
+  if (gcoll_auth_derive(t->job_key, strlen(t->job_key), GCOLL_AUTH_LABEL_CONN, &t->conn_secret,
+                        err, errlen) != 0 ||
+      gcoll_auth_derive(t->job_key, strlen(t->job_key), "gcoll job tag v1", &tag_secret, err,
+                        errlen) != 0)
+    return -1;
+  memcpy(tag, tag_secret.bytes, sizeof(tag));
+  t->job_hash = 0;
+  for (int i = 0; i < 8; i++) t->job_hash = t->job_hash << 8 | tag[i];
   t->pid = (int)getpid();
   t->start_ticks = gcoll_process_start_ticks(t->pid);
   if (cfg->proxy != NULL) gcoll_proxy_retain(cfg->proxy);

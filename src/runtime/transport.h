@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "kernels/fifo.h"
+#include "runtime/auth.h"
 
 #define GCOLL_CONN_ADDR_MAX 128
 
@@ -45,7 +46,8 @@ struct gcoll_proxy;
 struct gcoll_transport_config {
   int rank;
   int nranks;
-  const char *job_key;       /* unique per job: shm names derive from it */
+  const char *job_key;       /* the job's secret key: hellos are authenticated with
+                                a secret derived from it (auth.h) */
   size_t slot_bytes;         /* SIMPLE slot size of every FIFO */
   _Atomic int *abort_word;   /* set to gcollRemoteError when a peer dies */
   _Atomic int *failed_peer;  /* rank of the first dead peer, -1 */
@@ -112,6 +114,11 @@ struct gcoll_transport {
   const struct gcoll_transport_ops *ops;
   struct gcoll_transport_config cfg; /* cfg.job_key points at job_key */
   char job_key[GCOLL_JOB_KEY_MAX];
+  /* Secret of this job's connection hellos (auth.h), from the job key. */
+  struct gcoll_auth_secret conn_secret;
+  /* Identifies the job in addresses, which travel through the (already
+   * authenticated) bootstrap, so that an address of another job is named
+   * as such; an HMAC of the key, so it reveals nothing about it. */
   uint64_t job_hash;
   int pid;
   uint64_t start_ticks;              /* this process's /proc starttime */
@@ -127,18 +134,23 @@ int gcoll_transport_base_init(struct gcoll_transport *t, const struct gcoll_tran
 /* Drops the proxy reference taken by gcoll_transport_base_init. */
 void gcoll_transport_base_fini(struct gcoll_transport *t);
 
-/* 64-bit FNV-1a of the job key: identifies the job in addresses, hellos and
- * shm names without putting the key itself on the wire. */
-uint64_t gcoll_transport_job_hash(const char *job_key);
+/* Shared-memory names carry nothing about the job (an attacker who lists
+ * /dev/shm learns only that a process has segments): "/gcoll-<pid of the
+ * creating process>-<128 random bits in hex>". The receiver publishes the
+ * name through the authenticated bootstrap. */
+#define GCOLL_SHM_NAME_MAX 64
+/* A fresh name for a segment this process creates. 0, or -1 with one line
+ * in err. */
+int gcoll_shm_random_name(char name[GCOLL_SHM_NAME_MAX], char *err, size_t errlen);
+/* Whether name has the shape gcoll_shm_random_name gives. */
+int gcoll_shm_name_valid(const char *name);
 
-/* Prefix of every shm name of a job, without the leading slash
- * ("gcoll-<16 hex digits>-"): what /dev/shm entries of the job start with. */
-void gcoll_shm_name_prefix(const char *job_key, char *buf, size_t len);
-
-/* Removes every shm name of the job that is still linked (normally none: a
- * name lives only until the sender mapped it). For a launcher after a job
- * that crashed during connection setup. Returns the number removed. */
-int gcoll_shm_cleanup(const char *job_key);
+/* Removes every gcoll shm name that this user owns and whose creating
+ * process is gone (normally none: a name lives only until the sender
+ * mapped it). For a launcher after a job that crashed during connection
+ * setup; the names of live processes, of this job or another, stay.
+ * Returns the number removed. */
+int gcoll_shm_cleanup(void);
 
 /* Records a dead or misbehaving peer: first failure wins the failed_peer
  * slot; the abort word gets gcollRemoteError unless already set. */

@@ -1,8 +1,11 @@
 /* shm: the receiver's FIFO is a POSIX shm segment that the sender maps.
  *
- * The receiver creates the segment (O_EXCL, 0600, named from the job hash,
- * the rank pair and the connection id), so the FIFO memory is first touched
- * by the reader. The segment holds the FIFO followed by a small control
+ * The receiver creates the segment (O_EXCL, 0600, under a random name that
+ * says nothing about the job: transport.h), so the FIFO memory is first
+ * touched by the reader, and publishes the name in its address through the
+ * authenticated bootstrap. Nobody else can guess the name to squat it
+ * first, and the sender maps only a segment that its own user created with
+ * mode 0600, so a segment planted by another user is refused. The segment holds the FIFO followed by a small control
  * block the two processes use to find and watch each other: the sender
  * writes its pid there when it attaches, and each side sets a "closed" flag
  * when it closes cleanly.
@@ -14,7 +17,8 @@
  * unlinks it again in recv_complete and conn_close (ENOENT is expected),
  * which covers a sender that never arrives. A receiver that crashes before
  * its sender attached leaves the name until the sender maps it; for a whole
- * job that dies during setup, gcoll_shm_cleanup() removes its names.
+ * job that dies during setup, gcoll_shm_cleanup() removes the names its
+ * processes created.
  *
  * Dead peers: the proxy's check callback (every ~100 ms) tests the peer's
  * pid (kill(pid, 0), zombie state and start time from /proc, so neither an
@@ -38,8 +42,8 @@
 
 #define SHM_ADDR_MAGIC 0x48534347u /* "GCSH" */
 #define SHM_CTL_MAGIC 0x4c544347u  /* "GCTL" */
-#define SHM_VERSION 1
-#define SHM_NAME_MAX 64
+#define SHM_VERSION 2
+#define SHM_NAME_MAX GCOLL_SHM_NAME_MAX
 /* Values of the closed flags. A side that closes while its communicator is
  * in error (its abort word is set) did not finish the collective protocol,
  * so its peer must fail now rather than wait for a deadline. */
@@ -97,13 +101,6 @@ static size_t ctl_offset(size_t slot_bytes) {
 static size_t segment_bytes(size_t slot_bytes) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   return (ctl_offset(slot_bytes) + sizeof(struct shm_ctl) + page - 1) / page * page;
-}
-
-static void segment_name(const struct gcoll_transport *t, int sender, int receiver,
-                         uint32_t conn_id, char *buf, size_t len) {
-  char prefix[48];
-  gcoll_shm_name_prefix(t->job_key, prefix, sizeof(prefix));
-  snprintf(buf, len, "/%s%d-%d-%u", prefix, sender, receiver, conn_id);
 }
 
 static void shm_check(struct gcoll_proxy_entry *e) {
@@ -172,8 +169,9 @@ static int create_segment(struct gcoll_transport *t, struct shm_conn *c, char *e
     snprintf(err, errlen, "shm_open %s: %s", c->name, strerror(errno));
     return -1;
   }
-  if (ftruncate(fd, (off_t)bytes) != 0) {
-    snprintf(err, errlen, "ftruncate %s to %zu bytes: %s", c->name, bytes, strerror(errno));
+  /* The sender refuses anything but 0600, whatever this process's umask. */
+  if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)bytes) != 0) {
+    snprintf(err, errlen, "sizing %s to %zu bytes: %s", c->name, bytes, strerror(errno));
     close(fd);
     shm_unlink(c->name);
     return -1;
@@ -212,8 +210,7 @@ static int shm_recv_setup(struct gcoll_transport *t, int peer, uint32_t conn_id,
   }
   c->t = t;
   c->peer = peer;
-  segment_name(t, peer, t->cfg.rank, conn_id, c->name, sizeof(c->name));
-  if (create_segment(t, c, err, errlen) != 0) {
+  if (gcoll_shm_random_name(c->name, err, errlen) != 0 || create_segment(t, c, err, errlen) != 0) {
     free(c);
     return -1;
   }
@@ -255,8 +252,6 @@ static int parse_addr(const struct gcoll_transport *t, int peer, uint32_t conn_i
     return -1;
   }
   memcpy(a, addr, sizeof(*a));
-  char expected[SHM_NAME_MAX];
-  segment_name(t, t->cfg.rank, peer, conn_id, expected, sizeof(expected));
   if (a->magic != SHM_ADDR_MAGIC || a->version != SHM_VERSION)
     snprintf(err, errlen, "not a gcoll shm address (version %u)", a->version);
   else if (a->job_hash != t->job_hash)
@@ -268,9 +263,9 @@ static int parse_addr(const struct gcoll_transport *t, int peer, uint32_t conn_i
   else if (a->slot_bytes != t->cfg.slot_bytes || a->seg_bytes != segment_bytes(t->cfg.slot_bytes))
     snprintf(err, errlen, "shm FIFO slot size %llu differs from ours (%zu)",
              (unsigned long long)a->slot_bytes, t->cfg.slot_bytes);
-  else if (memchr(a->name, '\0', sizeof(a->name)) == NULL || strcmp(a->name, expected) != 0)
-    snprintf(err, errlen, "shm address names segment '%.*s', expected '%s'",
-             (int)strnlen(a->name, sizeof(a->name)), a->name, expected);
+  else if (memchr(a->name, '\0', sizeof(a->name)) == NULL || !gcoll_shm_name_valid(a->name))
+    snprintf(err, errlen, "shm address names segment '%.*s', not a gcoll segment name",
+             (int)strnlen(a->name, sizeof(a->name)), a->name);
   else
     return 0;
   return -1;
@@ -278,15 +273,25 @@ static int parse_addr(const struct gcoll_transport *t, int peer, uint32_t conn_i
 
 /* Maps the receiver's segment and unlinks its name (see the top comment). */
 static int map_segment(struct shm_conn *c, const struct shm_addr *a, char *err, size_t errlen) {
-  int fd = shm_open(a->name, O_RDWR | O_CLOEXEC, 0);
+  int fd = shm_open(a->name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
   if (fd < 0) {
     snprintf(err, errlen, "shm_open %s: %s (did the receiver close or die?)", a->name,
              strerror(errno));
     return -1;
   }
-  shm_unlink(a->name);
   struct stat st;
-  if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != a->seg_bytes) {
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & 07777) != 0600) {
+    /* Not what our receiver created: someone else's segment under that
+     * name. Leave it linked (it is not ours to remove) and refuse it. */
+    snprintf(err, errlen, "shm segment %s is owned by uid %u with mode %04o, not by us (uid %u) "
+             "with 0600: refusing a segment another user planted", a->name,
+             (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+    close(fd);
+    return -1;
+  }
+  shm_unlink(a->name);
+  if ((uint64_t)st.st_size != a->seg_bytes) {
     snprintf(err, errlen, "shm segment %s has %lld bytes, expected %llu", a->name,
              (long long)st.st_size, (unsigned long long)a->seg_bytes);
     close(fd);

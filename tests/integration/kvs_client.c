@@ -156,7 +156,8 @@ static int mode_wrong_key(void) {
     gcoll_bootstrap_close(bs);
     return fail("a wrong job key was accepted");
   }
-  if (strstr(err, "wrong job key") == NULL) return fail("unexpected refusal: %s", err);
+  if (strstr(err, "not signed with this job's key") == NULL)
+    return fail("unexpected refusal: %s", err);
   printf("%s\n", err);
   return 0;
 }

@@ -187,7 +187,7 @@ check "temp plan dirs removed after signals" no_leftover_dirs
 # ---- the KVS refuses strangers and bounds every wait ------------------------
 run "$RUN" -n 2 "$CLIENT" --wrong-key
 check "wrong job key refused by the server ($(errtext))" [ "$rc" -eq 0 ]
-check "wrong job key: reason printed" [ "$(grep -c 'wrong job key' "$tmp/out")" -eq 2 ]
+check "wrong job key: reason printed" [ "$(grep -c "not signed with this job's key" "$tmp/out")" -eq 2 ]
 
 start=$(date +%s)
 run env GCOLL_TIMEOUT=1 "$RUN" -n 2 "$CLIENT" --get-missing
@@ -204,13 +204,13 @@ raw_kvs() {
 }
 raw_kvs 'GARBAGEGARBAGE!!'
 check "KVS: bad magic refused and closed ($(errtext))" eval '[ "$rc" -eq 0 ] && grep -q "bad magic" "$tmp/out"'
-raw_kvs 'gcKV\x00\x01\x00\x02\x00\x00\x00\x00\x7f\xff\xff\xff'
+raw_kvs 'gcKV\x00\x02\x00\x02\x00\x00\x00\x00\x7f\xff\xff\xff'
 check "KVS: oversized body refused and closed" eval '[ "$rc" -eq 0 ] && grep -q "exceeds the limit" "$tmp/out"'
-raw_kvs 'gcKV\x00\x02\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00'
-check "KVS: other protocol version refused" eval '[ "$rc" -eq 0 ] && grep -q "protocol version 2" "$tmp/out"'
-# A well-formed PUT before HELLO, with the wrong job key: refused.
-raw_kvs 'gcKV\x00\x01\x00\x02\x00\x00\x00\x00\x00\x00\x00\x0b\x00\x01x\x00\x01k\x00\x00\x00\x01v'
-check "KVS: request with a wrong job key refused" eval '[ "$rc" -eq 0 ] && grep -q "wrong job key" "$tmp/out"'
+raw_kvs 'gcKV\x00\x03\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00'
+check "KVS: other protocol version refused" eval '[ "$rc" -eq 0 ] && grep -q "protocol version 3" "$tmp/out"'
+# A well-formed PUT that skips the authenticated HELLO: refused and closed.
+raw_kvs 'gcKV\x00\x02\x00\x02\x00\x00\x00\x00\x00\x00\x00\x08\x00\x01k\x00\x00\x00\x01v'
+check "KVS: request before an authenticated hello refused" eval '[ "$rc" -eq 0 ] && grep -q "put before hello" "$tmp/out"'
 
 # The KVS client outside gcollrun: one-line reasons, no hang.
 run env -u GCOLL_KVS_ADDR "$CLIENT"

@@ -108,10 +108,10 @@ static void *rank_thread(void *arg) {
   return NULL;
 }
 
-/* Entries of /dev/shm that start with the job's prefix. */
-static int shm_left(const char *job_key) {
+/* Entries of /dev/shm that this process (all its ranks are threads) made. */
+static int shm_left(void) {
   char prefix[64];
-  gcoll_shm_name_prefix(job_key, prefix, sizeof(prefix));
+  snprintf(prefix, sizeof(prefix), "gcoll-%d-", (int)getpid());
   DIR *d = opendir("/dev/shm");
   if (d == NULL) return 0;
   int n = 0;
@@ -160,7 +160,7 @@ static void initall_run(int n) {
     if (jobs[i].bad) fail_msg("%d ranks: rank %d: %ld wrong elements or calls", n, i, jobs[i].bad);
     assert_int_equal(gcollCommDestroy(comms[i]), gcollSuccess);
   }
-  assert_int_equal(shm_left(key), 0);
+  assert_int_equal(shm_left(), 0);
   assert_int_equal(plan_dirs_left(), 0);
 }
 
@@ -303,15 +303,22 @@ static void test_uid_bad(void **state) {
   unsetenv("GCOLL_NODES");
 }
 
-/* The store listens where the socket transport would, so that ranks on
- * other hosts can reach it: the id names that address. */
+/* A job on one host (no GCOLL_NODES) gets a store on loopback, which no
+ * other host can reach, whatever interface the transports use. A job on
+ * several hosts gets it where the socket transport would listen, so that
+ * their ranks can reach it: the id names that address. */
 static void test_uid_address(void **state) {
   (void)state;
   gcollUniqueId id;
-  setenv("GCOLL_SOCKET_IFADDR", "127.0.0.1", 1);
+  setenv("GCOLL_SOCKET_IFADDR", "::1", 1);
+  unsetenv("GCOLL_NODES");
   assert_int_equal(gcollGetUniqueId(&id), gcollSuccess);
   assert_non_null(strstr(id.internal, " 127.0.0.1:"));
   assert_int_equal(uid_rank(id, 1, 0), 0);
+  setenv("GCOLL_NODES", "2", 1);
+  setenv("GCOLL_SOCKET_IFADDR", "127.0.0.1", 1);
+  assert_int_equal(gcollGetUniqueId(&id), gcollSuccess);
+  assert_non_null(strstr(id.internal, " 127.0.0.1:"));
   setenv("GCOLL_SOCKET_IFADDR", "::1", 1);
   assert_int_equal(gcollGetUniqueId(&id), gcollSystemError);
   assert_non_null(strstr(gcollGetLastError(NULL), "IPv4"));
@@ -320,6 +327,7 @@ static void test_uid_address(void **state) {
   assert_int_equal(gcollGetUniqueId(&id), gcollSystemError);
   assert_non_null(strstr(gcollGetLastError(NULL), "no-such-interface0"));
   unsetenv("GCOLL_SOCKET_IFADDR");
+  unsetenv("GCOLL_NODES");
 }
 
 static int setup(void **state) {

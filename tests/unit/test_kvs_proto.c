@@ -22,7 +22,8 @@ static uint32_t rnd(void) {
 }
 
 static uint8_t msg[KVS_MAX_MSG + 64];
-static char keybuf[KVS_MAX_KEY + 8], jkbuf[KVS_MAX_JOB_KEY + 8];
+static char keybuf[KVS_MAX_KEY + 8];
+static uint8_t noncebuf[KVS_NONCE_BYTES], tagbuf[KVS_TAG_BYTES];
 static uint8_t valbuf[KVS_MAX_VALUE + 8];
 
 static void random_printable(char *s, size_t n) {
@@ -33,9 +34,10 @@ static struct kvs_request random_request(void) {
   struct kvs_request r;
   memset(&r, 0, sizeof(r));
   r.op = (enum kvs_op)(KVS_OP_HELLO + rnd() % KVS_OP_LAST);
-  r.job_key_len = 1 + rnd() % KVS_MAX_JOB_KEY;
-  random_printable(jkbuf, r.job_key_len);
-  r.job_key = jkbuf;
+  for (size_t i = 0; i < sizeof(noncebuf); i++) noncebuf[i] = (uint8_t)rnd();
+  for (size_t i = 0; i < sizeof(tagbuf); i++) tagbuf[i] = (uint8_t)rnd();
+  r.nonce = noncebuf;
+  r.tag = tagbuf;
   r.key_len = 1 + (rnd() % 4 == 0 ? KVS_MAX_KEY - 1 : rnd() % 40);
   random_printable(keybuf, r.key_len);
   r.key = keybuf;
@@ -66,8 +68,6 @@ static void test_round_trip(void **state) {
     assert_true(n >= KVS_HEADER_LEN);
     assert_int_equal(decode_msg(msg, n, &d, err), 0);
     assert_int_equal(d.op, r.op);
-    assert_memory_equal(d.job_key, r.job_key, r.job_key_len);
-    assert_int_equal(d.job_key_len, r.job_key_len);
     if (r.op == KVS_OP_PUT || r.op == KVS_OP_GET) {
       assert_int_equal(d.key_len, r.key_len);
       assert_memory_equal(d.key, r.key, r.key_len);
@@ -79,6 +79,8 @@ static void test_round_trip(void **state) {
     if (r.op == KVS_OP_HELLO) {
       assert_int_equal(d.rank, r.rank);
       assert_int_equal(d.nranks, r.nranks);
+      assert_memory_equal(d.nonce, r.nonce, KVS_NONCE_BYTES);
+      assert_memory_equal(d.tag, r.tag, KVS_TAG_BYTES);
     }
     if (r.op == KVS_OP_GET || r.op == KVS_OP_FENCE || r.op == KVS_OP_BARRIER)
       assert_int_equal(d.timeout_ms, r.timeout_ms);
@@ -120,31 +122,31 @@ static void test_oversized_fields(void **state) {
   random_printable(keybuf, r.key_len);
   assert_int_equal(kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err)), 0);
   r.key_len = 10;
-  r.job_key_len = KVS_MAX_JOB_KEY + 1;
-  assert_int_equal(kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err)), 0);
-  r.job_key_len = 0;
+  r.op = KVS_OP_HELLO;
+  r.tag = NULL;                                      /* a hello must be signed */
   assert_int_equal(kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err)), 0);
 
-  /* Hand-built bodies with oversized lengths: value, key, job key. */
+  /* Hand-built bodies with oversized lengths: value, key. */
   uint8_t b[64];
   size_t o = 0;
-  b[o++] = 0; b[o++] = 1; b[o++] = 'k';             /* job key "k" */
   b[o++] = 0; b[o++] = 1; b[o++] = 'a';             /* key "a" */
   uint32_t big = KVS_MAX_VALUE + 1;
   b[o++] = (uint8_t)(big >> 24); b[o++] = (uint8_t)(big >> 16);
   b[o++] = (uint8_t)(big >> 8); b[o++] = (uint8_t)big;
   assert_int_equal(kvs_request_decode(KVS_OP_PUT, b, o, &d, err, sizeof(err)), -1);
   assert_non_null(strstr(err, "exceeds the limit"));
-  uint8_t kb[] = {0, 1, 'k', 0x01, 0x01, 'a'};      /* key length 257 */
+  uint8_t kb[] = {0x01, 0x01, 'a'};                  /* key length 257 */
   assert_int_equal(kvs_request_decode(KVS_OP_GET, kb, sizeof(kb), &d, err, sizeof(err)), -1);
-  uint8_t jb[] = {0, 65, 'k'};                       /* job key length 65 */
+  uint8_t jb[] = {0, 1, 'k'};                        /* a bye carries nothing */
   assert_int_equal(kvs_request_decode(KVS_OP_BYE, jb, sizeof(jb), &d, err, sizeof(err)), -1);
-  uint8_t sp[] = {0, 1, 'k', 0, 3, 'a', ' ', 'b', 0, 0, 0, 1}; /* key with a space */
+  uint8_t sp[] = {0, 3, 'a', ' ', 'b', 0, 0, 0, 1};  /* key with a space */
   assert_int_equal(kvs_request_decode(KVS_OP_GET, sp, sizeof(sp), &d, err, sizeof(err)), -1);
-  uint8_t to[] = {0, 1, 'k', 0xff, 0xff, 0xff, 0xff};          /* absurd timeout */
+  uint8_t to[] = {0xff, 0xff, 0xff, 0xff};           /* absurd timeout */
   assert_int_equal(kvs_request_decode(KVS_OP_BARRIER, to, sizeof(to), &d, err, sizeof(err)), -1);
-  uint8_t hr[] = {0, 1, 'k', 0, 0, 0, 5, 0, 0, 0, 5};          /* rank 5 of 5 */
+  uint8_t hr[KVS_HELLO_BODY] = {0, 0, 0, 5, 0, 0, 0, 5};  /* rank 5 of 5 */
   assert_int_equal(kvs_request_decode(KVS_OP_HELLO, hr, sizeof(hr), &d, err, sizeof(err)), -1);
+  uint8_t hs[8 + KVS_NONCE_BYTES] = {0, 0, 0, 1, 0, 0, 0, 5}; /* hello without its tag */
+  assert_int_equal(kvs_request_decode(KVS_OP_HELLO, hs, sizeof(hs), &d, err, sizeof(err)), -1);
 }
 
 static void test_headers(void **state) {
@@ -161,7 +163,11 @@ static void test_headers(void **state) {
   assert_int_equal(kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
   kvs_header_encode(h, KVS_OP_GET, 1, 0);                /* request with a status */
   assert_int_equal(kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
-  kvs_header_encode(h, KVS_OP_LAST + 1, 0, 0);
+  kvs_header_encode(h, KVS_OP_LAST + 1, 0, 0);       /* the challenge is not a request */
+  assert_int_equal(kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
+  kvs_header_encode(h, KVS_OP_CHALLENGE | KVS_OP_REPLY, 0, KVS_NONCE_BYTES);
+  assert_int_equal(kvs_header_decode(h, 1, &d, err, sizeof(err)), 0);
+  kvs_header_encode(h, KVS_OP_CHALLENGE + 1, 0, 0);
   assert_int_equal(kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
   kvs_header_encode(h, 0, 0, 0);
   assert_int_equal(kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);

@@ -146,7 +146,7 @@ static void test_addr_rejects(void **state) {
                                         sizeof(err)), -1);
   expect_one_line(err, "not a gcoll net/ib address");
   buf[0] ^= 0x20;
-  buf[5] ^= 0x02; /* version */
+  buf[5] ^= 0x01; /* version */
   assert_int_equal(gcoll_ib_addr_decode(buf, GCOLL_IB_ADDR_BYTES, JOB_HASH, 7, 42, SLOT, &b, err,
                                         sizeof(err)), -1);
   expect_one_line(err, "version 3");

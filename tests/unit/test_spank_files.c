@@ -301,6 +301,231 @@ static void test_remove_follows_nothing(void **state) {
   assert_int_equal(gcoll_jobdir_remove(basefd, "absent", err, sizeof(err)), 0);
 }
 
+/* ---- plan directory hardening (issue 13, part 4) ---------------------------- */
+
+static int count_prefix(int dfd, const char *prefix) {
+  DIR *dir = fdopendir(dup(dfd));
+  struct dirent *e;
+  int n = 0;
+  while ((e = readdir(dir)) != NULL) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+  closedir(dir);
+  return n;
+}
+
+static void test_write_temp_name_unpredictable(void **state) {
+  (void)state;
+  /* A temporary named after the pid can be taken in advance: a
+   * directory under that name (unlinkat cannot remove it) made every
+   * write fail. Random names leave nothing to squat. */
+  char err[GCOLL_SPANK_ERRLEN], tmp[128];
+  assert_int_equal(mkdirat(basefd, "wt", 0700), 0);
+  int d = openat(basefd, "wt", O_RDONLY | O_DIRECTORY);
+  snprintf(tmp, sizeof(tmp), ".plan.yaml.%ld.tmp", (long)getpid());
+  assert_int_equal(mkdirat(d, tmp, 0700), 0);
+  mode_t old = umask(0);
+  int rc = gcoll_jobdir_write(d, "plan.yaml", "x", 1, err, sizeof(err));
+  umask(old);
+  assert_int_equal(rc, 0);
+  struct stat st;
+  assert_int_equal(fstatat(d, "plan.yaml", &st, AT_SYMLINK_NOFOLLOW), 0);
+  assert_int_equal(st.st_mode & 07777, 0600); /* even with umask 0 */
+  /* plan.yaml and the planted directory only: no temporary left. */
+  assert_int_equal(count_prefix(d, ".plan.yaml."), 1);
+  close(d);
+}
+
+static void test_belongs_to_job(void **state) {
+  (void)state;
+  assert_true(gcoll_jobdir_belongs_to_job("12.0", 12));
+  assert_true(gcoll_jobdir_belongs_to_job("12.cache", 12));
+  assert_true(gcoll_jobdir_belongs_to_job(".12.3.0123abcd", 12));
+  assert_false(gcoll_jobdir_belongs_to_job("123.0", 12));
+  assert_false(gcoll_jobdir_belongs_to_job("12.", 12));
+  assert_false(gcoll_jobdir_belongs_to_job("12", 12));
+  assert_false(gcoll_jobdir_belongs_to_job("x12.0", 12));
+  assert_false(gcoll_jobdir_belongs_to_job(".refused.12.0", 12));
+}
+
+static void test_nonce(void **state) {
+  (void)state;
+  char a[GCOLL_SPANK_NONCE_LEN + 1], b[GCOLL_SPANK_NONCE_LEN + 1], err[GCOLL_SPANK_ERRLEN];
+  assert_int_equal(gcoll_jobdir_nonce(a, sizeof(a), err, sizeof(err)), 0);
+  assert_int_equal(gcoll_jobdir_nonce(b, sizeof(b), err, sizeof(err)), 0);
+  assert_int_equal(strlen(a), GCOLL_SPANK_NONCE_LEN);
+  assert_int_equal(strspn(a, "0123456789abcdef"), GCOLL_SPANK_NONCE_LEN);
+  assert_string_not_equal(a, b);
+  assert_int_equal(gcoll_jobdir_nonce(a, 8, err, sizeof(err)), -1);
+}
+
+static void pd_stat(int pd, const char *name, struct stat *st) {
+  assert_int_equal(fstatat(pd, name, st, AT_SYMLINK_NOFOLLOW), 0);
+}
+
+static void test_user_parent(void **state) {
+  (void)state;
+  if (geteuid() != 0) {
+    printf("skipped: per-uid directories are made by root\n");
+    return;
+  }
+  char err[GCOLL_SPANK_ERRLEN], moved[64], p[400], q[400], name[16];
+  struct stat st;
+  int fd = -1;
+  assert_int_equal(mkdirat(basefd, "pd", 01777), 0);
+  snprintf(p, sizeof(p), "%s/pd", base);
+  assert_int_equal(chmod(p, 01777), 0);
+  int pd = openat(basefd, "pd", O_RDONLY | O_DIRECTORY);
+  snprintf(name, sizeof(name), "%u", OTHER_UID);
+
+  /* Missing: made for the user, 0700, nothing moved. */
+  assert_int_equal(gcoll_jobdir_user_parent(pd, OTHER_UID, OTHER_UID, moved, sizeof(moved), err,
+                                            sizeof(err)), 0);
+  assert_string_equal(moved, "");
+  pd_stat(pd, name, &st);
+  assert_true(S_ISDIR(st.st_mode));
+  assert_int_equal(st.st_uid, OTHER_UID);
+  assert_int_equal(st.st_mode & 07777, 0700);
+  assert_int_equal(gcoll_jobdir_open_user(pd, OTHER_UID, &fd, err, sizeof(err)), 0);
+  close(fd);
+
+  /* The user's own, opened up by the user: closed again, content kept. */
+  snprintf(q, sizeof(q), "%s/pd/%s", base, name);
+  assert_int_equal(chmod(q, 0755), 0);
+  assert_int_equal(gcoll_jobdir_open_user(pd, OTHER_UID, &fd, err, sizeof(err)), -1);
+  write_plain("pd/65534/7.cache", "mine");
+  assert_int_equal(gcoll_jobdir_user_parent(pd, OTHER_UID, OTHER_UID, moved, sizeof(moved), err,
+                                            sizeof(err)), 0);
+  assert_string_equal(moved, "");
+  pd_stat(pd, name, &st);
+  assert_int_equal(st.st_mode & 07777, 0700);
+  assert_string_equal(slurp("pd/65534/7.cache"), "mine");
+
+  /* Squatted by another user, with a planted plan: moved aside whole, a
+   * fresh empty directory takes the name. */
+  assert_int_equal(gcoll_jobdir_user_parent(pd, 4242, 4242, moved, sizeof(moved), err,
+                                            sizeof(err)), 0);
+  assert_int_equal(mkdirat(pd, "4243", 0755), 0);
+  write_plain("pd/4243/9.0", "planted");
+  snprintf(q, sizeof(q), "%s/pd/4243", base);
+  assert_int_equal(chown(q, 4242, 4242), 0);
+  assert_int_equal(gcoll_jobdir_open_user(pd, 4243, &fd, err, sizeof(err)), -1);
+  assert_non_null(strstr(err, "owned by uid 4242"));
+  assert_int_equal(gcoll_jobdir_user_parent(pd, 4243, 4243, moved, sizeof(moved), err,
+                                            sizeof(err)), 0);
+  assert_int_equal(strncmp(moved, ".4243.refused.", 14), 0);
+  pd_stat(pd, moved, &st);
+  assert_int_equal(st.st_uid, 4242);
+  assert_int_equal(gcoll_jobdir_open_user(pd, 4243, &fd, err, sizeof(err)), 0);
+  assert_int_equal(count_prefix(fd, "9.0"), 0);
+  close(fd);
+
+  /* A symlink to another user's directory, and a plain file: moved, the
+   * link's target untouched. */
+  snprintf(p, sizeof(p), "%s/pd/4242", base);
+  snprintf(q, sizeof(q), "%s/pd/4244", base);
+  assert_int_equal(symlink(p, q), 0);
+  assert_int_equal(gcoll_jobdir_user_parent(pd, 4244, 4244, moved, sizeof(moved), err,
+                                            sizeof(err)), 0);
+  assert_int_not_equal(moved[0], '\0');
+  pd_stat(pd, "4242", &st);
+  assert_int_equal(st.st_uid, 4242);
+  pd_stat(pd, "4244", &st);
+  assert_true(S_ISDIR(st.st_mode));
+  assert_int_equal(st.st_uid, 4244);
+  write_plain("pd/4245", "a file");
+  assert_int_equal(gcoll_jobdir_user_parent(pd, 4245, 4245, moved, sizeof(moved), err,
+                                            sizeof(err)), 0);
+  pd_stat(pd, "4245", &st);
+  assert_true(S_ISDIR(st.st_mode));
+
+  /* Root's own 0700 directory: a step of the same user making it at the
+   * same time. Handed over, not moved. */
+  assert_int_equal(mkdirat(pd, "4246", 0700), 0);
+  assert_int_equal(gcoll_jobdir_user_parent(pd, 4246, 4246, moved, sizeof(moved), err,
+                                            sizeof(err)), 0);
+  assert_string_equal(moved, "");
+  pd_stat(pd, "4246", &st);
+  assert_int_equal(st.st_uid, 4246);
+  close(pd);
+}
+
+static void test_fresh_replaces_leftovers(void **state) {
+  (void)state;
+  char err[GCOLL_SPANK_ERRLEN], nonce[GCOLL_SPANK_NONCE_LEN + 1], seen[GCOLL_SPANK_NONCE_LEN + 1];
+  char p[400], q[400];
+  int fd = -1, j = -1;
+  uid_t u = geteuid();
+  gid_t g = getegid();
+  assert_int_equal(mkdirat(basefd, "fr", 0700), 0);
+  int ud = openat(basefd, "fr", O_RDONLY | O_DIRECTORY);
+  /* Not made yet: the other nodes wait. */
+  assert_int_equal(gcoll_jobdir_join(ud, "30.0", u, g, &j, seen, sizeof(seen), err, sizeof(err)),
+                   1);
+  /* An earlier run's complete directory (a requeue). */
+  assert_int_equal(mkdirat(ud, "30.0", 0700), 0);
+  write_plain("fr/30.0/plan.yaml", "stale plan");
+  write_plain("fr/30.0/nonce", "0123456789abcdef0123456789abcdef");
+  assert_int_equal(mkdirat(basefd, "fr/30.0/nodes", 0700), 0);
+  write_plain("fr/30.0/nodes/1.yaml", "old");
+  assert_int_equal(gcoll_jobdir_join(ud, "30.0", u, g, &j, seen, sizeof(seen), err, sizeof(err)),
+                   0);
+  assert_string_equal(seen, "0123456789abcdef0123456789abcdef");
+  close(j);
+  assert_int_equal(gcoll_jobdir_nonce(nonce, sizeof(nonce), err, sizeof(err)), 0);
+  assert_int_equal(gcoll_jobdir_fresh(ud, "30.0", nonce, u, g, &fd, err, sizeof(err)), 0);
+  assert_null(slurp("fr/30.0/plan.yaml"));
+  assert_null(slurp("fr/30.0/nodes/1.yaml"));
+  assert_string_equal(slurp("fr/30.0/nonce"), nonce);
+  struct stat st;
+  assert_int_equal(fstatat(fd, "topo", &st, AT_SYMLINK_NOFOLLOW), 0);
+  assert_int_equal(st.st_mode & 07777, 0700);
+  assert_int_equal(fstat(fd, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0700);
+  assert_int_equal(count_prefix(ud, ".30.0."), 0); /* the temporary was renamed */
+  /* The other nodes now see the fresh nonce, and notice a replacement. */
+  assert_int_equal(gcoll_jobdir_join(ud, "30.0", u, g, &j, seen, sizeof(seen), err, sizeof(err)),
+                   0);
+  assert_string_equal(seen, nonce);
+  close(j);
+  close(fd);
+
+  /* A link left under the step's name: removed, its target kept. */
+  assert_int_equal(mkdirat(basefd, "fr-target", 0700), 0);
+  write_plain("fr-target/keep", "keep");
+  snprintf(p, sizeof(p), "%s/fr-target", base);
+  snprintf(q, sizeof(q), "%s/fr/31.0", base);
+  assert_int_equal(symlink(p, q), 0);
+  assert_int_equal(gcoll_jobdir_join(ud, "31.0", u, g, &j, seen, sizeof(seen), err, sizeof(err)),
+                   -1);
+  assert_int_equal(gcoll_jobdir_fresh(ud, "31.0", nonce, u, g, &fd, err, sizeof(err)), 0);
+  close(fd);
+  assert_string_equal(slurp("fr-target/keep"), "keep");
+  assert_int_equal(fstatat(ud, "31.0", &st, AT_SYMLINK_NOFOLLOW), 0);
+  assert_true(S_ISDIR(st.st_mode));
+
+  /* A directory without a nonce (not node 0's) is not joined; a
+   * malformed nonce is refused. */
+  assert_int_equal(mkdirat(ud, "32.0", 0700), 0);
+  assert_int_equal(gcoll_jobdir_join(ud, "32.0", u, g, &j, seen, sizeof(seen), err, sizeof(err)),
+                   1);
+  write_plain("fr/32.0/nonce", "../../etc/passwd");
+  assert_int_equal(gcoll_jobdir_join(ud, "32.0", u, g, &j, seen, sizeof(seen), err, sizeof(err)),
+                   -1);
+  assert_int_equal(j, -1);
+  close(ud);
+}
+
+static void test_read_absolute_fifo(void **state) {
+  (void)state;
+  /* --gcoll=/path/to/fifo: refused at once, not read (it would block). */
+  char err[GCOLL_SPANK_ERRLEN], p[400];
+  char *buf = NULL;
+  size_t len = 0;
+  snprintf(p, sizeof(p), "%s/given.fifo", base);
+  assert_int_equal(mkfifo(p, 0600), 0);
+  assert_int_equal(gcoll_jobdir_read(AT_FDCWD, p, 1024, &buf, &len, err, sizeof(err)), -1);
+  assert_non_null(strstr(err, "not a regular file"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_config),
@@ -314,6 +539,12 @@ int main(void) {
       cmocka_unit_test(test_write_failure_keeps_old),
       cmocka_unit_test(test_read_refuses_link_fifo_and_big),
       cmocka_unit_test(test_remove_follows_nothing),
+      cmocka_unit_test(test_write_temp_name_unpredictable),
+      cmocka_unit_test(test_belongs_to_job),
+      cmocka_unit_test(test_nonce),
+      cmocka_unit_test(test_user_parent),
+      cmocka_unit_test(test_fresh_replaces_leftovers),
+      cmocka_unit_test(test_read_absolute_fifo),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

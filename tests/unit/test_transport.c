@@ -319,9 +319,10 @@ static void unique_job(char *buf, size_t len, const char *what) {
   snprintf(buf, len, "ttrans-%s-%d-%d", what, (int)getpid(), n++);
 }
 
-static int shm_names_left(const char *job) {
+/* Segments that process pid created and that are still linked. */
+static int shm_names_of(pid_t pid) {
   char prefix[64];
-  gcoll_shm_name_prefix(job, prefix, sizeof(prefix));
+  snprintf(prefix, sizeof(prefix), "gcoll-%d-", (int)pid);
   DIR *d = opendir("/dev/shm");
   if (d == NULL) return 0;
   int n = 0;
@@ -364,7 +365,7 @@ static void stream_both_ways(const struct gcoll_transport_ops *ops, size_t slot,
   assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   assert_int_equal(aborted, 0);
   assert_int_equal(atomic_load(&ep.abort_word), 0);
-  assert_int_equal(shm_names_left(job), 0);
+  assert_int_equal(shm_names_of(getpid()) + shm_names_of(pid), 0);
   for (int i = 0; i < 2; i++) {
     close(l.to_child[i]);
     close(l.to_parent[i]);
@@ -450,7 +451,7 @@ static void dead_peer(const struct gcoll_transport_ops *ops, int child_sends) {
   assert_true(detected - last_move < 1500);
   stream_free(&st);
   ep_fini(&ep);
-  assert_int_equal(shm_names_left(job), 0);
+  assert_int_equal(shm_names_of(getpid()) + shm_names_of(pid), 0);
   for (int i = 0; i < 2; i++) {
     close(l.to_child[i]);
     close(l.to_parent[i]);
@@ -476,15 +477,6 @@ static void test_socket_dead_receiver(void **state) {
 
 /* ---- shm names ---------------------------------------------------------------- */
 
-static int name_exists(const char *job, int sender, int receiver, uint32_t id) {
-  char prefix[64], name[128];
-  gcoll_shm_name_prefix(job, prefix, sizeof(prefix));
-  snprintf(name, sizeof(name), "/%s%d-%d-%u", prefix, sender, receiver, id);
-  int fd = shm_open(name, O_RDONLY, 0);
-  if (fd >= 0) close(fd);
-  return fd >= 0;
-}
-
 static void test_shm_names_gone_after_connect_and_close(void **state) {
   (void)state;
   char job[64], err[512];
@@ -496,13 +488,21 @@ static void test_shm_names_gone_after_connect_and_close(void **state) {
   size_t len = sizeof(addr);
   assert_int_equal(a.ops->recv_setup(a.t, 1, 9, &a.recv, addr, &len, err, sizeof(err)), 0);
   a.has_recv = 1;
-  assert_true(name_exists(job, 1, 0, 9));
-  assert_int_equal(shm_names_left(job), 1);
+  /* The name says who made it and nothing about the job. */
+  char name[GCOLL_SHM_NAME_MAX + 1] = "";
+  for (size_t i = 0; i + 7 < len; i++)
+    if (memcmp(addr + i, "/gcoll-", 7) == 0) {
+      snprintf(name, sizeof(name), "%.*s", GCOLL_SHM_NAME_MAX, (const char *)addr + i);
+      break;
+    }
+  assert_true(gcoll_shm_name_valid(name));
+  assert_null(strstr(name, job));
+  assert_int_equal(shm_names_of(getpid()), 1);
   assert_int_equal(b.ops->send_connect(b.t, 0, 9, addr, len, &b.send, now_ms() + 2000, err,
                                        sizeof(err)),
                    0);
   b.has_send = 1;
-  assert_false(name_exists(job, 1, 0, 9));
+  assert_int_equal(shm_names_of(getpid()), 0);
   assert_int_equal(a.ops->recv_complete(a.t, &a.recv, now_ms() + 2000, err, sizeof(err)), 0);
   /* Same memory on both sides. */
   assert_ptr_not_equal(a.recv.fifo, b.send.fifo);
@@ -513,11 +513,11 @@ static void test_shm_names_gone_after_connect_and_close(void **state) {
   struct gcoll_conn lonely;
   len = sizeof(addr);
   assert_int_equal(a.ops->recv_setup(a.t, 1, 10, &lonely, addr, &len, err, sizeof(err)), 0);
-  assert_true(name_exists(job, 1, 0, 10));
+  assert_int_equal(shm_names_of(getpid()), 1);
   assert_int_not_equal(a.ops->recv_complete(a.t, &lonely, now_ms() + 50, err, sizeof(err)), 0);
   assert_null(strchr(err, '\n'));
   a.ops->conn_close(a.t, &lonely);
-  assert_int_equal(shm_names_left(job), 0);
+  assert_int_equal(shm_names_of(getpid()), 0);
   ep_fini(&b);
   ep_fini(&a);
   assert_int_equal(atomic_load(&a.abort_word), 0);
@@ -551,7 +551,7 @@ static void receiver_crash_before_attach(int sender_tries) {
   assert_int_equal(msg_recv(l.to_parent[0], addr, sizeof(addr), &len), 0);
   int status = wait_child(pid);
   assert_true(WIFSIGNALED(status));
-  assert_int_equal(shm_names_left(job), 1);
+  assert_int_equal(shm_names_of(pid), 1);
   if (sender_tries) {
     struct endpoint ep;
     assert_int_equal(
@@ -563,9 +563,9 @@ static void receiver_crash_before_attach(int sender_tries) {
     assert_non_null(strstr(err, "gone"));
     ep_fini(&ep);
   } else {
-    assert_int_equal(gcoll_shm_cleanup(job), 1);
+    assert_true(gcoll_shm_cleanup() >= 1);
   }
-  assert_int_equal(shm_names_left(job), 0);
+  assert_int_equal(shm_names_of(pid), 0);
   for (int i = 0; i < 2; i++) {
     close(l.to_child[i]);
     close(l.to_parent[i]);
@@ -640,8 +640,8 @@ static void test_socket_bad_addresses(void **state) {
 }
 
 /* A hello that names no receive connection (here: the wrong sender rank)
- * is rejected: the receiver's recv_complete times out with a reason and the
- * sender sees its connection closed without a goodbye. */
+ * is not accepted: the sender retries until its deadline and then fails
+ * with the reason, and the receiver's recv_complete times out with one. */
 static void test_socket_rejects_unknown_hello(void **state) {
   (void)state;
   char job[64], err[512];
@@ -653,20 +653,41 @@ static void test_socket_rejects_unknown_hello(void **state) {
   size_t len = sizeof(addr);
   assert_int_equal(a.ops->recv_setup(a.t, 1, 7, &a.recv, addr, &len, err, sizeof(err)), 0);
   a.has_recv = 1;
-  assert_int_equal(d.ops->send_connect(d.t, 0, 7, addr, len, &d.send, now_ms() + 1000, err,
-                                       sizeof(err)),
-                   0);
-  d.has_send = 1;
+  expect_one_line_error(d.ops->send_connect(d.t, 0, 7, addr, len, &d.send, now_ms() + 500, err,
+                                            sizeof(err)),
+                        err, "without accepting our hello");
   expect_one_line_error(a.ops->recv_complete(a.t, &a.recv, now_ms() + 300, err, sizeof(err)), err,
                         "did not connect");
-  uint64_t start = now_ms();
-  while (atomic_load(&d.abort_word) == 0 && now_ms() - start < 2000) sched_yield();
-  assert_int_equal(atomic_load(&d.abort_word), gcollRemoteError);
-  assert_int_equal(atomic_load(&d.failed_peer), 0);
   assert_int_equal(atomic_load(&a.abort_word), 0);
+  assert_int_equal(atomic_load(&d.abort_word), 0);
   ep_fini(&d);
   ep_fini(&a);
 }
+
+/* A sender of another job (same ranks, another key) is refused at once,
+ * whatever it says in its hello. */
+static void test_socket_refuses_other_job(void **state) {
+  (void)state;
+  char job[64], other[64], err[512];
+  unique_job(job, sizeof(job), "mine");
+  unique_job(other, sizeof(other), "theirs");
+  struct endpoint a, b;
+  assert_int_equal(ep_init(&a, &gcoll_transport_socket_ops, 0, 2, job, 1024, err, sizeof(err)), 0);
+  assert_int_equal(ep_init(&b, &gcoll_transport_socket_ops, 1, 2, other, 1024, err, sizeof(err)),
+                   0);
+  unsigned char addr[GCOLL_CONN_ADDR_MAX];
+  size_t len = sizeof(addr);
+  assert_int_equal(a.ops->recv_setup(a.t, 1, 7, &a.recv, addr, &len, err, sizeof(err)), 0);
+  a.has_recv = 1;
+  /* The address carries a tag of the job key, so this fails before any
+   * connection; a forged hello on the wire is refused in test_auth. */
+  expect_one_line_error(b.ops->send_connect(b.t, 0, 7, addr, len, &b.send, now_ms() + 2000, err,
+                                            sizeof(err)),
+                        err, "another job");
+  ep_fini(&b);
+  ep_fini(&a);
+}
+
 
 /* Closing is clean (the peer keeps going) unless the closing side's
  * communicator is in error: then its peers fail at once, naming the rank it
@@ -1057,6 +1078,7 @@ int main(void) {
       cmocka_unit_test(test_shm_bad_addresses),
       cmocka_unit_test(test_socket_bad_addresses),
       cmocka_unit_test(test_socket_rejects_unknown_hello),
+      cmocka_unit_test(test_socket_refuses_other_job),
       cmocka_unit_test(test_close_clean_or_in_error),
       cmocka_unit_test(test_idle_proxy_sleeps),
       cmocka_unit_test(test_stalled_consumer),

@@ -32,3 +32,9 @@ endif
 TESTS += tests/slurm/test_cluster.sh tests/slurm/test_spank.sh
 EXTRA_DIST += contrib/slurm/up contrib/slurm/down contrib/slurm/lib.sh contrib/slurm/README.md \
 	tests/slurm/lib.sh tests/slurm/test_cluster.sh tests/slurm/test_spank.sh
+
+# The plan-directory attack (issue 13, part 4): another user squats the next
+# job's names in plandir; needs the same Slurm, so it skips the same way and
+# CI's Slurm step runs it (.ci/run).
+TESTS += tests/security/test_plandir.sh
+EXTRA_DIST += tests/security/test_plandir.sh

@@ -1,14 +1,23 @@
 /* The plan phase of one step, as a file barrier in the step's private
- * directory plandir/<job>.<step>/:
- *   nodes/<i>.yaml   node i's name, task count and first rank
+ * directory plandir/<uid>/<job>.<step>/ (see spank_jobdir.c for why under
+ * <uid>):
+ *   nonce            this run's random id, written by node 0
+ *   nodes/<i>.yaml   node i's name, task count, first rank and the nonce
  *   topo/<i>.yaml    node i's topology (written last: its presence says
  *                    node i is done)
  *   key              the step's job key (random; names shm segments)
  *   plan.yaml        the plan, or
  *   plan.error       why node 0 could not make one (one line)
- * Node 0 waits for every topology, computes the plan (or copies it from
- * plandir/<job>.cache/ when the node list and topologies are unchanged),
- * and every node waits for plan.yaml or plan.error. Each write is atomic
+ * Node 0 removes what an earlier run under the same job id left there (a
+ * requeue), puts a fresh directory with a fresh nonce in its place, waits
+ * for every topology, computes the plan (or copies it from
+ * plandir/<uid>/<job>.cache/ when the node list and topologies are
+ * unchanged). The other nodes join the directory holding a nonce, write
+ * theirs, and wait for plan.yaml or plan.error. A directory that already
+ * holds an outcome when a node joins is a leftover (node 0 cannot finish
+ * without this node), and one whose nonce changes under a node was
+ * replaced by node 0: either way the node joins again. Every node checks
+ * the plan fits its step before its tasks get it. Each write is atomic
  * (rename), so a reader never sees half a file; each wait is bounded. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -36,8 +45,9 @@
 #define GCOLL_SPANK_MAX_NODES 100000u
 
 struct stepdir {
-  int root, step, topo, nodes;
+  int root, user, step, topo, nodes;
   char name[64];
+  char nonce[GCOLL_SPANK_NONCE_LEN + 1];
 };
 
 static void nap(double *step_ms) {
@@ -51,28 +61,56 @@ static int exists(int dfd, const char *name) {
   return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-static void stepdir_close(struct stepdir *d) {
-  int *fds[] = {&d->nodes, &d->topo, &d->step, &d->root};
+/* The step directory and its subdirectories only: the root and user
+ * directories stay open for joining again. */
+static void stepdir_leave(struct stepdir *d) {
+  int *fds[] = {&d->nodes, &d->topo, &d->step};
   for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
     if (*fds[i] >= 0) close(*fds[i]), *fds[i] = -1;
 }
 
+static void stepdir_close(struct stepdir *d) {
+  stepdir_leave(d);
+  if (d->user >= 0) close(d->user), d->user = -1;
+  if (d->root >= 0) close(d->root), d->root = -1;
+}
+
+static int stepdir_subdirs(struct stepdir *d, const struct gcoll_gather_node *me, char *err,
+                           size_t errlen) {
+  char why[GCOLL_SPANK_ERRLEN];
+  if (gcoll_jobdir_open_private(d->step, "topo", 0, me->uid, me->gid, &d->topo, why,
+                                sizeof(why)) != 0 ||
+      gcoll_jobdir_open_private(d->step, "nodes", 0, me->uid, me->gid, &d->nodes, why,
+                                sizeof(why)) != 0) {
+    snprintf(err, errlen, "%s/%s", d->name, why);
+    return -1;
+  }
+  return 0;
+}
+
+/* plandir/<uid>, which root made in init_post_opt, checked again here as
+ * the user; node 0 also makes the step's fresh directory. */
 static int stepdir_open(const struct gcoll_spank_config *cfg, const struct gcoll_gather_node *me,
                         struct stepdir *d, char *err, size_t errlen) {
-  d->root = d->step = d->topo = d->nodes = -1;
-  char why[GCOLL_SPANK_ERRLEN];
+  d->root = d->user = d->step = d->topo = d->nodes = -1;
+  d->nonce[0] = '\0';
+  char why[GCOLL_SPANK_ERRLEN] = "";
   if (gcoll_jobdir_step_name(me->job, me->step, d->name, sizeof(d->name)) != 0) {
     snprintf(err, errlen, "step %u.%u has no plan directory (special step id)", me->job, me->step);
     return -1;
   }
   if (gcoll_jobdir_open_root(cfg->plandir, &d->root, err, errlen) != 0) return -1;
-  if (gcoll_jobdir_open_private(d->root, d->name, 1, me->uid, me->gid, &d->step, why,
-                                sizeof(why)) != 0 ||
-      gcoll_jobdir_open_private(d->step, "topo", 1, me->uid, me->gid, &d->topo, why,
-                                sizeof(why)) != 0 ||
-      gcoll_jobdir_open_private(d->step, "nodes", 1, me->uid, me->gid, &d->nodes, why,
-                                sizeof(why)) != 0) {
-    snprintf(err, errlen, "%s: %s", cfg->plandir, why);
+  if (gcoll_jobdir_open_user(d->root, me->uid, &d->user, why, sizeof(why)) != 0) {
+    snprintf(err, errlen, "%s/%s", cfg->plandir, why);
+    stepdir_close(d);
+    return -1;
+  }
+  if (me->node_index != 0) return 0;
+  if (gcoll_jobdir_nonce(d->nonce, sizeof(d->nonce), err, errlen) != 0 ||
+      gcoll_jobdir_fresh(d->user, d->name, d->nonce, me->uid, me->gid, &d->step, why,
+                         sizeof(why)) != 0 ||
+      stepdir_subdirs(d, me, why, sizeof(why)) != 0) {
+    if (why[0] != '\0') snprintf(err, errlen, "%s/%u/%s", cfg->plandir, (unsigned)me->uid, why);
     stepdir_close(d);
     return -1;
   }
@@ -126,8 +164,9 @@ static int write_node(const struct stepdir *d, const struct gcoll_spank_config *
   snprintf(name, sizeof(name), "%u.yaml", me->node_index);
   /* The node's name is quoted: YAML must not read "n1" or "1e3" as
    * anything but a string. */
-  int n = snprintf(info, sizeof(info), "node: \"%s\"\ntasks: %u\nfirst_rank: %lld\n",
-                   me->node_name, me->ntasks_local, (long long)me->first_rank);
+  int n = snprintf(info, sizeof(info),
+                   "node: \"%s\"\ntasks: %u\nfirst_rank: %lld\nnonce: \"%s\"\n",
+                   me->node_name, me->ntasks_local, (long long)me->first_rank, d->nonce);
   int rc = -1;
   if (n < 0 || (size_t)n >= sizeof(info) || strpbrk(me->node_name, "\"\\\n") != NULL)
     snprintf(err, errlen, "node name '%.64s' cannot be recorded", me->node_name);
@@ -193,7 +232,7 @@ static int read_node(const struct stepdir *d, int i, struct gathered *g, int64_t
   }
   struct ydoc doc;
   const struct ydoc_node *v;
-  char host[256];
+  char host[256], nonce[GCOLL_SPANK_NONCE_LEN + 1];
   rc = -1;
   if (ydoc_parse(&doc, buf, len, what, err, errlen) == 0) {
     if (ydoc_req(&doc, doc.root, "node", &v, err, errlen) == 0 &&
@@ -202,8 +241,14 @@ static int read_node(const struct stepdir *d, int i, struct gathered *g, int64_t
         ydoc_int(&doc, v, "tasks", 1, GCOLL_MAX_LOCAL_RANKS, tasks, err, errlen) == 0 &&
         ydoc_req(&doc, doc.root, "first_rank", &v, err, errlen) == 0 &&
         ydoc_int(&doc, v, "first_rank", -1, GCOLL_MAX_RANKS, first, err, errlen) == 0 &&
-        (g->host[i] = strdup(host)) != NULL)
-      rc = 0;
+        ydoc_req(&doc, doc.root, "nonce", &v, err, errlen) == 0 &&
+        ydoc_str(&doc, v, "nonce", nonce, sizeof(nonce), err, errlen) == 0) {
+      /* Only a node that joined this run's directory knows its nonce. */
+      if (strcmp(nonce, d->nonce) != 0)
+        snprintf(err, errlen, "nodes/%s is from another run of this step", name);
+      else if ((g->host[i] = strdup(host)) != NULL)
+        rc = 0;
+    }
     ydoc_free(&doc);
   }
   free(buf);
@@ -344,7 +389,7 @@ static int node0_plan(const struct gcoll_spank_config *cfg, const struct stepdir
   /* The cache is an optimisation: if its directory is unusable the plan is
    * computed, never refused. */
   if (cfg->cache &&
-      gcoll_jobdir_open_private(d->root, cname, 1, me->uid, me->gid, &cdir, why, sizeof(why)) == 0)
+      gcoll_jobdir_open_private(d->user, cname, 1, me->uid, me->gid, &cdir, why, sizeof(why)) == 0)
     plan = cache_lookup(cdir, centry, &g, me);
   out->from_cache = plan != NULL;
   if (plan == NULL && (plan = compute(&g, me, err, errlen)) == NULL) goto out;
@@ -363,22 +408,73 @@ out:
 
 /* ---- every node: wait for the outcome ----------------------------------- */
 
-static int wait_plan(const struct stepdir *d, double deadline, char *err, size_t errlen) {
+/* 1 while `name` under the user directory is still the run this node
+ * joined (its nonce unchanged), 0 when node 0 replaced or removed it. */
+static int same_run(const struct stepdir *d, const struct gcoll_gather_node *me) {
+  char nonce[GCOLL_SPANK_NONCE_LEN + 1], why[GCOLL_SPANK_ERRLEN];
+  int fd = -1;
+  int rc = gcoll_jobdir_join(d->user, d->name, me->uid, me->gid, &fd, nonce, sizeof(nonce), why,
+                             sizeof(why));
+  if (fd >= 0) close(fd);
+  return rc == 0 && strcmp(nonce, d->nonce) == 0;
+}
+
+/* node 0's one-line reason, when it wrote one: 1 and err set, 0 if none,
+ * -1 when it cannot be read. */
+static int read_error(const struct stepdir *d, char *err, size_t errlen) {
+  char *buf = NULL;
+  size_t len;
+  int rc = gcoll_jobdir_read(d->step, "plan.error", 1024, &buf, &len, err, errlen);
+  if (rc != 0) return rc > 0 ? 0 : -1;
+  len = strcspn(buf, "\n");
+  snprintf(err, errlen, "node 0: %.*s", (int)len, buf);
+  free(buf);
+  return 1;
+}
+
+/* Nodes other than 0: join the run node 0 made, write this node's part,
+ * and wait for the outcome, joining again whenever the directory turns
+ * out to be a leftover or is replaced. 0 when plan.yaml is there. */
+static int join_and_wait(struct stepdir *d, const struct gcoll_spank_config *cfg,
+                         const struct gcoll_gather_node *me, double deadline, char *err,
+                         size_t errlen) {
+  char why[GCOLL_SPANK_ERRLEN] = "";
   double nap_ms = 1;
   for (;;) {
-    if (exists(d->step, "plan.yaml")) return 0;
-    char *buf = NULL;
-    size_t len;
-    int rc = gcoll_jobdir_read(d->step, "plan.error", 1024, &buf, &len, err, errlen);
-    if (rc == 0) {
-      len = strcspn(buf, "\n");
-      snprintf(err, errlen, "node 0: %.*s", (int)len, buf);
-      free(buf);
-      return -1;
+    if (d->step < 0) {
+      int rc = gcoll_jobdir_join(d->user, d->name, me->uid, me->gid, &d->step, d->nonce,
+                                 sizeof(d->nonce), why, sizeof(why));
+      if (rc == 0 && (exists(d->step, "plan.yaml") || exists(d->step, "plan.error"))) {
+        /* An outcome before this node took part: an earlier run's. Its
+         * reason is kept in case node 0 never replaces it (then it is
+         * this run's: node 0 failed before this node came). */
+        if (read_error(d, why, sizeof(why)) <= 0)
+          snprintf(why, sizeof(why), "%s holds an earlier run's plan", d->name);
+        stepdir_leave(d);
+      } else if (rc == 0) {
+        if (stepdir_subdirs(d, me, err, errlen) != 0 || write_node(d, cfg, me, err, errlen) != 0) {
+          /* Node 0 removed a leftover under us: join the new one. */
+          if (!same_run(d, me)) {
+            stepdir_leave(d);
+            continue;
+          }
+          return -1;
+        }
+      }
+      /* rc > 0: node 0 has not made it yet; rc < 0: not usable (yet) */
+    } else {
+      if (exists(d->step, "plan.yaml")) return 0;
+      int rc = read_error(d, err, errlen);
+      if (rc != 0) return -1;
+      if (!same_run(d, me)) {
+        stepdir_leave(d);
+        continue;
+      }
+      snprintf(why, sizeof(why), "no plan from node 0 in time (is plandir shared by all nodes?)");
     }
-    if (rc < 0) return -1;
     if (gcoll_spank_now_ms() > deadline) {
-      snprintf(err, errlen, "no plan from node 0 in time (is plandir shared by all nodes?)");
+      snprintf(err, errlen, "%s", why[0] != '\0' ? why : "node 0 did not start the step in time "
+                                                         "(is plandir shared by all nodes?)");
       return -1;
     }
     nap(&nap_ms);
@@ -400,6 +496,59 @@ static int read_key(const struct stepdir *d, char *key, size_t keylen, char *err
   return rc;
 }
 
+/* The plan suits this step as this node sees it: rank and node counts,
+ * this node's name, its task count and first rank. what names the plan in
+ * the reason. */
+static int plan_fits(const struct gcoll_plan *plan, const char *what,
+                     const struct gcoll_gather_node *me, char *err, size_t errlen) {
+  char why[GCOLL_SPANK_ERRLEN];
+  int i = (int)me->node_index;
+  if (gcoll_plan_verify(plan, why, sizeof(why)) != 0)
+    snprintf(err, errlen, "%s: invalid plan: %s", what, why);
+  else if (plan->nranks != (int)me->ntasks_total || plan->nnodes != (int)me->nnodes)
+    snprintf(err, errlen, "%s: plan is for %d ranks on %d nodes, the step has %u tasks on %u "
+                          "nodes", what, plan->nranks, plan->nnodes, me->ntasks_total, me->nnodes);
+  else if (strcmp(plan->node_host[i], me->node_name) != 0)
+    snprintf(err, errlen, "%s: plan puts node %d on '%s', the step runs it on '%s'", what, i,
+             plan->node_host[i], me->node_name);
+  else if (plan->classes[plan->node_class[i]].nlocal != (int)me->ntasks_local ||
+           plan->node_first_rank[i] != me->first_rank)
+    snprintf(err, errlen, "%s: plan gives node %s ranks %d..%d, the step runs tasks %lld..%lld "
+                          "there", what, me->node_name, plan->node_first_rank[i],
+             plan->node_first_rank[i] + plan->classes[plan->node_class[i]].nlocal - 1,
+             (long long)me->first_rank, (long long)me->first_rank + me->ntasks_local - 1);
+  else
+    return 0;
+  return -1;
+}
+
+/* Every node, before its tasks get the plan node 0 published: it is this
+ * step's (job and step ids) and fits this node. */
+static int check_published(const struct stepdir *d, const struct gcoll_gather_node *me,
+                           char *err, size_t errlen) {
+  char *buf = NULL, why[GCOLL_SPANK_ERRLEN], what[96];
+  size_t len;
+  snprintf(what, sizeof(what), "%s/plan.yaml", d->name);
+  int rc = gcoll_jobdir_read(d->step, "plan.yaml", GCOLL_SPANK_MAX_FILE, &buf, &len, why,
+                             sizeof(why));
+  if (rc != 0) {
+    snprintf(err, errlen, "%s/%s", d->name, rc > 0 ? "plan.yaml vanished" : why);
+    return -1;
+  }
+  struct gcoll_plan *plan = gcoll_plan_read_mem(buf, len, what, why, sizeof(why));
+  free(buf);
+  rc = -1;
+  if (plan == NULL)
+    snprintf(err, errlen, "%s", why);
+  else if (plan->job.id != (int64_t)me->job || plan->job.step != (int64_t)me->step)
+    snprintf(err, errlen, "%s: plan is for step %lld.%lld, not %u.%u", what,
+             (long long)plan->job.id, (long long)plan->job.step, me->job, me->step);
+  else
+    rc = plan_fits(plan, what, me, err, errlen);
+  gcoll_plan_free(plan);
+  return rc;
+}
+
 int gcoll_spank_gather(const struct gcoll_spank_config *cfg, const struct gcoll_gather_node *me,
                        struct gcoll_gather_result *out, char *err, size_t errlen) {
   memset(out, 0, sizeof(*out));
@@ -408,21 +557,30 @@ int gcoll_spank_gather(const struct gcoll_spank_config *cfg, const struct gcoll_
   if (stepdir_open(cfg, me, &d, err, errlen) != 0) return -1;
   int rc = -1;
   char why[GCOLL_SPANK_ERRLEN];
-  if (write_node(&d, cfg, me, err, errlen) != 0 ||
-      (me->node_index == 0 &&
-       node0_plan(cfg, &d, me, t0 + GATHER_SHARE * cfg->timeout_s * 1e3, out, err, errlen) != 0)) {
-    /* Node 0 tells the others why (its own topology, or the plan, failed),
-     * so they stop waiting with the reason instead of at the deadline. */
-    if (me->node_index == 0)
+  if (me->node_index == 0) {
+    if (write_node(&d, cfg, me, err, errlen) != 0 ||
+        node0_plan(cfg, &d, me, t0 + GATHER_SHARE * cfg->timeout_s * 1e3, out, err, errlen) != 0) {
+      /* Node 0 tells the others why (its own topology, or the plan,
+       * failed), so they stop waiting with the reason instead of at the
+       * deadline. */
       gcoll_jobdir_write(d.step, "plan.error", err, strlen(err), why, sizeof(why));
+      goto out;
+    }
+    out->build_ms = gcoll_spank_now_ms() - t0;
+  } else if (join_and_wait(&d, cfg, me, deadline, err, errlen) != 0) {
     goto out;
   }
-  if (me->node_index == 0) out->build_ms = gcoll_spank_now_ms() - t0;
-  if (wait_plan(&d, deadline, err, errlen) != 0 ||
+  if (check_published(&d, me, err, errlen) != 0 ||
       read_key(&d, out->job_key, sizeof(out->job_key), err, errlen) != 0)
     goto out;
-  int n = snprintf(out->plan_path, sizeof(out->plan_path), "%s/%s/plan.yaml", cfg->plandir,
-                   d.name);
+  /* Last: the path handed to the tasks still names this run's directory
+   * (node 0 has not replaced it since this node checked the plan). */
+  if (!same_run(&d, me)) {
+    snprintf(err, errlen, "%s was replaced while this node read its plan", d.name);
+    goto out;
+  }
+  int n = snprintf(out->plan_path, sizeof(out->plan_path), "%s/%u/%s/plan.yaml", cfg->plandir,
+                   (unsigned)me->uid, d.name);
   if (n < 0 || (size_t)n >= sizeof(out->plan_path)) {
     snprintf(err, errlen, "plan path too long");
     goto out;
@@ -438,29 +596,24 @@ out:
 int gcoll_spank_check_file(const char *path, const struct gcoll_gather_node *me,
                            struct gcoll_gather_result *out, char *err, size_t errlen) {
   memset(out, 0, sizeof(*out));
-  char why[GCOLL_SPANK_ERRLEN];
-  struct gcoll_plan *plan = gcoll_plan_read_file(path, why, sizeof(why));
+  char why[GCOLL_SPANK_ERRLEN], *buf = NULL;
+  size_t len;
+  /* Read here, not by gcoll_plan_read_file: the plugin opens what a user
+   * names with O_NONBLOCK|O_NOFOLLOW and reads regular files only, so a
+   * FIFO cannot hang slurmstepd beyond the plugin's timeout. */
+  int rc = gcoll_jobdir_read(AT_FDCWD, path, GCOLL_SPANK_MAX_FILE, &buf, &len, why, sizeof(why));
+  if (rc != 0) {
+    if (rc > 0) snprintf(err, errlen, "%s: %s", path, strerror(ENOENT));
+    else snprintf(err, errlen, "%s", why);
+    return -1;
+  }
+  struct gcoll_plan *plan = gcoll_plan_read_mem(buf, len, path, why, sizeof(why));
+  free(buf);
   if (plan == NULL) {
     snprintf(err, errlen, "%s", why);
     return -1;
   }
-  int rc = -1, i = (int)me->node_index;
-  if (gcoll_plan_verify(plan, why, sizeof(why)) != 0)
-    snprintf(err, errlen, "%s: invalid plan: %s", path, why);
-  else if (plan->nranks != (int)me->ntasks_total || plan->nnodes != (int)me->nnodes)
-    snprintf(err, errlen, "%s: plan is for %d ranks on %d nodes, the step has %u tasks on %u "
-                          "nodes", path, plan->nranks, plan->nnodes, me->ntasks_total, me->nnodes);
-  else if (strcmp(plan->node_host[i], me->node_name) != 0)
-    snprintf(err, errlen, "%s: plan puts node %d on '%s', the step runs it on '%s'", path, i,
-             plan->node_host[i], me->node_name);
-  else if (plan->classes[plan->node_class[i]].nlocal != (int)me->ntasks_local ||
-           plan->node_first_rank[i] != me->first_rank)
-    snprintf(err, errlen, "%s: plan gives node %s ranks %d..%d, the step runs tasks %lld..%lld "
-                          "there", path, me->node_name, plan->node_first_rank[i],
-             plan->node_first_rank[i] + plan->classes[plan->node_class[i]].nlocal - 1,
-             (long long)me->first_rank, (long long)me->first_rank + me->ntasks_local - 1);
-  else
-    rc = 0;
+  rc = plan_fits(plan, path, me, err, errlen);
   gcoll_plan_free(plan);
   if (rc != 0) return -1;
   snprintf(out->plan_path, sizeof(out->plan_path), "%s", path);

@@ -59,23 +59,53 @@ const char *gcoll_spank_mode_name(enum gcoll_spank_mode mode);
 
 /* Opens plandir itself (the administrator's directory; it may be a link). */
 int gcoll_jobdir_open_root(const char *plandir, int *fd, char *err, size_t errlen);
+/* Privileged (root, slurmstepd's init_post_opt): makes plandir/<uid> the
+ * user's own directory, mode 0700, before the plan phase runs as the user.
+ * Whatever else holds that name (another user's directory, a link, a
+ * file) is renamed aside to ".<uid>.refused.<random>", named in `moved`
+ * (empty when nothing was). */
+int gcoll_jobdir_user_parent(int root, uid_t uid, gid_t gid, char *moved, size_t movedlen,
+                             char *err, size_t errlen);
+/* As the job's user: opens plandir/<uid>, refused unless it is a directory
+ * owned by uid with no access for group or others. */
+int gcoll_jobdir_open_user(int root, uid_t uid, int *fd, char *err, size_t errlen);
+/* 32 hex digits from getrandom, NUL-terminated (out: >= 33 bytes). */
+int gcoll_jobdir_nonce(char *out, size_t outlen, char *err, size_t errlen);
+#define GCOLL_SPANK_NONCE_LEN 32
+/* Node 0 at step start: removes whatever an earlier run left under `name`
+ * (a requeued job reuses its id), then puts a fresh directory there with
+ * topo/, nodes/ and the file `nonce`, built under a temporary name and
+ * renamed into place, so another node never sees it half made. *fd is
+ * the new directory. */
+int gcoll_jobdir_fresh(int parent, const char *name, const char *nonce, uid_t uid, gid_t gid,
+                       int *fd, char *err, size_t errlen);
+/* The other nodes: opens `name` (a private directory of uid) and reads its
+ * nonce. Returns 0, 1 when node 0 has not made it yet, -1 on error. */
+int gcoll_jobdir_join(int parent, const char *name, uid_t uid, gid_t gid, int *fd, char *nonce,
+                      size_t noncelen, char *err, size_t errlen);
+/* Reads the nonce of `name` by name again: 0 and the nonce, 1 if gone. */
+int gcoll_jobdir_read_nonce(int dfd, char *nonce, size_t noncelen, char *err, size_t errlen);
 /* Creates (when create) and opens the private directory `name` under
  * parent: never through a symlink, and refused unless owned by uid with no
  * access for group or others. Created 0700; a root caller hands it to
  * uid:gid. */
 int gcoll_jobdir_open_private(int parent, const char *name, int create, uid_t uid, gid_t gid,
                               int *fd, char *err, size_t errlen);
-/* Writes name atomically (O_EXCL temp file, fsync, rename), mode 0600. */
+/* Writes name atomically: an O_EXCL temporary with an unpredictable name
+ * and mode 0600, fsync, rename, fsync of the directory. */
 int gcoll_jobdir_write(int dfd, const char *name, const void *buf, size_t len, char *err,
                        size_t errlen);
 /* Reads a regular file (no symlink, no FIFO) of at most max bytes into a
  * malloc'd NUL-terminated buffer. Returns 0, 1 when it does not exist
- * (yet), -1 on error. */
+ * (yet), -1 on error. dfd may be AT_FDCWD with an absolute name. */
 int gcoll_jobdir_read(int dfd, const char *name, size_t max, char **buf, size_t *len,
                       char *err, size_t errlen);
 /* Removes directory `name` under parent with its files and one level of
  * subdirectories, following no link. Missing is not an error. */
 int gcoll_jobdir_remove(int parent, const char *name, char *err, size_t errlen);
+/* Whether a name in plandir/<uid> is the job's: "<job>.*", or ".<job>.*"
+ * (the temporary of gcoll_jobdir_fresh). */
+int gcoll_jobdir_belongs_to_job(const char *name, uint32_t job);
 /* "<job>.<step>"; -1 for a special step id. */
 int gcoll_jobdir_step_name(uint32_t job, uint32_t step, char *out, size_t outlen);
 
@@ -107,7 +137,8 @@ int gcoll_spank_gather(const struct gcoll_spank_config *cfg, const struct gcoll_
                        struct gcoll_gather_result *out, char *err, size_t errlen);
 
 /* --gcoll=FILE: checks the plan fits this step (ranks, nodes, this node's
- * name and task count). */
+ * name and task count). The plan node 0 made is checked the same way on
+ * every node before its tasks get it. */
 int gcoll_spank_check_file(const char *path, const struct gcoll_gather_node *me,
                            struct gcoll_gather_result *out, char *err, size_t errlen);
 

@@ -51,6 +51,16 @@ out:
   return rc;
 }
 
+/* slurmstepd calls this as root, after the options are known and before
+ * privileges are dropped for user_init: the one place per step and node
+ * where root's help is at hand. */
+int slurm_spank_init_post_opt(spank_t sp, int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  if (spank_context() != S_CTX_REMOTE || !gcoll_spank.config_ok) return 0;
+  return gcoll_spank_remote_init_post_opt(sp);
+}
+
 int slurm_spank_user_init(spank_t sp, int argc, char **argv) {
   (void)argc;
   (void)argv;

@@ -15,10 +15,13 @@ struct gcoll_spank_state {
   int have_plan;
   int failed;                      /* strict mode fails the tasks */
   char reason[GCOLL_SPANK_ERRLEN];
+  /* slurmstepd, init_post_opt (root): plandir/<uid> could not be made */
+  char setup_err[GCOLL_SPANK_ERRLEN];
 };
 
 extern struct gcoll_spank_state gcoll_spank;
 
+int gcoll_spank_remote_init_post_opt(spank_t sp);
 int gcoll_spank_remote_user_init(spank_t sp);
 int gcoll_spank_remote_task_init_privileged(spank_t sp);
 int gcoll_spank_remote_task_init(spank_t sp);

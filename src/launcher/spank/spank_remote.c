@@ -1,6 +1,7 @@
-/* slurmstepd (remote context): the plan phase runs once per node in
- * user_init, before any task is forked, with the job user's privileges;
- * task_init then gives every task its rank. A failure never blocks the
+/* slurmstepd (remote context): init_post_opt, as root, makes the job
+ * user's own directory plandir/<uid> (spank_jobdir.c says why); the plan
+ * phase runs once per node in user_init, before any task is forked, with
+ * the job user's privileges; task_init then gives every task its rank. A failure never blocks the
  * step in `plan` mode: the tasks run without GCOLL_PLAN, and the reason
  * reaches the job's stderr. In `plan:strict` the tasks are failed from
  * task_init_privileged (see there). */
@@ -74,6 +75,40 @@ static int export_plan(spank_t sp, const struct gcoll_gather_result *res, char *
   return 0;
 }
 
+int gcoll_spank_remote_init_post_opt(spank_t sp) {
+  struct gcoll_spank_state *st = &gcoll_spank;
+  uint32_t job = 0, step = 0;
+  uid_t uid;
+  gid_t gid;
+  int root = -1;
+  char moved[64], err[GCOLL_SPANK_ERRLEN];
+  st->setup_err[0] = '\0';
+  if (st->option.mode != GCOLL_MODE_PLAN && st->option.mode != GCOLL_MODE_STRICT) goto out;
+  if (get_u32(sp, S_JOB_ID, &job) != 0 || get_u32(sp, S_JOB_STEPID, &step) != 0 ||
+      spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS) {
+    snprintf(st->setup_err, sizeof(st->setup_err), "cannot read the step's ids and user");
+    goto out;
+  }
+  if (step >= GCOLL_SPANK_SPECIAL_STEP) goto out;
+  if (gcoll_jobdir_open_root(st->config.plandir, &root, st->setup_err,
+                             sizeof(st->setup_err)) != 0)
+    goto out;
+  if (gcoll_jobdir_user_parent(root, uid, gid, moved, sizeof(moved), err, sizeof(err)) != 0) {
+    snprintf(st->setup_err, sizeof(st->setup_err), "%.200s/%.300s", st->config.plandir, err);
+    goto out;
+  }
+  /* Someone else's entry held the user's name: a squatting attempt on a
+   * world-writable plandir. The step goes on; the administrator hears. */
+  if (moved[0] != '\0')
+    slurm_error("gcoll: %s/%u was not uid %u's own directory; moved it aside to %s",
+                st->config.plandir, (unsigned)uid, (unsigned)uid, moved);
+out:
+  if (root >= 0) close(root);
+  /* user_init reports a failure, as the step's one line per node. */
+  return 0;
+}
+
 int gcoll_spank_remote_user_init(spank_t sp) {
   struct gcoll_spank_state *st = &gcoll_spank;
   if (st->option.mode == GCOLL_MODE_OFF) return 0;
@@ -83,6 +118,10 @@ int gcoll_spank_remote_user_init(spank_t sp) {
   double t0 = gcoll_spank_now_ms();
   int rc = describe_node(sp, &me, err, sizeof(err));
   if (rc > 0) return 0;
+  if (rc == 0 && st->setup_err[0] != '\0') {
+    snprintf(err, sizeof(err), "%s", st->setup_err);
+    rc = -1;
+  }
   if (rc == 0) {
     rc = st->option.mode == GCOLL_MODE_FILE
              ? gcoll_spank_check_file(st->option.file, &me, &res, err, sizeof(err))
