@@ -1,15 +1,13 @@
 #include "yaml_doc.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <stdalign.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <yaml.h>
 
 /* Nodes and strings live in one arena so freeing a document is O(chunks)
@@ -20,22 +18,73 @@ struct arena_chunk {
   max_align_t data[];
 };
 
-static void *arena_alloc(struct ydoc *doc, size_t n) {
-  struct arena_chunk *c = doc->arena;
-  n = (n + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
-  if (c == NULL || c->cap - c->used < n) {
-    size_t cap = n > 65536 ? n : 65536;
+_Static_assert(sizeof(struct ydoc_node) == 16, "a node per two input bytes must stay small");
+
+#define ARENA_CHUNK ((size_t)64 << 10)
+/* Maps up to this size are checked for duplicate keys pairwise; larger ones
+ * are sorted, so a hostile map costs O(n log n), not O(n^2). */
+#define SMALL_MAP 16
+
+/* Children are collected on a growable stack while a collection is open,
+ * then copied into the arena when it closes. */
+struct build_frame {
+  struct ydoc_node *node;
+  size_t first;  /* index into the item stack */
+};
+
+struct builder {
+  struct ydoc *doc;
+  struct ydoc_node **items;
+  size_t nitems, capitems;
+  struct build_frame frames[YDOC_MAX_DEPTH + 1];
+  int depth, ndocs;
+  size_t nnodes;
+  size_t mem, mem_max;  /* bytes held by arena chunks and the item stack */
+  char *err;
+  size_t errlen;
+};
+
+static int fail(struct builder *b, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(struct builder *b, int line, const char *fmt, ...) {
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (b->err && b->errlen) snprintf(b->err, b->errlen, "%s:%d: %s", b->doc->what, line, msg);
+  return -1;
+}
+
+/* Every allocation asks first, so a hostile file is refused before the
+ * allocation that would take memory out of proportion to its size. */
+static int reserve(struct builder *b, size_t n, int line) {
+  if (n <= b->mem_max && b->mem <= b->mem_max - n) return 0;
+  return fail(b, line, "document needs more than %zu MiB of memory to load (%d bytes per "
+              "byte of input plus %zu MiB)", b->mem_max >> 20, YDOC_MEM_PER_BYTE,
+              YDOC_MEM_SLACK >> 20);
+}
+
+static void *arena_alloc(struct builder *b, size_t n, size_t align, int line) {
+  struct arena_chunk *c = b->doc->arena;
+  size_t at = c ? (c->used + align - 1) & ~(align - 1) : 0;
+  if (c == NULL || at > c->cap || c->cap - at < n) {
+    size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+    if (reserve(b, sizeof(*c) + cap, line)) return NULL;
     struct arena_chunk *nc = malloc(sizeof(*nc) + cap);
-    if (nc == NULL) return NULL;
+    if (nc == NULL) {
+      fail(b, line, "out of memory");
+      return NULL;
+    }
+    b->mem += sizeof(*nc) + cap;
     nc->next = c;
     nc->used = 0;
     nc->cap = cap;
-    doc->arena = nc;
-    c = nc;
+    b->doc->arena = c = nc;
+    at = 0;
   }
-  void *p = (char *)c->data + c->used;
-  c->used += n;
-  return p;
+  c->used = at + n;
+  return (char *)c->data + at;
 }
 
 void ydoc_free(struct ydoc *doc) {
@@ -49,26 +98,13 @@ void ydoc_free(struct ydoc *doc) {
   doc->root = NULL;
 }
 
-/* Children are collected on a growable stack while a collection is open,
- * then copied into the arena when it closes. */
-struct build_frame {
-  struct ydoc_node *node;
-  size_t first;  /* index into the item stack */
-};
-
-struct builder {
-  struct ydoc_node **items;
-  size_t nitems, capitems;
-  struct build_frame frames[YDOC_MAX_DEPTH + 1];
-  int depth;
-  size_t nnodes;
-};
-
 static int push_item(struct builder *b, struct ydoc_node *n) {
   if (b->nitems == b->capitems) {
     size_t cap = b->capitems ? b->capitems * 2 : 256;
+    if (reserve(b, (cap - b->capitems) * sizeof(*b->items), (int)n->line)) return -1;
     struct ydoc_node **p = realloc(b->items, cap * sizeof(*p));
-    if (p == NULL) return -1;
+    if (p == NULL) return fail(b, (int)n->line, "out of memory");
+    b->mem += (cap - b->capitems) * sizeof(*p);
     b->items = p;
     b->capitems = cap;
   }
@@ -76,183 +112,197 @@ static int push_item(struct builder *b, struct ydoc_node *n) {
   return 0;
 }
 
-static int fail(const char *what, int line, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static int fail(const char *what, int line, char *err, size_t errlen, const char *fmt, ...) {
-  char msg[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  if (err && errlen) snprintf(err, errlen, "%s:%d: %s", what, line, msg);
-  return -1;
-}
-
 /* Adds a finished node to its parent (or makes it the root). */
-static int attach(struct ydoc *doc, struct builder *b, struct ydoc_node *n) {
+static int attach(struct builder *b, struct ydoc_node *n) {
   if (b->depth == 0) {
-    doc->root = n;
+    b->doc->root = n;
     return 0;
   }
   return push_item(b, n);
 }
 
+static const char *event_anchor(const yaml_event_t *ev) {
+  switch (ev->type) {
+    case YAML_SCALAR_EVENT: return (const char *)ev->data.scalar.anchor;
+    case YAML_SEQUENCE_START_EVENT: return (const char *)ev->data.sequence_start.anchor;
+    case YAML_MAPPING_START_EVENT: return (const char *)ev->data.mapping_start.anchor;
+    default: return NULL;
+  }
+}
+
+/* One- and zero-character values (most list items in a dense file) share
+ * static strings instead of taking arena space. */
+#define TINY1(c) {(char)(c), 0}
+#define TINY4(c) TINY1(c), TINY1((c) + 1), TINY1((c) + 2), TINY1((c) + 3)
+#define TINY16(c) TINY4(c), TINY4((c) + 4), TINY4((c) + 8), TINY4((c) + 12)
+#define TINY64(c) TINY16(c), TINY16((c) + 16), TINY16((c) + 32), TINY16((c) + 48)
+static const char tiny_strings[256][2] = {TINY64(0), TINY64(64), TINY64(128), TINY64(192)};
+
+static const char *tiny_string(const unsigned char *v, size_t len) {
+  if (len == 0) return "";
+  return len == 1 ? tiny_strings[v[0]] : NULL;
+}
+
+static int fill_scalar(struct builder *b, struct ydoc_node *n, const yaml_event_t *ev) {
+  const unsigned char *v = ev->data.scalar.value;
+  size_t sl = ev->data.scalar.length;
+  if (sl > YDOC_MAX_SCALAR)
+    return fail(b, (int)n->line, "value longer than %d bytes", YDOC_MAX_SCALAR);
+  if (memchr(v, '\0', sl) != NULL) return fail(b, (int)n->line, "NUL byte inside a value");
+  n->kind = YDOC_SCALAR;
+  n->len = (uint32_t)sl;
+  n->scalar = tiny_string(v, sl);
+  if (n->scalar != NULL) return 0;
+  char *s = arena_alloc(b, sl + 1, 1, (int)n->line);
+  if (s == NULL) return -1;
+  memcpy(s, v, sl);
+  s[sl] = '\0';
+  n->scalar = s;
+  return 0;
+}
+
+static int open_collection(struct builder *b, struct ydoc_node *n, enum ydoc_kind kind) {
+  if (b->depth >= YDOC_MAX_DEPTH)
+    return fail(b, (int)n->line, "nesting deeper than %d levels", YDOC_MAX_DEPTH);
+  n->kind = kind;
+  b->depth++;
+  b->frames[b->depth].node = n;
+  b->frames[b->depth].first = b->nitems;
+  return 0;
+}
+
+static int on_node_start(struct builder *b, const yaml_event_t *ev, int line) {
+  if (event_anchor(ev) != NULL) return fail(b, line, "YAML anchors are not allowed");
+  if (++b->nnodes > YDOC_MAX_NODES)
+    return fail(b, line, "document too large (more than %u nodes)", YDOC_MAX_NODES);
+  struct ydoc_node *n = arena_alloc(b, sizeof(*n), alignof(struct ydoc_node), line);
+  if (n == NULL) return -1;
+  memset(n, 0, sizeof(*n));
+  n->line = line < (1 << 30) ? (unsigned)line : (1u << 30) - 1; /* 30-bit field */
+  if (ev->type == YAML_SCALAR_EVENT) return fill_scalar(b, n, ev) || attach(b, n) ? -1 : 0;
+  return open_collection(b, n, ev->type == YAML_SEQUENCE_START_EVENT ? YDOC_SEQ : YDOC_MAP);
+}
+
+static int dup_key(struct builder *b, const struct ydoc_node *k) {
+  return fail(b, (int)k->line, "field '%s' appears twice", k->scalar);
+}
+
+static int small_map_dups(struct builder *b, const struct ydoc_node *map) {
+  for (size_t i = 1; i < map->len; i++)
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(map->items[2 * j]->scalar, map->items[2 * i]->scalar) == 0)
+        return dup_key(b, map->items[2 * i]);
+  return 0;
+}
+
+/* Orders pointers into a map's item array by key, then by position, so the
+ * first of equal keys comes first. */
+static int key_slot_cmp(const void *pa, const void *pb) {
+  struct ydoc_node *const *a = *(struct ydoc_node *const *const *)pa;
+  struct ydoc_node *const *b = *(struct ydoc_node *const *const *)pb;
+  int c = strcmp((*a)->scalar, (*b)->scalar);
+  return c ? c : (a > b) - (a < b);
+}
+
+/* Reports the same key as the pairwise check would: the earliest entry
+ * whose key appeared before it. */
+static int large_map_dups(struct builder *b, const struct ydoc_node *map) {
+  size_t n = map->len;
+  if (reserve(b, n * sizeof(void *), (int)map->line)) return -1;
+  struct ydoc_node *const **slots = malloc(n * sizeof(*slots));
+  if (slots == NULL) return fail(b, (int)map->line, "out of memory");
+  for (size_t i = 0; i < n; i++) slots[i] = &map->items[2 * i];
+  qsort(slots, n, sizeof(*slots), key_slot_cmp);
+  struct ydoc_node *const *first_dup = NULL;
+  for (size_t i = 1; i < n; i++)
+    if (strcmp((*slots[i - 1])->scalar, (*slots[i])->scalar) == 0 &&
+        (first_dup == NULL || slots[i] < first_dup))
+      first_dup = slots[i];
+  free(slots);
+  return first_dup ? dup_key(b, *first_dup) : 0;
+}
+
+static int check_map_keys(struct builder *b, const struct ydoc_node *map) {
+  for (size_t i = 0; i < map->len; i++)
+    if (map->items[2 * i]->kind != YDOC_SCALAR)
+      return fail(b, (int)map->items[2 * i]->line, "mapping keys must be plain values");
+  return map->len <= SMALL_MAP ? small_map_dups(b, map) : large_map_dups(b, map);
+}
+
+static int on_collection_end(struct builder *b, int line) {
+  struct build_frame *f = &b->frames[b->depth];
+  struct ydoc_node *n = f->node;
+  size_t cnt = b->nitems - f->first;
+  if (cnt) {
+    n->items = arena_alloc(b, cnt * sizeof(*n->items), alignof(struct ydoc_node *), line);
+    if (n->items == NULL) return -1;
+    memcpy(n->items, b->items + f->first, cnt * sizeof(*n->items));
+  }
+  n->len = (uint32_t)(n->kind == YDOC_MAP ? cnt / 2 : cnt);
+  if (n->kind == YDOC_MAP && check_map_keys(b, n)) return -1;
+  b->nitems = f->first;
+  b->depth--;
+  return attach(b, n);
+}
+
+/* Returns 1 at the end of the stream, 0 to go on, -1 on error. */
+static int on_event(struct builder *b, const yaml_event_t *ev) {
+  int line = (int)ev->start_mark.line + 1;
+  switch (ev->type) {
+    case YAML_STREAM_END_EVENT:
+      return 1;
+    case YAML_DOCUMENT_START_EVENT:
+      return ++b->ndocs > 1 ? fail(b, line, "more than one YAML document") : 0;
+    case YAML_ALIAS_EVENT:
+      return fail(b, line, "YAML aliases are not allowed");
+    case YAML_SCALAR_EVENT:
+    case YAML_SEQUENCE_START_EVENT:
+    case YAML_MAPPING_START_EVENT:
+      return on_node_start(b, ev, line);
+    case YAML_SEQUENCE_END_EVENT:
+    case YAML_MAPPING_END_EVENT:
+      return on_collection_end(b, line);
+    default:
+      return 0;
+  }
+}
+
+static int run_parser(struct builder *b, yaml_parser_t *parser) {
+  for (;;) {
+    yaml_event_t ev;
+    if (!yaml_parser_parse(parser, &ev))
+      return fail(b, (int)parser->problem_mark.line + 1, "malformed YAML: %s",
+                  parser->problem ? parser->problem : "parse error");
+    int rc = on_event(b, &ev);
+    yaml_event_delete(&ev);
+    if (rc != 0) return rc < 0 ? -1 : 0;
+  }
+}
+
 int ydoc_parse(struct ydoc *doc, const char *buf, size_t len, const char *what,
                char *err, size_t errlen) {
   yaml_parser_t parser;
-  yaml_event_t ev;
   struct builder b;
-  int rc = -1, done = 0, ndocs = 0;
-
   memset(doc, 0, sizeof(*doc));
   memset(&b, 0, sizeof(b));
   doc->what = what ? what : "<input>";
-  if (!yaml_parser_initialize(&parser))
-    return fail(doc->what, 0, err, errlen, "cannot initialise the YAML parser");
+  b.doc = doc;
+  b.err = err;
+  b.errlen = errlen;
+  b.mem_max = len > (SIZE_MAX - YDOC_MEM_SLACK) / YDOC_MEM_PER_BYTE
+                  ? SIZE_MAX
+                  : len * YDOC_MEM_PER_BYTE + YDOC_MEM_SLACK;
+  if (!yaml_parser_initialize(&parser)) return fail(&b, 0, "cannot initialise the YAML parser");
   yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
-
-  while (!done) {
-    if (!yaml_parser_parse(&parser, &ev)) {
-      fail(doc->what, (int)parser.problem_mark.line + 1, err, errlen, "malformed YAML: %s",
-           parser.problem ? parser.problem : "parse error");
-      goto out;
-    }
-    int line = (int)ev.start_mark.line + 1;
-    switch (ev.type) {
-      case YAML_STREAM_END_EVENT:
-        done = 1;
-        break;
-      case YAML_DOCUMENT_START_EVENT:
-        if (++ndocs > 1) {
-          fail(doc->what, line, err, errlen, "more than one YAML document");
-          yaml_event_delete(&ev);
-          goto out;
-        }
-        break;
-      case YAML_ALIAS_EVENT:
-        fail(doc->what, line, err, errlen, "YAML aliases are not allowed");
-        yaml_event_delete(&ev);
-        goto out;
-      case YAML_SCALAR_EVENT:
-      case YAML_SEQUENCE_START_EVENT:
-      case YAML_MAPPING_START_EVENT: {
-        if (ev.type == YAML_SCALAR_EVENT ? ev.data.scalar.anchor != NULL
-            : ev.type == YAML_SEQUENCE_START_EVENT ? ev.data.sequence_start.anchor != NULL
-                                                  : ev.data.mapping_start.anchor != NULL) {
-          fail(doc->what, line, err, errlen, "YAML anchors are not allowed");
-          yaml_event_delete(&ev);
-          goto out;
-        }
-        if (++b.nnodes > YDOC_MAX_NODES) {
-          fail(doc->what, line, err, errlen, "document too large (more than %u nodes)",
-               YDOC_MAX_NODES);
-          yaml_event_delete(&ev);
-          goto out;
-        }
-        struct ydoc_node *n = arena_alloc(doc, sizeof(*n));
-        if (n == NULL) {
-          fail(doc->what, line, err, errlen, "out of memory");
-          yaml_event_delete(&ev);
-          goto out;
-        }
-        memset(n, 0, sizeof(*n));
-        n->line = line;
-        if (ev.type == YAML_SCALAR_EVENT) {
-          size_t sl = ev.data.scalar.length;
-          if (sl > YDOC_MAX_SCALAR) {
-            fail(doc->what, line, err, errlen, "value longer than %d bytes", YDOC_MAX_SCALAR);
-            yaml_event_delete(&ev);
-            goto out;
-          }
-          char *s = arena_alloc(doc, sl + 1);
-          if (s == NULL) {
-            fail(doc->what, line, err, errlen, "out of memory");
-            yaml_event_delete(&ev);
-            goto out;
-          }
-          memcpy(s, ev.data.scalar.value, sl);
-          s[sl] = '\0';
-          if (memchr(s, '\0', sl) != NULL) {
-            fail(doc->what, line, err, errlen, "NUL byte inside a value");
-            yaml_event_delete(&ev);
-            goto out;
-          }
-          n->kind = YDOC_SCALAR;
-          n->scalar = s;
-          n->len = sl;
-          if (attach(doc, &b, n) != 0) {
-            fail(doc->what, line, err, errlen, "out of memory");
-            yaml_event_delete(&ev);
-            goto out;
-          }
-        } else {
-          if (b.depth >= YDOC_MAX_DEPTH) {
-            fail(doc->what, line, err, errlen, "nesting deeper than %d levels", YDOC_MAX_DEPTH);
-            yaml_event_delete(&ev);
-            goto out;
-          }
-          n->kind = ev.type == YAML_SEQUENCE_START_EVENT ? YDOC_SEQ : YDOC_MAP;
-          b.depth++;
-          b.frames[b.depth].node = n;
-          b.frames[b.depth].first = b.nitems;
-        }
-        break;
-      }
-      case YAML_SEQUENCE_END_EVENT:
-      case YAML_MAPPING_END_EVENT: {
-        struct build_frame *f = &b.frames[b.depth];
-        struct ydoc_node *n = f->node;
-        size_t cnt = b.nitems - f->first;
-        if (cnt) {
-          n->items = arena_alloc(doc, cnt * sizeof(*n->items));
-          if (n->items == NULL) {
-            fail(doc->what, line, err, errlen, "out of memory");
-            yaml_event_delete(&ev);
-            goto out;
-          }
-          memcpy(n->items, b.items + f->first, cnt * sizeof(*n->items));
-        }
-        n->len = n->kind == YDOC_MAP ? cnt / 2 : cnt;
-        if (n->kind == YDOC_MAP) {
-          for (size_t i = 0; i < cnt; i += 2) {
-            if (n->items[i]->kind != YDOC_SCALAR) {
-              fail(doc->what, n->items[i]->line, err, errlen, "mapping keys must be plain values");
-              yaml_event_delete(&ev);
-              goto out;
-            }
-            for (size_t j = 0; j < i; j += 2)
-              if (strcmp(n->items[j]->scalar, n->items[i]->scalar) == 0) {
-                fail(doc->what, n->items[i]->line, err, errlen, "field '%s' appears twice",
-                     n->items[i]->scalar);
-                yaml_event_delete(&ev);
-                goto out;
-              }
-          }
-        }
-        b.nitems = f->first;
-        b.depth--;
-        if (attach(doc, &b, n) != 0) {
-          fail(doc->what, line, err, errlen, "out of memory");
-          yaml_event_delete(&ev);
-          goto out;
-        }
-        break;
-      }
-      default:
-        break;
-    }
-    yaml_event_delete(&ev);
-  }
-  rc = 0;
-out:
+  int rc = run_parser(&b, &parser);
   yaml_parser_delete(&parser);
   free(b.items);
   if (rc != 0) ydoc_free(doc);
   return rc;
 }
 
-/* Duplicate-key checks above are quadratic per map; maps here are small
- * (a handful of fields), the big collections are sequences. */
+/* Linear per lookup: readers look up a fixed set of fields, and refuse
+ * maps with unknown keys, so a huge map costs one pass, not one per key. */
 const struct ydoc_node *ydoc_get(const struct ydoc_node *map, const char *key) {
   if (map == NULL || map->kind != YDOC_MAP) return NULL;
   for (size_t i = 0; i < map->len; i++)
@@ -365,104 +415,4 @@ int ydoc_str(const struct ydoc *doc, const struct ydoc_node *n, const char *fiel
     return ydoc_error(doc, n, field, err, errlen, "longer than %zu characters", outlen - 1);
   memcpy(out, n->scalar, n->len + 1);
   return 0;
-}
-
-int gcoll_read_file(const char *path, size_t max_bytes, char **buf, size_t *len, char *err,
-                    size_t errlen) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  struct stat st;
-  char *p = NULL;
-  size_t got = 0;
-  if (fd < 0) {
-    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    return -1;
-  }
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    snprintf(err, errlen, "%s: not a regular file", path);
-    goto fail;
-  }
-  if ((uint64_t)st.st_size > max_bytes) {
-    snprintf(err, errlen, "%s: %lld bytes is larger than the %zu-byte limit", path,
-             (long long)st.st_size, max_bytes);
-    goto fail;
-  }
-  p = malloc((size_t)st.st_size + 1);
-  if (p == NULL) {
-    snprintf(err, errlen, "%s: out of memory", path);
-    goto fail;
-  }
-  while (got < (size_t)st.st_size) {
-    ssize_t r = read(fd, p + got, (size_t)st.st_size - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      snprintf(err, errlen, "%s: read failed: %s", path, strerror(errno));
-      goto fail;
-    }
-    if (r == 0) break; /* truncated while reading: parse what is there */
-    got += (size_t)r;
-  }
-  p[got] = '\0';
-  close(fd);
-  *buf = p;
-  *len = got;
-  return 0;
-fail:
-  free(p);
-  close(fd);
-  return -1;
-}
-
-int gcoll_atomic_write(const char *path,
-                       int (*fn)(void *FILE_stream, const void *arg, char *err, size_t errlen),
-                       const void *arg, char *err, size_t errlen) {
-  size_t n = strlen(path);
-  char *tmp = malloc(n + 32);
-  FILE *f = NULL;
-  int fd = -1, rc = -1;
-  if (tmp == NULL) {
-    snprintf(err, errlen, "%s: out of memory", path);
-    return -1;
-  }
-  snprintf(tmp, n + 32, "%s.tmp.%ld", path, (long)getpid());
-  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) {
-    snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-    goto out;
-  }
-  f = fdopen(fd, "w");
-  if (f == NULL) {
-    snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-    close(fd);
-    unlink(tmp);
-    goto out;
-  }
-  if (fn(f, arg, err, errlen) != 0) goto drop;
-  if (fflush(f) != 0 || ferror(f)) {
-    snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
-    goto drop;
-  }
-  if (fsync(fileno(f)) != 0) {
-    snprintf(err, errlen, "%s: fsync failed: %s", path, strerror(errno));
-    goto drop;
-  }
-  if (fclose(f) != 0) {
-    f = NULL;
-    snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
-    unlink(tmp);
-    goto out;
-  }
-  f = NULL;
-  if (rename(tmp, path) != 0) {
-    snprintf(err, errlen, "%s: cannot rename into place: %s", path, strerror(errno));
-    unlink(tmp);
-    goto out;
-  }
-  rc = 0;
-  goto out;
-drop:
-  fclose(f);
-  unlink(tmp);
-out:
-  free(tmp);
-  return rc;
 }

@@ -1,8 +1,9 @@
 /* A small read-only YAML document built from libyaml's event parser, with
  * line numbers kept on every node so that readers can report
  * "FILE:LINE: field 'x': reason" in one line. Shared by the topology and
- * plan readers. Limits (depth, node count, scalar length) are enforced while
- * parsing, so hostile input cannot exhaust memory or the stack. */
+ * plan readers. Limits (depth, node count, scalar length, memory per byte of
+ * input) are enforced while parsing, before each allocation, so hostile
+ * input cannot exhaust memory, time or the stack. */
 #ifndef GCOLL_GRAPH_YAML_DOC_H
 #define GCOLL_GRAPH_YAML_DOC_H
 
@@ -11,12 +12,17 @@
 
 enum ydoc_kind { YDOC_SCALAR, YDOC_SEQ, YDOC_MAP };
 
+/* 16 bytes, because a dense hostile file ("[1,1,1,...") makes one node per
+ * two bytes of input. `scalar` and `items` share storage: read `scalar`
+ * only after checking kind (ydoc_expect, ydoc_str, ydoc_int do). */
 struct ydoc_node {
-  enum ydoc_kind kind;
-  int line;                   /* 1-based */
-  const char *scalar;         /* YDOC_SCALAR: NUL-terminated value */
-  size_t len;                 /* scalar length, or number of children */
-  struct ydoc_node **items;   /* SEQ: items; MAP: key, value, key, value ... */
+  union {
+    const char *scalar;       /* YDOC_SCALAR: NUL-terminated value */
+    struct ydoc_node **items; /* SEQ: items; MAP: key, value, key, value ... */
+  };
+  uint32_t len;               /* scalar length, or number of children */
+  unsigned kind : 2;          /* enum ydoc_kind */
+  unsigned line : 30;         /* 1-based */
 };
 
 struct ydoc {
@@ -29,6 +35,11 @@ struct ydoc {
 #define YDOC_MAX_DEPTH 32
 #define YDOC_MAX_NODES (1u << 22)
 #define YDOC_MAX_SCALAR 4096
+/* Memory a document may hold while parsing: this many bytes per byte of
+ * input, plus a fixed allowance for small, densely written files. Real
+ * plans and topologies need 4 to 6.5 per byte. */
+#define YDOC_MEM_PER_BYTE 8
+#define YDOC_MEM_SLACK ((size_t)4 << 20)
 
 /* Parses one document. Returns 0, or -1 with "WHAT:LINE: reason" in err.
  * Aliases, anchors and tags other than the core ones are refused. */
@@ -66,14 +77,21 @@ int ydoc_error(const struct ydoc *doc, const struct ydoc_node *n, const char *fi
                char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
-/* Reads a whole file (size-checked against max_bytes) into a malloc'd
- * NUL-terminated buffer. */
+/* Reads a whole regular file (size-checked against max_bytes) into a
+ * malloc'd NUL-terminated buffer. Anything else (FIFO, device, directory,
+ * socket) is refused with one line before it is opened, and the open itself
+ * cannot block, so a hostile path never hangs or feeds the reader. */
 int gcoll_read_file(const char *path, size_t max_bytes, char **buf, size_t *len,
                     char *err, size_t errlen);
 
-/* Atomic file replacement: write(tmp) + fsync + rename. The callback writes
- * to the FILE*; on any failure the target is left untouched and the
- * temporary removed. */
+/* Final mode of files gcoll_atomic_write creates (readable plans). */
+#define GCOLL_ATOMIC_WRITE_MODE 0644
+
+/* Atomic, durable file replacement: the callback writes to a FILE* on a
+ * temporary with an unpredictable name in the target's directory, mode
+ * 0600 while written; then fchmod to GCOLL_ATOMIC_WRITE_MODE, fsync,
+ * rename, fsync of the directory. On any failure before the rename the
+ * target is left untouched and the temporary removed. */
 int gcoll_atomic_write(const char *path,
                        int (*fn)(void *FILE_stream, const void *arg, char *err, size_t errlen),
                        const void *arg, char *err, size_t errlen);

@@ -368,5 +368,22 @@ if [ "$rc" -eq 0 ]; then
   expect_rc "detected topology reads back" 0 "$BIN" topo "$tmp/detected.yaml" --hash
 fi
 
+# ---- paths that are not regular files ----------------------------------------
+# A FIFO used to block the open forever; each reader must refuse it at once
+# (timeout turns a hang into status 124).
+mkfifo "$tmp/fifo.yaml"
+fifo_msg="gcoll-plan: $tmp/fifo.yaml: is a FIFO, not a regular file"
+expect_err "show a FIFO" 1 "$fifo_msg" timeout 10 "$BIN" show "$tmp/fifo.yaml"
+expect_err "show --rank a FIFO" 1 "$fifo_msg" timeout 10 "$BIN" show "$tmp/fifo.yaml" --rank 0
+expect_err "verify a FIFO" 1 "$fifo_msg" timeout 10 "$BIN" verify "$tmp/fifo.yaml"
+expect_err "topo a FIFO" 1 "$fifo_msg" timeout 10 "$BIN" topo "$tmp/fifo.yaml"
+expect_err "generate from a FIFO" 1 "$fifo_msg" \
+  timeout 10 "$BIN" generate --topo "$tmp/fifo.yaml" --nodes 2 -o "$tmp/from-fifo.yaml"
+check "nothing generated from a FIFO" [ ! -e "$tmp/from-fifo.yaml" ]
+expect_err "show a device" 1 "gcoll-plan: /dev/zero: is a character device, not a regular file" \
+  timeout 10 "$BIN" show /dev/zero
+expect_err "show a directory" 1 "gcoll-plan: $tmp: is a directory, not a regular file" \
+  timeout 10 "$BIN" show "$tmp"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -112,6 +112,12 @@ if [ -x "$top_builddir/gcoll-plan" ]; then
   one_line_matching "--plan with the wrong node count" 1 'has 2 nodes, not --nodes 4$' \
     "$RUN" -n 4 --nodes 4 --plan "$tmp/p4.yaml" "$CLIENT"
 fi
+# A FIFO as --plan or --topo is refused at once, not read forever.
+mkfifo "$tmp/fifo.yaml"
+one_line_matching "--plan FIFO" 1 "^gcollrun: $tmp/fifo.yaml: is a FIFO, not a regular file\$" \
+  "$RUN" -n 2 --plan "$tmp/fifo.yaml" "$CLIENT"
+one_line_matching "--topo FIFO" 1 "^gcollrun: $tmp/fifo.yaml: is a FIFO, not a regular file\$" \
+  "$RUN" -n 2 --topo "$tmp/fifo.yaml" "$CLIENT"
 
 # ---- --tag-output -----------------------------------------------------------
 # Lines written in pieces, from many ranks at once, come out whole.
