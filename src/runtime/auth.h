@@ -13,7 +13,7 @@
  *
  * The derived secrets never appear in a name, file, argument or log; only
  * their HMAC outputs go on the wire. HMAC-SHA256 and the constant-time
- * compare are OpenSSL's libcrypto. */
+ * compare are libsodium's. */
 #ifndef GCOLL_RUNTIME_AUTH_H
 #define GCOLL_RUNTIME_AUTH_H
 
@@ -34,7 +34,7 @@ struct gcoll_auth_secret {
 };
 
 /* secret = first 16 bytes of HMAC-SHA256(key, label). 0, or -1 with one
- * line in err (an empty key, a libcrypto failure). */
+ * line in err (an empty key, a libsodium failure). */
 int gcoll_auth_derive(const void *key, size_t keylen, const char *label,
                       struct gcoll_auth_secret *secret, char *err, size_t errlen);
 
@@ -43,7 +43,7 @@ int gcoll_auth_nonce(unsigned char nonce[GCOLL_AUTH_NONCE_BYTES], char *err, siz
 
 /* tag = HMAC-SHA256(secret, purpose || nonce || msg). purpose names the
  * message (a NUL-terminated string, hashed with its NUL so that no
- * purpose is a prefix of another's input). msg is at most 256 bytes. */
+ * purpose is a prefix of another's input). */
 void gcoll_auth_tag(const struct gcoll_auth_secret *secret, const char *purpose,
                     const unsigned char nonce[GCOLL_AUTH_NONCE_BYTES], const void *msg,
                     size_t msglen, unsigned char tag[GCOLL_AUTH_TAG_BYTES]);

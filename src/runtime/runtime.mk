@@ -13,9 +13,6 @@ TESTS += tests/unit/test_transport
 tests_unit_test_transport_SOURCES = tests/unit/test_transport.c
 tests_unit_test_transport_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_transport_LDADD = $(UNIT_LDADD)
-endif
-
-if HAVE_CMOCKA
 check_PROGRAMS += tests/unit/test_auth
 TESTS += tests/unit/test_auth
 tests_unit_test_auth_SOURCES = tests/unit/test_auth.c

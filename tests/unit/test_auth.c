@@ -95,11 +95,17 @@ static int match(void *ctx, const unsigned char *hello, int fd) {
   struct listener *l = ctx;
   if (memcmp(hello, "HELO", 4) != 0) return -1;
   int n = atomic_load(&l->matched);
-  unsigned char ok[GCOLL_TCP_HDR_BYTES];
-  gcoll_tcp_hdr_encode(ok, 0, 0, GCOLL_TCP_PROTO_ACCEPTED);
-  if (n >= 8 || send(fd, ok, sizeof(ok), MSG_NOSIGNAL) != (ssize_t)sizeof(ok)) return -1;
+  if (n >= 8) return -1;
+  /* Counted before the answer goes out: the client checks the count as
+   * soon as it has the answer. */
   l->matched_fds[n] = fd;
   atomic_store(&l->matched, n + 1);
+  unsigned char ok[GCOLL_TCP_HDR_BYTES];
+  gcoll_tcp_hdr_encode(ok, 0, 0, GCOLL_TCP_PROTO_ACCEPTED);
+  if (send(fd, ok, sizeof(ok), MSG_NOSIGNAL) != (ssize_t)sizeof(ok)) {
+    atomic_store(&l->matched, n);
+    return -1;
+  }
   return 0;
 }
 
@@ -173,7 +179,7 @@ static int hello_as(const struct listener *l, const char *key, char *err, size_t
 
 static void test_hello_right_key_only(void **state) {
   (void)state;
-  struct listener l;
+  static struct listener l;
   char err[512];
   listener_start(&l, "feedface");
   int fd = hello_as(&l, "feedface", err, sizeof(err));
@@ -197,7 +203,7 @@ static void test_hello_right_key_only(void **state) {
  * one), sent at once without reading the challenge. */
 static void test_forged_hello_refused(void **state) {
   (void)state;
-  struct listener l;
+  static struct listener l;
   listener_start(&l, "feedface");
   unsigned char forged[HELLO_LEN + GCOLL_AUTH_TAG_BYTES] = "HELO";
   for (size_t i = HELLO_LEN; i < sizeof(forged); i++) forged[i] = (unsigned char)rand();
@@ -221,7 +227,7 @@ static void test_forged_hello_refused(void **state) {
  * oldest, and the job's hello still gets through at once. */
 static void test_flood_of_silent_strangers(void **state) {
   (void)state;
-  struct listener l;
+  static struct listener l;
   char err[512];
   listener_start(&l, "feedface");
   static int fds[STRANGERS];
