@@ -10,7 +10,7 @@ EXTRA_DIST += src/kernels/gen_kernels.sh src/kernels/coll_kernels.cu src/kernels
 	tests/gpu/gpu_coll_check.sh \
 	src/kernels/cuda_loader.c src/kernels/cuda_loader.h src/kernels/cuda_fatbin.c \
 	src/kernels/cuda_fatbin.h src/kernels/cuda_work.h src/kernels/cuda_exec.c \
-	src/kernels/cuda_exec.h
+	src/kernels/cuda_exec.h src/kernels/exec_cuda.c
 
 if HAVE_CUDA
 NVCC_GENCODE = -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -30,7 +30,7 @@ CUDA_GENERATED = src/kernels/coll_reduce_table.cuh src/kernels/coll_algo_table.c
 # lister, the executor.
 libgcoll_la_SOURCES += src/kernels/cuda_loader.c src/kernels/cuda_loader.h \
 	src/kernels/cuda_fatbin.c src/kernels/cuda_fatbin.h src/kernels/cuda_work.h \
-	src/kernels/cuda_exec.c src/kernels/cuda_exec.h
+	src/kernels/cuda_exec.c src/kernels/cuda_exec.h src/kernels/exec_cuda.c
 nodist_libgcoll_la_SOURCES = src/kernels/coll_table.c src/kernels/coll_fatbin.c
 noinst_PROGRAMS += src/kernels/gcoll-bin2c
 src_kernels_gcoll_bin2c_SOURCES = src/kernels/bin2c.c

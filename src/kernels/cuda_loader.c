@@ -19,6 +19,11 @@
   X(primary_ctx_retain, "cuDevicePrimaryCtxRetain")             \
   X(primary_ctx_release, "cuDevicePrimaryCtxRelease_v2")        \
   X(ctx_set_current, "cuCtxSetCurrent")                         \
+  X(ctx_get_current, "cuCtxGetCurrent")                         \
+  X(ctx_get_device, "cuCtxGetDevice")                           \
+  X(pointer_get_attribute, "cuPointerGetAttribute")             \
+  X(mem_host_register, "cuMemHostRegister_v2")                  \
+  X(mem_host_unregister, "cuMemHostUnregister")                 \
   X(module_load_data, "cuModuleLoadData")                       \
   X(module_unload, "cuModuleUnload")                            \
   X(module_get_function, "cuModuleGetFunction")                 \

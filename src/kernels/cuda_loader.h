@@ -36,6 +36,16 @@ typedef struct gcoll_cu_strm *gcoll_cu_stream;     /* CUstream */
 #define GCOLL_CU_DEVICE_ATTRIBUTE_CC_MAJOR 75
 #define GCOLL_CU_DEVICE_ATTRIBUTE_CC_MINOR 76
 #define GCOLL_CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING 41
+#define GCOLL_CU_ERROR_INVALID_VALUE 1
+#define GCOLL_CU_ERROR_INVALID_CONTEXT 201
+#define GCOLL_CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
+#define GCOLL_CU_MEMHOSTREGISTER_PORTABLE 0x01
+#define GCOLL_CU_MEMHOSTREGISTER_DEVICEMAP 0x02
+#define GCOLL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define GCOLL_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+#define GCOLL_CU_MEMORYTYPE_HOST 1
+#define GCOLL_CU_MEMORYTYPE_DEVICE 2
+#define GCOLL_CU_MEMORYTYPE_UNIFIED 4
 
 struct gcoll_cuda_api {
   gcoll_cu_result (*init)(unsigned flags);
@@ -47,6 +57,11 @@ struct gcoll_cuda_api {
   gcoll_cu_result (*primary_ctx_retain)(gcoll_cu_context *ctx, gcoll_cu_device dev);
   gcoll_cu_result (*primary_ctx_release)(gcoll_cu_device dev);
   gcoll_cu_result (*ctx_set_current)(gcoll_cu_context ctx);
+  gcoll_cu_result (*ctx_get_current)(gcoll_cu_context *ctx);
+  gcoll_cu_result (*ctx_get_device)(gcoll_cu_device *dev);
+  gcoll_cu_result (*pointer_get_attribute)(void *data, int attribute, gcoll_cu_deviceptr ptr);
+  gcoll_cu_result (*mem_host_register)(void *ptr, size_t bytes, unsigned flags);
+  gcoll_cu_result (*mem_host_unregister)(void *ptr);
   gcoll_cu_result (*module_load_data)(gcoll_cu_module *mod, const void *image);
   gcoll_cu_result (*module_unload)(gcoll_cu_module mod);
   gcoll_cu_result (*module_get_function)(gcoll_cu_function *fn, gcoll_cu_module mod,

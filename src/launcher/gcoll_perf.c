@@ -44,6 +44,9 @@ struct perf_ctx {
   gcollComm_t comm;
   int rank, nranks;
   unsigned char *sendbuf, *recvbuf;
+  /* -M cuda: the buffers the collectives run on; sendbuf and recvbuf are
+   * then their host copies, where inputs are made and results checked. */
+  unsigned char *dev_send, *dev_recv;
   struct perf_data *data;
   int inject_rank;          /* GCOLL_PERF_INJECT_ERROR, -1 when unset */
   long long wrong_total;
@@ -130,8 +133,19 @@ static struct perf_bufs case_bufs(const struct perf_ctx *cx, const struct perf_c
   return b;
 }
 
+/* The device address of a host-copy address (same offset). */
+static unsigned char *on_device(const struct perf_ctx *cx, unsigned char *p) {
+  size_t bytes = cx->o.maxbytes;
+  if (p >= cx->sendbuf && p <= cx->sendbuf + bytes) return cx->dev_send + (p - cx->sendbuf);
+  return cx->dev_recv + (p - cx->recvbuf);
+}
+
 static gcollResult_t run_coll(const struct perf_ctx *cx, const struct perf_case *c,
                               struct perf_bufs b) {
+  if (cx->o.device_memory) {
+    b.send = on_device(cx, b.send);
+    b.recv = on_device(cx, b.recv);
+  }
   switch (c->coll) {
   case PERF_ALLREDUCE:
     return gcollAllReduce(b.send, b.recv, c->count, c->type, c->op, cx->comm, NULL);
@@ -213,10 +227,31 @@ static size_t count_wrong_output(struct perf_ctx *cx, const struct perf_case *c,
 
 /* One more call on known data; wrong elements summed over ranks. Out of
  * place, the send buffer must come back unchanged too. */
+/* -M cuda: the host copies' extents the case uses, to the device before
+ * the call and back after it. */
+static void sync_buffers(struct perf_ctx *cx, const struct perf_case *c, int to_device) {
+  if (!cx->o.device_memory) return;
+  size_t out_bytes = case_out_elems(c, cx->nranks) * c->ts;
+  size_t in_bytes = case_in_elems(c, cx->nranks) * c->ts;
+  size_t recv_bytes = out_bytes > in_bytes ? out_bytes : in_bytes;
+  char err[256];
+  int rc = to_device
+               ? perf_mem_to_device(cx->dev_send, cx->sendbuf, in_bytes, err, sizeof(err)) ||
+                     perf_mem_to_device(cx->dev_recv, cx->recvbuf, recv_bytes, err, sizeof(err))
+               : perf_mem_to_host(cx->sendbuf, cx->dev_send, in_bytes, err, sizeof(err)) ||
+                     perf_mem_to_host(cx->recvbuf, cx->dev_recv, recv_bytes, err, sizeof(err));
+  if (rc != 0) {
+    fprintf(stderr, PERF_PROG ": rank %d: %s\n", cx->rank, err);
+    exit(1);
+  }
+}
+
 static long long check_case(struct perf_ctx *cx, const struct perf_case *c, struct perf_bufs b,
                             int inplace) {
   fill_input(cx, c, b);
+  sync_buffers(cx, c, 1);
   run_or_die(cx, c, b);
+  sync_buffers(cx, c, 0);
   inject_error(cx, c, b);
   size_t wrong = count_wrong_output(cx, c, b, inplace);
   if (!inplace)
@@ -330,6 +365,16 @@ static int setup(struct perf_ctx *cx) {
     return 1;
   }
   cx->inject_rank = parse_env_rank("GCOLL_PERF_INJECT_ERROR");
+  if (cx->o.device_memory) {
+    char err[256];
+    int local = parse_env_rank("GCOLL_LOCAL_RANK");
+    if (perf_mem_open(local < 0 ? 0 : local, err, sizeof(err)) != 0 ||
+        (cx->dev_send = perf_mem_alloc(bytes, err, sizeof(err))) == NULL ||
+        (cx->dev_recv = perf_mem_alloc(bytes, err, sizeof(err))) == NULL) {
+      fprintf(stderr, PERF_PROG ": rank %d: -M cuda: %s\n", cx->rank, err);
+      return 1;
+    }
+  }
   return 0;
 }
 
@@ -360,6 +405,8 @@ int main(int argc, char **argv) {
   if (cx.rank == 0)
     perf_report_summary(cx.wrong_total, cx.nresults ? cx.busbw_sum / (double)cx.nresults : 0);
   perf_data_free(cx.data);
+  perf_mem_free(cx.dev_send);
+  perf_mem_free(cx.dev_recv);
   gcollResult_t rc = gcollCommDestroy(cx.comm);
   if (rc != gcollSuccess) {
     fprintf(stderr, PERF_PROG ": rank %d: gcollCommDestroy: %s\n", cx.rank,

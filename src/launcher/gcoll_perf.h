@@ -39,6 +39,7 @@ struct perf_opts {
   long warmup, iters;
   int check;
   const char *algo, *proto; /* NULL: the plan chooses */
+  int device_memory;      /* -M cuda */
 };
 
 enum { PERF_ARGS_OK = 0, PERF_ARGS_HELP = 1, PERF_ARGS_BAD = 2 };
@@ -75,6 +76,19 @@ size_t perf_data_wrong_copy(struct perf_data *d, const void *got, int rank, size
  * of inputs [first, first + count). */
 size_t perf_data_wrong_reduced(struct perf_data *d, const void *got, size_t first, size_t count,
                                gcollDataType_t t, gcollRedOp_t op);
+
+/* ---- device buffers (gcoll_perf_mem.c) -----------------------------------
+ * With -M cuda the collectives run on device memory; inputs are made and
+ * results checked in host copies moved with the driver's copies. */
+/* Opens GPU `local_rank mod GPUs` (primary context, current on this
+ * thread). 0, or -1 with one line in err (no driver, no GPU, no CUDA in
+ * this build). */
+int perf_mem_open(int local_rank, char *err, size_t errlen);
+void *perf_mem_alloc(size_t bytes, char *err, size_t errlen);
+void perf_mem_free(void *dev);
+/* Copies between a host buffer and device memory; 0, or -1 with err. */
+int perf_mem_to_device(void *dev, const void *host, size_t bytes, char *err, size_t errlen);
+int perf_mem_to_host(void *host, const void *dev, size_t bytes, char *err, size_t errlen);
 
 /* Marks memory that a collective must overwrite (or must leave alone). */
 #define PERF_POISON_BYTE 0xA5

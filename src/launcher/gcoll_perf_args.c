@@ -36,8 +36,10 @@ static const char usage_text[] =
     "  -c, --check 0|1        check one extra call per size (default 1)\n"
     "  -a, --algo ring|tree   force the algorithm (sets GCOLL_ALGO)\n"
     "  -p, --proto simple|ll  force the protocol (sets GCOLL_PROTO)\n"
-    "  -z, --blocking 0|1     accepted for nccl-tests compatibility; host calls\n"
+    "  -z, --blocking 0|1     accepted for nccl-tests compatibility; calls\n"
     "                         always block\n"
+    "  -M, --memory host|cuda buffers in host memory (default) or in device memory\n"
+    "                         of GPU (local rank mod GPUs), run by the CUDA kernels\n"
     "  -h, --help             this help\n"
     "\n"
     "Sizes are the bytes of the largest buffer: for allgather and reducescatter\n"
@@ -164,6 +166,7 @@ static const struct option long_opts[] = {
     {"warmup_iters", required_argument, NULL, 'w'}, {"iters", required_argument, NULL, 'n'},
     {"check", required_argument, NULL, 'c'},        {"algo", required_argument, NULL, 'a'},
     {"proto", required_argument, NULL, 'p'},        {"blocking", required_argument, NULL, 'z'},
+    {"memory", required_argument, NULL, 'M'},
     {"help", no_argument, NULL, 'h'},               {NULL, 0, NULL, 0}};
 
 static int parse_one(int ch, const char *arg, struct perf_opts *o, char *err, size_t errlen) {
@@ -193,6 +196,12 @@ static int parse_one(int ch, const char *arg, struct perf_opts *o, char *err, si
   case 'z': return parse_long("-z", arg, 0, 1, &v, err, errlen);
   case 'a': return parse_choice("-a", arg, "ring", "tree", &o->algo, err, errlen);
   case 'p': return parse_choice("-p", arg, "simple", "ll", &o->proto, err, errlen);
+  case 'M': {
+    const char *m = NULL;
+    int parsed = parse_choice("-M", arg, "host", "cuda", &m, err, errlen);
+    o->device_memory = parsed == PERF_ARGS_OK && strcmp(m, "cuda") == 0;
+    return parsed;
+  }
   default: return bad(err, errlen, "unknown option (see '" PERF_PROG " -h')");
   }
 }
@@ -212,7 +221,7 @@ int perf_parse_args(int argc, char **argv, struct perf_opts *o, char *err, size_
   opterr = 0;
   optind = 1;
   int ch;
-  while ((ch = getopt_long(argc, argv, ":o:b:e:f:i:t:d:r:R:w:n:c:a:p:z:h", long_opts, NULL)) !=
+  while ((ch = getopt_long(argc, argv, ":o:b:e:f:i:t:d:r:R:w:n:c:a:p:z:M:h", long_opts, NULL)) !=
          -1) {
     if (ch == 'h') return PERF_ARGS_HELP;
     if (ch == ':') return bad(err, errlen, "%s needs a value", argv[optind - 1]);

@@ -34,8 +34,9 @@ void perf_report_header(const struct perf_opts *o, int nranks, int rank) {
   host[sizeof(host) - 1] = '\0';
   print_sweep(o, nranks);
   printf("#\n# Using devices\n");
-  printf("#  Rank %2d Pid %6d on %10s device host memory, virtual node %s, local rank %s\n", rank,
-         (int)getpid(), host, env_or("GCOLL_NODE", "0"), env_or("GCOLL_LOCAL_RANK", "0"));
+  printf("#  Rank %2d Pid %6d on %10s device %s, virtual node %s, local rank %s\n", rank,
+         (int)getpid(), host, o->device_memory ? "CUDA device memory" : "host memory",
+         env_or("GCOLL_NODE", "0"), env_or("GCOLL_LOCAL_RANK", "0"));
   printf("#  nranks %d, one process per rank (only rank 0 is listed)\n", nranks);
   fflush(stdout);
 }

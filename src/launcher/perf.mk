@@ -4,7 +4,7 @@
 bin_PROGRAMS += gcoll-perf
 gcoll_perf_SOURCES = src/launcher/gcoll_perf.c src/launcher/gcoll_perf.h \
 	src/launcher/gcoll_perf_args.c src/launcher/gcoll_perf_data.c \
-	src/launcher/gcoll_perf_report.c
+	src/launcher/gcoll_perf_report.c src/launcher/gcoll_perf_mem.c
 gcoll_perf_LDADD = libgcoll.la -lm
 
 TESTS += tests/integration/test_perf.sh

@@ -10,6 +10,7 @@
 
 #include "gcoll.h"
 #include "gcoll_plan.h"
+#include "kernels/exec.h"
 #include "kernels/host_exec.h"
 #include "runtime/bootstrap.h"
 #include "runtime/transport.h"
@@ -46,7 +47,12 @@ struct gcollComm {
   int has_net;                         /* some connection goes through the proxy */
   struct gcoll_conn conns[GCOLL_COMM_MAX_CONNS];
   struct gcoll_host_channel channels[GCOLL_MAX_CHANNELS];
-  struct gcoll_host_exec *exec;
+  /* Executors by kind (exec.h): the host one from init, the CUDA one made
+   * by the first collective on device buffers (NULL until then). */
+  struct {
+    const struct gcoll_exec_ops *ops;
+    struct gcoll_exec *e;
+  } exec[GCOLL_NEXECS];
   struct gcoll_p2p *p2p;               /* send/recv connections, NULL until used */
   /* Set by an abort (gcollInvalidUsage) or a transport that saw a peer die
    * (gcollRemoteError); every wait in the executor polls it. */
@@ -64,9 +70,13 @@ struct gcollComm {
    * GCOLL_MAX_NCHANNELS replaced the measurement. */
   int host_cpus, ranks_on_host;
   size_t slot_bytes;
+  int cuda_device;                     /* the current device at init (CUDA executor) */
   uint64_t timeout_ms;
   char job_key[64];
 };
+
+/* The executor of that kind, created on first use (comm_init.c). */
+gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind kind);
 
 /* Connects every edge the plan names for this rank (comm_connect.c). */
 gcollResult_t gcoll_comm_connect(struct gcollComm *comm);
@@ -109,6 +119,8 @@ struct gcoll_coll_op {
   struct gcollComm *comm;
   const char *name;            /* the API function, for error lines */
   struct gcoll_host_coll hc;
+  enum gcoll_exec_kind exec;   /* by the buffers' memory */
+  void *stream;                /* CUstream for device buffers, else NULL */
 };
 /* Runs one such collective to its end (comm_coll.c). */
 gcollResult_t gcoll_coll_run_op(const struct gcoll_coll_op *op);

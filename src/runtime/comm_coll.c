@@ -20,12 +20,47 @@ struct call {
   int has_op, has_root;
 };
 
-static gcollResult_t check_args(const struct gcollComm *comm, const struct call *c, void *stream,
-                                size_t *bytes) {
+/* Which executor the buffers call for: CUDA when they are device memory
+ * (both of them: one host and one device buffer is refused), the host
+ * otherwise; a stream goes with device buffers only. */
+static gcollResult_t choose_executor(struct gcollComm *comm, const struct call *c, void *stream,
+                                     enum gcoll_exec_kind *kind) {
+  const struct gcoll_exec_ops *cuda = gcoll_exec_ops_of(GCOLL_EXEC_CUDA);
+  int dev_send = -1, dev_recv = -1;
+  int send_dev = cuda != NULL && c->sendbuf != NULL && cuda->owns(c->sendbuf, &dev_send);
+  int recv_dev = cuda != NULL && c->recvbuf != NULL && cuda->owns(c->recvbuf, &dev_recv);
+  int root_only_send = c->coll == GCOLL_COLL_BROADCAST && comm->rank != c->root;
+  int root_only_recv = c->coll == GCOLL_COLL_REDUCE && comm->rank != c->root;
+  /* A buffer the call does not use on this rank has no say. */
+  if (c->sendbuf == NULL || root_only_send) send_dev = recv_dev;
+  if (c->recvbuf == NULL || root_only_recv) recv_dev = send_dev;
+  if (send_dev != recv_dev)
+    return gcoll_fail(gcollInvalidArgument, "%s: sendbuff is %s memory and recvbuff %s memory: "
+                      "pass both in device memory or both in host memory", c->name,
+                      send_dev ? "device" : "host", recv_dev ? "device" : "host");
+  *kind = send_dev ? GCOLL_EXEC_CUDA : GCOLL_EXEC_HOST;
+  if (*kind == GCOLL_EXEC_HOST) {
+    if (stream != NULL)
+      return gcoll_fail(gcollInvalidUsage, "%s: a stream with host buffers: collectives on host "
+                                           "memory block and run on no stream (pass NULL, or "
+                                           "device buffers)", c->name);
+    return gcollSuccess;
+  }
+  int dev = dev_send >= 0 ? dev_send : dev_recv;
+  if (dev_send >= 0 && dev_recv >= 0 && dev_send != dev_recv)
+    return gcoll_fail(gcollInvalidArgument, "%s: sendbuff is on GPU %d and recvbuff on GPU %d",
+                      c->name, dev_send, dev_recv);
+  /* One device per rank, as NCCL: the first device collective fixes it. */
+  if (comm->exec[GCOLL_EXEC_CUDA].e == NULL && dev >= 0) comm->cuda_device = dev;
+  if (dev >= 0 && dev != comm->cuda_device)
+    return gcoll_fail(gcollInvalidArgument, "%s: buffers on GPU %d, but this communicator runs "
+                      "on GPU %d", c->name, dev, comm->cuda_device);
+  return gcollSuccess;
+}
+
+static gcollResult_t check_args(struct gcollComm *comm, const struct call *c, void *stream,
+                                size_t *bytes, enum gcoll_exec_kind *kind) {
   if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "%s: comm is NULL", c->name);
-  if (stream != NULL)
-    return gcoll_fail(gcollInvalidUsage, "%s: stream must be NULL: this build runs collectives "
-                                         "on host memory only", c->name);
   size_t size = gcoll_dtype_size(c->dtype);
   if (size == 0)
     return gcoll_fail(gcollInvalidArgument, "%s: datatype %d is not a gcollDataType_t", c->name,
@@ -57,7 +92,7 @@ static gcollResult_t check_args(const struct gcollComm *comm, const struct call 
                       c->name, atomic_load(&comm->failed_peer));
   if (aborted != 0)
     return gcoll_fail((gcollResult_t)aborted, "%s: the communicator was aborted", c->name);
-  return gcollSuccess;
+  return choose_executor(comm, c, stream, kind);
 }
 
 /* The plan's choice for this size, then the environment's overrides, then
@@ -121,7 +156,18 @@ gcollResult_t gcoll_coll_run_op(const struct gcoll_coll_op *op) {
   /* A proxy asleep after an idle spell would add up to its poll timeout to
    * the first network step. */
   if (comm->has_net) gcoll_proxy_wake(comm->proxy);
-  gcollResult_t rc = gcoll_host_exec_run(comm->exec, &op->hc, err, sizeof(err));
+  gcollResult_t rc = gcoll_comm_executor(comm, op->exec);
+  if (rc != gcollSuccess) {
+    pthread_mutex_unlock(&comm->busy);
+    return gcoll_fail(rc, "%s: %s", op->name, gcollGetLastError(NULL));
+  }
+  const struct gcoll_exec_ops *ops = comm->exec[op->exec].ops;
+  struct gcoll_exec *e = comm->exec[op->exec].e;
+  /* Device buffers: the kernel is enqueued on the caller's stream; this
+   * version waits for it before returning, so the caller's next use of the
+   * buffers (on any stream, or the host) sees the result. */
+  rc = ops->launch(e, &op->hc, op->stream, err, sizeof(err));
+  if (rc == gcollSuccess) rc = ops->wait(e, err, sizeof(err));
   if (rc != gcollSuccess) rc = gcoll_comm_explain(comm, op->name, rc, err);
   pthread_mutex_unlock(&comm->busy);
   return rc;
@@ -131,11 +177,14 @@ gcollResult_t gcoll_coll_run_op(const struct gcoll_coll_op *op) {
  * group at once; runs now, or at gcollGroupEnd when grouped. */
 static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *stream) {
   size_t bytes = 0;
-  gcollResult_t rc = check_args(comm, c, stream, &bytes);
+  enum gcoll_exec_kind kind = GCOLL_EXEC_HOST;
+  gcollResult_t rc = check_args(comm, c, stream, &bytes, &kind);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
   struct gcoll_coll_op op = {
       .comm = comm,
       .name = c->name,
+      .exec = kind,
+      .stream = stream,
       .hc = {
           .coll = c->coll,
           .sendbuf = c->sendbuf,

@@ -202,25 +202,38 @@ static uint32_t spin_rounds(const struct gcollComm *comm) {
   return comm->host_cpus > 0 && threads <= comm->host_cpus ? GCOLL_WAIT_DEDICATED_SPINS : 0;
 }
 
-static gcollResult_t start_executor(struct gcollComm *comm) {
+gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind kind) {
+  if (comm->exec[kind].e != NULL) return gcollSuccess;
+  const struct gcoll_exec_ops *ops = gcoll_exec_ops_of(kind);
+  if (ops == NULL)
+    return gcoll_fail(gcollInvalidUsage, "this build of gcoll has no %s executor (configured "
+                                         "without the CUDA toolkit)",
+                      kind == GCOLL_EXEC_CUDA ? "CUDA" : "such");
   char err[512];
-  struct gcoll_host_exec_config cfg = {
+  struct gcoll_exec_config cfg = {
       .rank = comm->rank,
       .nranks = comm->nranks,
       .nchannels = comm->nchannels,
       .channels = comm->channels,
+      .slot_bytes = comm->slot_bytes,
       .abort_word = &comm->abort_word,
       .timeout_ns = comm->timeout_ms * 1000000ull,
       .spin_rounds = spin_rounds(comm),
+      .device = comm->cuda_device,
   };
-  comm->exec = gcoll_host_exec_create(&cfg, err, sizeof(err));
-  if (comm->exec == NULL) return gcoll_fail(gcollSystemError, "executor: %s", err);
+  comm->exec[kind].e = ops->create(&cfg, err, sizeof(err));
+  if (comm->exec[kind].e == NULL)
+    return gcoll_fail(kind == GCOLL_EXEC_CUDA ? gcollUnhandledCudaError : gcollSystemError,
+                      "%s executor: %s", ops->name, err);
+  comm->exec[kind].ops = ops;
+  gcoll_log_info(comm, "%s executor ready (%d channels)", ops->name, comm->nchannels);
   return gcollSuccess;
 }
 
 static void comm_free(struct gcollComm *comm) {
   if (comm == NULL) return;
-  gcoll_host_exec_destroy(comm->exec);
+  for (int k = 0; k < GCOLL_NEXECS; k++)
+    if (comm->exec[k].e != NULL) comm->exec[k].ops->destroy(comm->exec[k].e);
   gcoll_p2p_free(comm);
   gcoll_comm_disconnect(comm);
   gcoll_bootstrap_close(comm->bs);
@@ -265,7 +278,7 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
     goto fail;
   comm->timeout_ms = comm->bs->timeout_ms;
   if ((rc = check_job(comm, a->plan_path, a->check_host)) != gcollSuccess ||
-      (rc = gcoll_comm_connect(comm)) != gcollSuccess || (rc = start_executor(comm)) != gcollSuccess)
+      (rc = gcoll_comm_connect(comm)) != gcollSuccess || (rc = gcoll_comm_executor(comm, GCOLL_EXEC_HOST)) != gcollSuccess)
     goto fail;
   /* Every rank connected before anyone's first collective: a peer that
    * failed to connect shows up here, with its reason on its own stderr. */

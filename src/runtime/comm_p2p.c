@@ -457,8 +457,15 @@ static gcollResult_t check_p2p(struct gcollComm *comm, const char *name, const v
                                size_t *bytes) {
   if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "%s: comm is NULL", name);
   if (stream != NULL)
-    return gcoll_fail(gcollInvalidUsage, "%s: stream must be NULL: this build runs on host "
-                                         "memory only", name);
+    return gcoll_fail(gcollInvalidUsage, "%s: stream must be NULL: send and receive run on host "
+                                         "memory only in this version", name);
+  /* The host copies would touch device memory (a fault on a GPU). */
+  const struct gcoll_exec_ops *cuda = gcoll_exec_ops_of(GCOLL_EXEC_CUDA);
+  int device = -1;
+  if (cuda != NULL && buf != NULL && count > 0 && cuda->owns(buf, &device))
+    return gcoll_fail(gcollInvalidUsage, "%s: the buffer is device memory (GPU %d): send and "
+                                         "receive run on host memory only in this version",
+                      name, device);
   size_t size = gcoll_dtype_size(type);
   if (size == 0)
     return gcoll_fail(gcollInvalidArgument, "%s: datatype %d is not a gcollDataType_t", name,

@@ -14,7 +14,9 @@
  * comparison is bit for bit.
  *
  * Prints exactly "skipped: no GPU" and exits 77 when the driver or a GPU is
- * missing. NOTE: written without a GPU; it compiles, but has never run. */
+ * missing. Written without a GPU: it has run only on the emulated GPU
+ * (tests/cudaemu/test_emu_gpu_check.sh, GCOLL_CUDA_DRIVER=libcudaemu.so),
+ * never on a real one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,6 +200,11 @@ static const struct coll_case cases[] = {
     {GCOLL_COLL_ALLGATHER, GCOLL_ALGO_RING}, {GCOLL_COLL_REDUCESCATTER, GCOLL_ALGO_RING},
 };
 static const size_t counts[] = {0, 1, 7, 1031, 100003};
+/* GCOLL_GPU_CHECK_QUICK=1 (the emulated GPU, tests/cudaemu): the largest
+ * size smaller, still several FIFO steps per channel for every type (a
+ * 1-byte type's channel carries 20 KB over 16 KB slots). On an emulator
+ * the time goes into steps, not bytes. */
+#define QUICK_LARGEST 40009
 
 static int is_reduction(enum gcoll_coll c) {
   return c == GCOLL_COLL_ALLREDUCE || c == GCOLL_COLL_REDUCE || c == GCOLL_COLL_REDUCESCATTER;
@@ -336,6 +343,8 @@ static void check_dead_peer(int nranks) {
 int main(int argc, char **argv) {
   int nranks = argc > 1 ? atoi(argv[1]) : 2;
   use_host_fifos = argc > 2 && strcmp(argv[2], "host") == 0;
+  const char *quick = getenv("GCOLL_GPU_CHECK_QUICK");
+  const size_t largest = quick != NULL && strcmp(quick, "1") == 0 ? QUICK_LARGEST : counts[4];
   if (nranks < 1 || nranks > MAX_RANKS) {
     fprintf(stderr, "usage: gpu_coll_check NRANKS(1-%d) [device|host]\n", MAX_RANKS);
     return 2;
@@ -347,6 +356,15 @@ int main(int argc, char **argv) {
     return 77;
   }
   cu = gcoll_cuda_api_get(NULL, 0);
+  /* The FIFOs are allocated before any executor exists, and freed after
+   * the last one is gone: the driver API has no implicit context, and the
+   * primary context (with all its memory) dies with its last reference, so
+   * the test holds one of its own for the whole run. */
+  gcoll_cu_device dev;
+  gcoll_cu_context ctx;
+  CU_CHECK(cu->device_get(&dev, 0));
+  CU_CHECK(cu->primary_ctx_retain(&ctx, dev));
+  CU_CHECK(cu->ctx_set_current(ctx));
   struct world w;
   world_create(&w, nranks, TIMEOUT_NS);
   for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
@@ -357,13 +375,14 @@ int main(int argc, char **argv) {
           for (size_t si = 0; si < sizeof(counts) / sizeof(counts[0]); si++) {
             int root = (int)(si % (size_t)nranks);
             run_one(&w, cases[ci], (enum gcoll_proto)proto, (gcollDataType_t)t,
-                    (gcollRedOp_t)op, counts[si], root,
+                    (gcollRedOp_t)op, si == 4 ? largest : counts[si], root,
                     cases[ci].coll == GCOLL_COLL_ALLREDUCE && si % 2 == 1);
           }
         }
   world_destroy(&w);
   if (nranks > 1) check_dead_peer(nranks);
-  printf("gpu_coll_check: %d ranks, %s FIFOs: %d checks, %d failures\n", nranks,
-         use_host_fifos ? "host-pinned" : "device", checks, failures);
+  CU_CHECK(cu->primary_ctx_release(dev));
+  printf("gpu_coll_check: %d ranks, %s FIFOs, sizes up to %zu: %d checks, %d failures\n",
+         nranks, use_host_fifos ? "host-pinned" : "device", largest, checks, failures);
   return failures == 0 ? 0 : 1;
 }

@@ -2,7 +2,8 @@
 # The GPU correctness test: gpu_coll_check with 2, 3, 4 and 8 ranks sharing
 # the one GPU, FIFOs in device memory and (2 and 4 ranks) in host-pinned
 # memory. Skips (77, "skipped: no GPU") where the CUDA driver or a GPU is
-# missing, which is every machine this was written on: it has never run.
+# missing. tests/cudaemu/test_emu_gpu_check.sh runs it on the emulated GPU
+# (GCOLL_CUDA_DRIVER=libcudaemu.so); it has never run on a real one.
 set -u
 top_builddir=${top_builddir:-.}
 CHECK=$top_builddir/tests/gpu/gpu_coll_check

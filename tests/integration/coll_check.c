@@ -12,6 +12,11 @@
  *                                communicator still works afterwards
  *   coll_check init              only initialise (for plan mismatch tests)
  *
+ * `coll_check --device MODE` runs die and abort on device buffers (CUDA
+ * device memory of the driver $GCOLL_CUDA_DRIVER names, e.g. the emulator):
+ * the kernel, not the host threads, must then stop on the dead peer or the
+ * abort (tests/cudaemu/test_emu_comm.sh).
+ *
  * Without a launcher, `coll_check --uid FILE NRANKS RANK MODE...` joins
  * through gcollGetUniqueId (rank 0 writes the id to FILE) and
  * gcollCommInitRank, for ranks that run on different hosts
@@ -24,8 +29,11 @@
  * in every type whatever order the algorithm reduces in, so results are
  * compared bit for bit; integer types use their full range (wrapping sums
  * are exact too). Prints one line per rank and exits 1 on any difference. */
+#include "config.h"
+
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +44,42 @@
 #include "check_util.h"
 #include "kernels/half.h"
 #include "kernels/reduce.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda_loader.h"
+#endif
+
+/* --device: the buffers of die and abort live in device memory. */
+static int on_device;
+static void *buffer;      /* test_buffer's, freed by free_buffer */
+
+/* A zeroed buffer of `bytes` where the collectives of this run take them:
+ * host memory, or device memory of GPU 0 with --device. */
+static void *test_buffer(size_t bytes) {
+  if (!on_device) return buffer = calloc(1, bytes);
+#ifdef HAVE_CUDA
+  char err[256];
+  int ndev = 0;
+  gcoll_cu_device dev;
+  gcoll_cu_context ctx;
+  gcoll_cu_deviceptr p = 0;
+  const struct gcoll_cuda_api *cu = NULL;
+  if (gcoll_cuda_probe(&ndev, err, sizeof(err)) == GCOLL_CUDA_AVAILABLE &&
+      (cu = gcoll_cuda_api_get(err, sizeof(err))) != NULL && cu->device_get(&dev, 0) == 0 &&
+      cu->primary_ctx_retain(&ctx, dev) == 0 && cu->ctx_set_current(ctx) == 0 &&
+      cu->mem_alloc(&p, bytes) == 0 && cu->memset_d8(p, 0, bytes) == 0)
+    return buffer = (void *)(uintptr_t)p;
+  fprintf(stderr, "coll_check: --device: %s\n", err);
+#else
+  fprintf(stderr, "coll_check: --device: this build has no CUDA\n");
+#endif
+  exit(2);
+}
+
+/* Device memory goes with the process (and its context). */
+static void free_buffer(void) {
+  if (!on_device) free(buffer);
+  buffer = NULL;
+}
 
 /* Element i of rank r's input. Floats: integers in [-2, 2] for prod (so a
  * product of 8 ranks stays exact even in half), [-8, 8] otherwise. */
@@ -197,10 +241,11 @@ static int matrix(gcollComm_t comm, int full) {
 static int die(gcollComm_t comm, int victim, int iter) {
   /* Survivors must report, not be stopped by gcollrun's SIGTERM first. */
   signal(SIGTERM, SIG_IGN);
-  float buf[1024];
+  float *buf = test_buffer(1024 * sizeof(float));
   for (int i = 0;; i++) {
     if (rank == victim && i == iter) raise(SIGKILL);
-    for (int k = 0; k < 1024; k++) buf[k] = (float)k;
+    if (!on_device)
+      for (int k = 0; k < 1024; k++) buf[k] = (float)k;
     double t0 = now_s();
     gcollResult_t rc = gcollAllReduce(buf, buf, 1024, gcollFloat, gcollSum, comm, NULL);
     if (rc != gcollSuccess) {
@@ -227,12 +272,13 @@ static int abort_test(gcollComm_t comm) {
     return 0;
   }
   pthread_t th;
-  float buf[256] = {0};
+  float *buf = test_buffer(256 * sizeof(float));
   double t0 = now_s();
   pthread_create(&th, NULL, abort_later, comm);
   gcollResult_t rc = gcollAllReduce(buf, buf, 256, gcollFloat, gcollSum, comm, NULL);
   double dt = now_s() - t0;
   pthread_join(th, NULL);
+  free_buffer();
   printf("rank 0: allreduce returned %s after %.2f s\n", gcollGetErrorString(rc), dt);
   return rc != gcollSuccess && dt < 5.0 ? 0 : 1;
 }
@@ -258,6 +304,13 @@ static int badargs(gcollComm_t comm) {
   bad += expect_invalid(gcollAllGather(buf, buf, SIZE_MAX / 2, gcollFloat, comm, NULL), "count overflow");
   bad += expect_invalid(gcollAllReduce(buf, buf, 16, gcollFloat, gcollSum, NULL, NULL), "NULL comm");
   bad += expect_invalid(gcollAllReduce(buf, buf, 16, gcollFloat, gcollSum, comm, (void *)buf), "a stream");
+  if (on_device) {
+    float *dev = test_buffer(16 * sizeof(float));
+    bad += expect_invalid(gcollAllReduce(dev, buf, 16, gcollFloat, gcollSum, comm, NULL),
+                          "device sendbuff with host recvbuff");
+    bad += expect_invalid(gcollAllReduce(buf, dev, 16, gcollFloat, gcollSum, comm, NULL),
+                          "host sendbuff with device recvbuff");
+  }
   /* Refused calls moved nothing: the communicator still works. */
   for (int i = 0; i < 16; i++) buf[i] = (float)(rank + 1);
   if (check_gcoll(gcollAllReduce(buf, buf, 16, gcollFloat, gcollSum, comm, NULL), "allreduce after refusals"))
@@ -310,9 +363,14 @@ int main(int argc, char **argv) {
     argv += 4;
     argc -= 4;
   }
+  if (argc >= 2 && strcmp(argv[1], "--device") == 0) {
+    on_device = 1;
+    argv++;
+    argc--;
+  }
   if (argc < 2) {
-    fprintf(stderr, "usage: coll_check [--uid FILE NRANKS RANK] matrix [--full] | die RANK ITER | "
-                    "abort | badargs | init\n");
+    fprintf(stderr, "usage: coll_check [--uid FILE NRANKS RANK] [--device] matrix [--full] | "
+                    "die RANK ITER | abort | badargs | init\n");
     return 2;
   }
   gcollComm_t comm;
@@ -339,5 +397,6 @@ int main(int argc, char **argv) {
     status = 2;
   }
   gcollCommDestroy(comm);
+  free_buffer();
   return status;
 }

@@ -1,0 +1,71 @@
+/* Executors: what runs one collective over a rank's channels. The
+ * communicator picks one per call (host threads for host buffers, a CUDA
+ * kernel for device buffers) and otherwise sees only this table, so CUDA
+ * is one more executor, as a transport is one more table in transport.h.
+ *
+ * Both executors take the same channels (struct gcoll_host_channel: FIFOs
+ * as this process maps them; an executor that runs elsewhere, like the
+ * GPU, makes its own view of them at create) and the same collective
+ * (struct gcoll_host_coll). The FIFOs' step counters live in the FIFOs, so
+ * calls may alternate between executors, one at a time: a launch must have
+ * completed (wait) before another executor uses the same channels.
+ *
+ * Contract, every executor:
+ *   owns     cheap, thread-safe, callable before any create.
+ *   create   checks the connections and allocates everything a call needs
+ *            (threads, scratch, device state); NULL with one line in err.
+ *   launch   validates the call (coll_args.h, the buffer rules) and starts
+ *            it on `stream` (NULL for the host executor, a CUstream for the
+ *            CUDA one); the host executor runs it to completion here.
+ *   wait     returns the result of the last launch once known (bounded by
+ *            the executor's timeout); gcollSuccess when nothing is pending.
+ *   abort    makes a running collective stop soon with result `why`; safe
+ *            from any thread.
+ *   destroy  waits for (or aborts) what is in flight, frees everything. */
+#ifndef GCOLL_KERNELS_EXEC_H
+#define GCOLL_KERNELS_EXEC_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gcoll.h"
+#include "kernels/host_exec.h"
+
+enum gcoll_exec_kind { GCOLL_EXEC_HOST = 0, GCOLL_EXEC_CUDA, GCOLL_NEXECS };
+
+struct gcoll_exec_config {
+  int rank, nranks;
+  int nchannels;
+  const struct gcoll_host_channel *channels;
+  size_t slot_bytes;              /* of every FIFO (the GPU maps that much of each) */
+  _Atomic int *abort_word;        /* gcollResult_t; 0 = go on; may be NULL */
+  uint64_t timeout_ns;            /* per collective */
+  uint32_t spin_rounds;           /* host waits; 0: GCOLL_WAIT_SPINS */
+  int device;                     /* CUDA device ordinal (CUDA executor) */
+};
+
+struct gcoll_exec;
+
+struct gcoll_exec_ops {
+  const char *name;               /* "host", "cuda" */
+  /* Whether buffers at ptr are this executor's to run (device memory for
+   * CUDA, *device then its ordinal); the host executor takes what no other
+   * claims. Never fails: a machine without a driver has no device memory. */
+  int (*owns)(const void *ptr, int *device);
+  struct gcoll_exec *(*create)(const struct gcoll_exec_config *cfg, char *err, size_t errlen);
+  gcollResult_t (*launch)(struct gcoll_exec *e, const struct gcoll_host_coll *c, void *stream,
+                          char *err, size_t errlen);
+  gcollResult_t (*wait)(struct gcoll_exec *e, char *err, size_t errlen);
+  void (*abort)(struct gcoll_exec *e, gcollResult_t why);
+  void (*destroy)(struct gcoll_exec *e);
+};
+
+extern const struct gcoll_exec_ops gcoll_exec_host_ops;
+/* Only in builds with the CUDA toolkit (HAVE_CUDA): exec_cuda.c. */
+extern const struct gcoll_exec_ops gcoll_exec_cuda_ops;
+
+/* The table of an executor kind; NULL when this build lacks it. */
+const struct gcoll_exec_ops *gcoll_exec_ops_of(enum gcoll_exec_kind kind);
+
+#endif

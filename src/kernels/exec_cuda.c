@@ -1,0 +1,267 @@
+/* The CUDA executor behind the executor table (exec.h): cuda_exec.c's
+ * kernel, driven on the caller's stream.
+ *
+ * The channels come as the host maps their FIFOs (shared-memory segments,
+ * the proxy's local FIFOs of the network transports). The GPU reaches them
+ * as mapped host memory: each FIFO is registered with the driver
+ * (cuMemHostRegister, device-mapped) and the kernel gets the device address
+ * of that mapping. So every transport carries device-buffer collectives
+ * unchanged: the kernel plays the part the host threads play, the proxy
+ * still moves network FIFOs, and the FIFO protocol (fifo.h) is the same
+ * bytes on both sides. FIFOs in device memory, reached by CUDA IPC, are a
+ * faster transport for later; this one works everywhere. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/cuda_exec.h"
+#include "kernels/exec.h"
+#include "kernels/fifo.h"
+#include "kernels/wait.h"
+
+#define MAX_FIFOS (GCOLL_HOST_MAX_CHANNELS * 2 * (2 + GCOLL_PRIMS_MAX_PEERS))
+
+struct gcoll_exec {
+  const struct gcoll_cuda_api *cu;
+  gcoll_cu_device dev;
+  gcoll_cu_context ctx;
+  int ctx_retained;
+  struct gcoll_cuda_exec *cuda;
+  _Atomic int *abort_word;          /* the communicator's */
+  uint64_t timeout_ns;
+  int in_flight;
+  size_t fifo_map_bytes;            /* registered bytes of each FIFO */
+  int nfifos;
+  struct {
+    void *host;
+    gcoll_cu_deviceptr dev;
+  } fifos[MAX_FIFOS];
+};
+
+static void destroy(struct gcoll_exec *e);
+
+/* The device address of a FIFO, registering its memory on first sight (a
+ * FIFO may appear twice, e.g. as ring and tree peer). 0 with err set on
+ * failure; 0 without error for a NULL FIFO. */
+static gcoll_cu_deviceptr device_view(struct gcoll_exec *e, struct gcoll_fifo *f, char *err,
+                                      size_t errlen) {
+  if (f == NULL) return 0;
+  for (int i = 0; i < e->nfifos; i++)
+    if (e->fifos[i].host == f) return e->fifos[i].dev;
+  if (e->nfifos == MAX_FIFOS) {
+    snprintf(err, errlen, "more than %d FIFOs", MAX_FIFOS);
+    return 0;
+  }
+  gcoll_cu_result r = e->cu->mem_host_register(
+      f, e->fifo_map_bytes, GCOLL_CU_MEMHOSTREGISTER_PORTABLE | GCOLL_CU_MEMHOSTREGISTER_DEVICEMAP);
+  if (r != GCOLL_CU_SUCCESS) {
+    snprintf(err, errlen, "cuMemHostRegister of a %zu-byte FIFO: %s", e->fifo_map_bytes,
+             gcoll_cuda_result_text(e->cu, r));
+    return 0;
+  }
+  gcoll_cu_deviceptr d = 0;
+  e->fifos[e->nfifos].host = f;
+  e->fifos[e->nfifos].dev = 0;
+  e->nfifos++;
+  r = e->cu->mem_host_get_device_pointer(&d, f, 0);
+  if (r != GCOLL_CU_SUCCESS || d == 0) {
+    snprintf(err, errlen, "cuMemHostGetDevicePointer of a FIFO: %s",
+             gcoll_cuda_result_text(e->cu, r));
+    return 0;
+  }
+  e->fifos[e->nfifos - 1].dev = d;
+  return d;
+}
+
+/* Fills out, the GPU's view of host channel in; -1 with err set. */
+static int channel_view(struct gcoll_exec *e, const struct gcoll_host_channel *in,
+                        size_t slot_bytes, struct gcoll_cuda_exec_channel *out, char *err,
+                        size_t errlen) {
+  memset(out, 0, sizeof(*out));
+  err[0] = '\0';
+  out->ring_recv_prev = device_view(e, in->ring.recv_prev, err, errlen);
+  out->ring_send_next = device_view(e, in->ring.send_next, err, errlen);
+  out->ring_ranks = in->ring.ranks;
+  out->ring_pos = in->ring.pos;
+  out->has_tree = in->has_tree;
+  out->slot_bytes = slot_bytes;
+  if (in->has_tree) {
+    out->tree_parent = in->tree.parent;
+    out->tree_nchildren = in->tree.nchildren;
+    out->tree_recv_parent = device_view(e, in->tree.recv_parent, err, errlen);
+    out->tree_send_parent = device_view(e, in->tree.send_parent, err, errlen);
+    for (int k = 0; k < in->tree.nchildren && k < GCOLL_CUDA_EXEC_MAX_PEERS; k++) {
+      out->tree_recv_child[k] = device_view(e, in->tree.recv_child[k], err, errlen);
+      out->tree_send_child[k] = device_view(e, in->tree.send_child[k], err, errlen);
+    }
+  }
+  return err[0] == '\0' ? 0 : -1;
+}
+
+static int open_context(struct gcoll_exec *e, int ordinal, char *err, size_t errlen) {
+  gcoll_cu_result r = e->cu->device_get(&e->dev, ordinal);
+  if (r == GCOLL_CU_SUCCESS) r = e->cu->primary_ctx_retain(&e->ctx, e->dev);
+  if (r == GCOLL_CU_SUCCESS) {
+    e->ctx_retained = 1;
+    r = e->cu->ctx_set_current(e->ctx);
+  }
+  if (r != GCOLL_CU_SUCCESS) {
+    snprintf(err, errlen, "GPU %d: %s", ordinal, gcoll_cuda_result_text(e->cu, r));
+    return -1;
+  }
+  return 0;
+}
+
+static struct gcoll_exec *cuda_create(const struct gcoll_exec_config *cfg, char *err,
+                                      size_t errlen) {
+  int ndev = 0;
+  if (gcoll_cuda_probe(&ndev, err, errlen) != GCOLL_CUDA_AVAILABLE) return NULL;
+  if (cfg->nchannels < 1 || cfg->nchannels > GCOLL_CUDA_MAX_CHANNELS) {
+    snprintf(err, errlen, "%d channels: the CUDA executor takes 1 to %d", cfg->nchannels,
+             GCOLL_CUDA_MAX_CHANNELS);
+    return NULL;
+  }
+  struct gcoll_exec *e = calloc(1, sizeof(*e));
+  if (e == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  e->cu = gcoll_cuda_api_get(NULL, 0);
+  e->abort_word = cfg->abort_word;
+  e->timeout_ns = cfg->timeout_ns;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  e->fifo_map_bytes = (gcoll_fifo_bytes(cfg->slot_bytes) + page - 1) / page * page;
+  struct gcoll_cuda_exec_channel ch[GCOLL_CUDA_MAX_CHANNELS];
+  char why[384];
+  if (open_context(e, cfg->device, err, errlen) != 0) goto fail;
+  for (int c = 0; c < cfg->nchannels; c++)
+    if (channel_view(e, &cfg->channels[c], cfg->slot_bytes, &ch[c], why, sizeof(why)) != 0) {
+      snprintf(err, errlen, "channel %d: %s", c, why);
+      goto fail;
+    }
+  struct gcoll_cuda_exec_config cc = {.device = cfg->device, .rank = cfg->rank,
+                                      .nranks = cfg->nranks, .nchannels = cfg->nchannels,
+                                      .channels = ch, .timeout_ns = cfg->timeout_ns};
+  e->cuda = gcoll_cuda_exec_create(&cc, err, errlen);
+  if (e->cuda == NULL) goto fail;
+  return e;
+fail:
+  destroy(e);
+  return NULL;
+}
+
+static gcollResult_t cuda_launch(struct gcoll_exec *e, const struct gcoll_host_coll *c,
+                                 void *stream, char *err, size_t errlen) {
+  struct gcoll_cuda_coll cc = {
+      .coll = c->coll,
+      .sendbuf = (gcoll_cu_deviceptr)(uintptr_t)c->sendbuf,
+      .recvbuf = (gcoll_cu_deviceptr)(uintptr_t)c->recvbuf,
+      .count = c->count,
+      .dtype = c->dtype,
+      .op = c->op,
+      .root = c->root,
+      .algo = c->algo,
+      .proto = c->proto,
+      .nchannels = c->nchannels,
+  };
+  /* The caller's thread may have another context current (or none). */
+  e->cu->ctx_set_current(e->ctx);
+  gcollResult_t r = gcoll_cuda_exec_launch(e->cuda, &cc, stream, err, errlen);
+  e->in_flight = r == gcollSuccess;
+  return r;
+}
+
+static void nap_ns(uint64_t ns) {
+  struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+  nanosleep(&ts, NULL);
+}
+
+/* cuda_exec's wait, plus the communicator's abort word: a transport that
+ * saw a peer die, or gcollCommAbort, must stop the kernel too. */
+static gcollResult_t cuda_wait(struct gcoll_exec *e, char *err, size_t errlen) {
+  if (!e->in_flight) return gcollSuccess;
+  const uint64_t grace = 1000000000u, start = gcoll_wait_now_ns();
+  int forwarded = 0, expired = 0;
+  for (uint64_t nap = 1000;; nap = nap < 1000000 ? nap * 2 : nap) {
+    gcollResult_t r = gcoll_cuda_exec_poll(e->cuda, err, errlen);
+    if (r != gcollInProgress) {
+      e->in_flight = 0;
+      return r;
+    }
+    int why = e->abort_word ? atomic_load(e->abort_word) : 0;
+    if (why != 0 && !forwarded) {
+      gcoll_cuda_exec_abort(e->cuda, (gcollResult_t)why);
+      forwarded = 1;
+    }
+    uint64_t waited = gcoll_wait_now_ns() - start;
+    if (!expired && waited > e->timeout_ns + grace) {
+      gcoll_cuda_exec_abort(e->cuda, gcollSystemError);
+      expired = 1;
+    }
+    if (waited > e->timeout_ns + 2 * grace) {
+      snprintf(err, errlen, "the kernel did not finish %llu ms past its deadline, even aborted",
+               (unsigned long long)((waited - e->timeout_ns) / 1000000u));
+      e->in_flight = 0;
+      return gcollSystemError;
+    }
+    nap_ns(nap);
+  }
+}
+
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static const struct gcoll_cuda_api *probed;
+
+static void probe_driver(void) {
+  char msg[256];
+  if (gcoll_cuda_probe(NULL, msg, sizeof(msg)) == GCOLL_CUDA_AVAILABLE)
+    probed = gcoll_cuda_api_get(NULL, 0);
+}
+
+/* Device (or managed) memory by the driver's account; plain host memory is
+ * unknown to it (CUDA_ERROR_INVALID_VALUE), pinned host memory is HOST. */
+static int cuda_owns(const void *ptr, int *device) {
+  pthread_once(&probe_once, probe_driver);
+  *device = -1;
+  if (probed == NULL || ptr == NULL) return 0;
+  unsigned int type = 0;
+  int ordinal = -1;
+  gcoll_cu_deviceptr p = (gcoll_cu_deviceptr)(uintptr_t)ptr;
+  if (probed->pointer_get_attribute(&type, GCOLL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) !=
+          GCOLL_CU_SUCCESS ||
+      (type != GCOLL_CU_MEMORYTYPE_DEVICE && type != GCOLL_CU_MEMORYTYPE_UNIFIED))
+    return 0;
+  if (probed->pointer_get_attribute(&ordinal, GCOLL_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) ==
+      GCOLL_CU_SUCCESS)
+    *device = ordinal;
+  return 1;
+}
+
+static void cuda_abort(struct gcoll_exec *e, gcollResult_t why) {
+  if (e != NULL && e->cuda != NULL) gcoll_cuda_exec_abort(e->cuda, why);
+}
+
+static void destroy(struct gcoll_exec *e) {
+  if (e == NULL) return;
+  if (e->ctx_retained) e->cu->ctx_set_current(e->ctx);
+  if (e->in_flight) {
+    char ignored[256];
+    cuda_wait(e, ignored, sizeof(ignored));
+  }
+  gcoll_cuda_exec_destroy(e->cuda);
+  for (int i = 0; i < e->nfifos; i++) e->cu->mem_host_unregister(e->fifos[i].host);
+  if (e->ctx_retained) e->cu->primary_ctx_release(e->dev);
+  free(e);
+}
+
+const struct gcoll_exec_ops gcoll_exec_cuda_ops = {
+    .name = "cuda",
+    .owns = cuda_owns,
+    .create = cuda_create,
+    .launch = cuda_launch,
+    .wait = cuda_wait,
+    .abort = cuda_abort,
+    .destroy = destroy,
+};

@@ -1,0 +1,92 @@
+#!/bin/bash
+# Collectives on device buffers through the communicator, on the emulated
+# GPU (libcudaemu.so through $GCOLL_CUDA_DRIVER), with real processes under
+# gcollrun: the CUDA executor chosen by the buffers' memory type, its kernel
+# driving the transports' FIFOs (shm inside a virtual node, net/socket and
+# the proxy between two), checked element by element by gcoll-perf against
+# the serial reference; then a dead peer and an abort while kernels wait,
+# and buffers of mixed memory refused.
+set -u
+top_builddir=${top_builddir:-.}
+EMU=$top_builddir/tests/cudaemu/.libs/libcudaemu.so
+RUN=$top_builddir/gcollrun
+PERF=$top_builddir/gcoll-perf
+CHECK=$top_builddir/tests/integration/coll_check
+[ -f "$EMU" ] || { echo "test_emu_comm.sh: no $EMU (make check builds it)" >&2; exit 1; }
+export GCOLL_CUDA_DRIVER=$EMU GCOLL_TIMEOUT=${GCOLL_TIMEOUT:-30}
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { echo "ok: $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+
+# perf NAME RUN-ARGS -- PERF-ARGS: a checked sweep must report 0 wrong, and
+# every rank must have used the CUDA executor.
+perf() {
+  local name=$1; shift
+  local run=() ; while [ "$1" != "--" ]; do run+=("$1"); shift; done; shift
+  local start=$(date +%s)
+  GCOLL_DEBUG=INFO timeout 600 "$RUN" "${run[@]}" "$PERF" -M cuda -w 1 -n 2 "$@" \
+    >"$tmp/out" 2>"$tmp/err"
+  local rc=$? n=${run[1]}
+  local wrong=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13 && ($9 != 0 || $13 != 0)' "$tmp/out" | wc -l)
+  local rows=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13' "$tmp/out" | wc -l)
+  local cuda=$(grep -c "cuda executor ready" "$tmp/err")
+  if [ $rc -eq 0 ] && [ "$wrong" -eq 0 ] && [ "$rows" -gt 0 ] && [ "$cuda" -eq "$n" ] &&
+     grep -q "device CUDA device memory" "$tmp/out" &&
+     grep -q "^# Out of bounds values : 0 OK" "$tmp/out"; then
+    ok "$name: $rows rows, 0 wrong, CUDA executor on $cuda ranks ($(($(date +%s) - start)) s)"
+  else
+    bad "$name: exit $rc, $wrong wrong rows of $rows, CUDA executor on $cuda of $n ranks"
+    tail -20 "$tmp/out" "$tmp/err"
+  fi
+}
+
+perf "1 rank, every collective/type/op" -n 1 -- -o all -t all -r all -b 1 -e 40K -f 13
+perf "2 ranks, every collective/type/op" -n 2 -- -o all -t all -r all -b 1 -e 40K -f 13
+perf "3 ranks, every collective/type/op" -n 3 -- -o all -t all -r all -b 1 -e 40K -f 13
+perf "4 ranks on 2 virtual nodes (shm + net/socket), every collective/type/op" \
+  -n 4 --nodes 2 -- -o all -t all -r all -b 1 -e 40K -f 13
+for algo in ring tree; do
+  for proto in simple ll; do
+    perf "3 ranks, allreduce $algo/$proto, every type and op, sizes to 97 KB" \
+      -n 3 -- -o allreduce -t all -r all -b 3 -e 97K -f 11 -a "$algo" -p "$proto"
+  done
+done
+perf "8 ranks on 2 virtual nodes, allreduce" -n 8 --nodes 2 -- \
+  -o allreduce -t float -b 8 -e 64K -f 8
+perf "8 ranks on 2 virtual nodes, allgather" -n 8 --nodes 2 -- -o allgather -t int8 -b 8 -e 64K -f 8
+
+# A rank dies while the others' kernels wait on it: they fail, naming it.
+start=$(date +%s)
+timeout 120 "$RUN" -n 3 "$CHECK" --device die 1 3 >"$tmp/out" 2>&1
+named=$(grep -c "^rank [02]: iteration .*rank 1 " "$tmp/out")
+survivors=$(grep -c "^rank [02]: iteration" "$tmp/out")
+if [ "$survivors" -eq 2 ] && [ "$named" -eq 2 ] && [ $(($(date +%s) - start)) -lt 60 ]; then
+  ok "dead peer under device collectives: both survivors fail naming rank 1 ($(($(date +%s) - start)) s)"
+else
+  bad "dead peer under device collectives ($survivors survivors reported, $named remote errors)"
+  cat "$tmp/out"
+fi
+
+# gcollCommAbort from another thread stops a kernel waiting on peers that
+# never join.
+timeout 120 "$RUN" -n 2 "$CHECK" --device abort >"$tmp/out" 2>&1
+if [ $? -eq 0 ] && grep -q "^rank 0: allreduce returned" "$tmp/out"; then
+  ok "abort stops a waiting kernel: $(grep '^rank 0: allreduce' "$tmp/out")"
+else
+  bad "abort of a waiting kernel"
+  cat "$tmp/out"
+fi
+
+# Refusals, device buffers included: one line each, nothing moved.
+timeout 120 "$RUN" -n 2 "$CHECK" --device badargs >"$tmp/out" 2>&1
+if [ $? -eq 0 ] && [ "$(grep -c 'device sendbuff with host recvbuff refused: .*device memory and recvbuff host memory' "$tmp/out")" -eq 2 ]; then
+  ok "mixed host and device buffers refused in one line"
+else
+  bad "mixed host and device buffers"
+  cat "$tmp/out"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
