@@ -1,13 +1,26 @@
-/* NCCL's collectives, send/recv and groups on gcoll's. The shim refuses
- * what this build cannot run (a stream, device memory, fp8) before gcoll
- * sees the call, and resolves pre-mul-sum ops; the rest is gcoll's. A
+/* NCCL's collectives, send/recv and groups on gcoll's. Buffers and stream
+ * go through: gcoll runs device buffers on its CUDA executor, on the
+ * caller's stream. The shim refuses what gcoll cannot run (device memory
+ * that gcoll's executor cannot reach, pre-mul-sum on device buffers, fp8)
+ * before gcoll sees the call, and resolves pre-mul-sum ops. A
  * refusal inside a group poisons the group like gcoll's own refusals, so
  * ncclGroupEnd runs none of it. Nothing here touches comm after the gcoll
  * call returns (see ncclCommAbort). */
 #include <stdint.h>
 
+#include "kernels/exec.h"
 #include "nccl/nccl_shim.h"
 #include "runtime/comm.h"
+
+/* Device memory by the driver the program uses that gcoll's CUDA executor
+ * cannot run (no executor in this build, or it cannot load that driver):
+ * refused rather than touched by host threads. */
+static int unreachable_device_memory(const void *buf) {
+  if (!nccl_cuda_is_device_memory(buf)) return 0;
+  const struct gcoll_exec_ops *cuda = gcoll_exec_ops_of(GCOLL_EXEC_CUDA);
+  int device = -1;
+  return cuda == NULL || !cuda->owns(buf, &device);
+}
 
 /* Checks shared by every operation on comm; *type is the gcoll type. */
 static nccl_abi_result_t prepare(const struct ncclComm *comm, const char *what,
@@ -15,17 +28,16 @@ static nccl_abi_result_t prepare(const struct ncclComm *comm, const char *what,
                                  const void *buf2, gcollDataType_t *type) {
   nccl_abi_result_t rc = nccl_shim_check_comm(comm, what);
   if (rc != gcollSuccess) return rc;
-  if (stream != NULL)
-    return gcoll_fail(gcollInvalidUsage, "%s: stream %p: this build has no CUDA executor, pass "
-                                         "stream NULL (0) and host buffers", what, stream);
+  (void)stream; /* gcoll checks it goes with device buffers */
   rc = nccl_shim_type(datatype, what, type);
   if (rc != gcollSuccess) return rc;
   const void *bufs[2] = {buf1, buf2};
   const char *names[2] = {"sendbuff", "recvbuff"};
   for (int i = 0; i < 2; i++)
-    if (nccl_cuda_is_device_memory(bufs[i]))
-      return gcoll_fail(gcollInvalidUsage, "%s: %s %p is CUDA device memory: this build runs "
-                                           "on host memory only", what, names[i], bufs[i]);
+    if (unreachable_device_memory(bufs[i]))
+      return gcoll_fail(gcollInvalidUsage, "%s: %s %p is CUDA device memory that gcoll's CUDA "
+                                           "executor cannot reach (no executor in this build, or "
+                                           "it cannot load the driver)", what, names[i], bufs[i]);
   return gcollSuccess;
 }
 
@@ -44,6 +56,12 @@ static nccl_abi_result_t reduction_input(struct ncclComm *comm, const char *what
   if (gcoll_group_depth() > 0)
     return gcoll_fail(gcollInvalidUsage, "%s: pre-mul-sum ops cannot be grouped in this version",
                       what);
+  /* The scaling runs on the host, into a host scratch buffer. */
+  const struct gcoll_exec_ops *cuda = gcoll_exec_ops_of(GCOLL_EXEC_CUDA);
+  int device = -1;
+  if (cuda != NULL && sendbuff != NULL && count > 0 && cuda->owns(sendbuff, &device))
+    return gcoll_fail(gcollInvalidUsage, "%s: pre-mul-sum ops on device buffers are not "
+                                         "supported in this version", what);
   return nccl_shim_premul(comm, pms, sendbuff, count, what, src);
 }
 
@@ -58,7 +76,7 @@ nccl_abi_result_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t cou
   if (rc == gcollSuccess)
     rc = reduction_input(comm, what, op, type, sendbuff, count, &g_op, &src);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
-  return gcollAllReduce(src, recvbuff, count, type, g_op, comm->gcoll, NULL);
+  return gcollAllReduce(src, recvbuff, count, type, g_op, comm->gcoll, stream);
 }
 NCCL_PROFILER_ALIAS(ncclAllReduce);
 
@@ -73,7 +91,7 @@ nccl_abi_result_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
   if (rc == gcollSuccess)
     rc = reduction_input(comm, what, op, type, sendbuff, count, &g_op, &src);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
-  return gcollReduce(src, recvbuff, count, type, g_op, root, comm->gcoll, NULL);
+  return gcollReduce(src, recvbuff, count, type, g_op, root, comm->gcoll, stream);
 }
 NCCL_PROFILER_ALIAS(ncclReduce);
 
@@ -95,7 +113,7 @@ nccl_abi_result_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t
   if (rc == gcollSuccess)
     rc = reduction_input(comm, what, op, type, sendbuff, recvcount * (size_t)nranks, &g_op, &src);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
-  return gcollReduceScatter(src, recvbuff, recvcount, type, g_op, comm->gcoll, NULL);
+  return gcollReduceScatter(src, recvbuff, recvcount, type, g_op, comm->gcoll, stream);
 }
 NCCL_PROFILER_ALIAS(ncclReduceScatter);
 
@@ -105,7 +123,7 @@ nccl_abi_result_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t cou
   gcollDataType_t type;
   nccl_abi_result_t rc = prepare(comm, "ncclBroadcast", datatype, stream, sendbuff, recvbuff, &type);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
-  return gcollBroadcast(sendbuff, recvbuff, count, type, root, comm->gcoll, NULL);
+  return gcollBroadcast(sendbuff, recvbuff, count, type, root, comm->gcoll, stream);
 }
 NCCL_PROFILER_ALIAS(ncclBroadcast);
 
@@ -115,7 +133,7 @@ nccl_abi_result_t ncclBcast(void *buff, size_t count, nccl_abi_datatype_t dataty
   gcollDataType_t type;
   nccl_abi_result_t rc = prepare(comm, "ncclBcast", datatype, stream, buff, NULL, &type);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
-  return gcollBroadcast(buff, buff, count, type, root, comm->gcoll, NULL);
+  return gcollBroadcast(buff, buff, count, type, root, comm->gcoll, stream);
 }
 NCCL_PROFILER_ALIAS(ncclBcast);
 
@@ -125,7 +143,7 @@ nccl_abi_result_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sen
   gcollDataType_t type;
   nccl_abi_result_t rc = prepare(comm, "ncclAllGather", datatype, stream, sendbuff, recvbuff, &type);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
-  return gcollAllGather(sendbuff, recvbuff, sendcount, type, comm->gcoll, NULL);
+  return gcollAllGather(sendbuff, recvbuff, sendcount, type, comm->gcoll, stream);
 }
 NCCL_PROFILER_ALIAS(ncclAllGather);
 
@@ -134,7 +152,7 @@ nccl_abi_result_t ncclSend(const void *sendbuff, size_t count, nccl_abi_datatype
   gcollDataType_t type;
   nccl_abi_result_t rc = prepare(comm, "ncclSend", datatype, stream, sendbuff, NULL, &type);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
-  return gcollSend(sendbuff, count, type, peer, comm->gcoll, NULL);
+  return gcollSend(sendbuff, count, type, peer, comm->gcoll, stream);
 }
 NCCL_PROFILER_ALIAS(ncclSend);
 
@@ -143,7 +161,7 @@ nccl_abi_result_t ncclRecv(void *recvbuff, size_t count, nccl_abi_datatype_t dat
   gcollDataType_t type;
   nccl_abi_result_t rc = prepare(comm, "ncclRecv", datatype, stream, NULL, recvbuff, &type);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
-  return gcollRecv(recvbuff, count, type, peer, comm->gcoll, NULL);
+  return gcollRecv(recvbuff, count, type, peer, comm->gcoll, stream);
 }
 NCCL_PROFILER_ALIAS(ncclRecv);
 

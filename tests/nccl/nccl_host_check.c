@@ -21,6 +21,10 @@
  *   nccl_host_check abort        under gcollrun, 2 ranks: ncclCommAbort from
  *                                another thread ends rank 0's allreduce that
  *                                rank 1 never joins, and frees the comm
+ *   nccl_host_check device       under gcollrun, with $GCOLL_CUDA_DRIVER (the
+ *                                emulated GPU): the matrix's collectives on
+ *                                device buffers and a stream, as a CUDA
+ *                                program calls them (pre-mul-sum refused)
  *   nccl_host_check devmem MODE  with the test's fake libcuda.so.1: buffers the
  *                                "driver" calls device memory are refused,
  *                                managed memory is used (MODE refuse), or
@@ -39,6 +43,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +184,65 @@ struct bufs {
   size_t cap;
 };
 
+/* ---- device mode: the driver a CUDA program would use through cudart ---- */
+
+static int on_device;
+static struct {
+  int (*mem_alloc)(unsigned long long *p, size_t bytes);
+  int (*htod)(unsigned long long dst, const void *src, size_t bytes);
+  int (*dtoh)(void *dst, unsigned long long src, size_t bytes);
+  int (*sync)(void *stream);
+  unsigned long long send, recv;   /* device mirrors of bufs.send and bufs.recv */
+  void *stream;
+} gpu;
+
+/* Opens $GCOLL_CUDA_DRIVER as this program's CUDA, device 0, and mirrors
+ * the send and receive buffers in device memory. */
+static int gpu_open(struct bufs *b) {
+  const char *path = getenv("GCOLL_CUDA_DRIVER");
+  void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+  int (*init)(unsigned), (*get)(int *, int), (*retain)(void **, int), (*set)(void *),
+      (*screate)(void **, unsigned);
+  int dev = 0;
+  void *ctx = NULL;
+#define SYM(var, name) *(void **)&var = h ? dlsym(h, name) : NULL
+  SYM(init, "cuInit"); SYM(get, "cuDeviceGet"); SYM(retain, "cuDevicePrimaryCtxRetain");
+  SYM(set, "cuCtxSetCurrent"); SYM(screate, "cuStreamCreate");
+  SYM(gpu.mem_alloc, "cuMemAlloc_v2"); SYM(gpu.htod, "cuMemcpyHtoD_v2");
+  SYM(gpu.dtoh, "cuMemcpyDtoH_v2"); SYM(gpu.sync, "cuStreamSynchronize");
+#undef SYM
+  if (h == NULL || init == NULL || get == NULL || retain == NULL || set == NULL ||
+      screate == NULL || gpu.mem_alloc == NULL || gpu.htod == NULL || gpu.dtoh == NULL ||
+      gpu.sync == NULL || init(0) != 0 || get(&dev, 0) != 0 || retain(&ctx, dev) != 0 ||
+      set(ctx) != 0 || screate(&gpu.stream, 0) != 0 || gpu.mem_alloc(&gpu.send, b->cap) != 0 ||
+      gpu.mem_alloc(&gpu.recv, b->cap) != 0) {
+    fprintf(stderr, "rank %d: no usable CUDA driver at $GCOLL_CUDA_DRIVER (%s)\n", rank,
+            path ? path : "unset");
+    return -1;
+  }
+  on_device = 1;
+  return 0;
+}
+
+/* Where the collective runs on a host-buffer address: the device mirror. */
+static void *at(const struct bufs *b, const void *p) {
+  if (!on_device || p == NULL) return (void *)p;
+  const unsigned char *c = p;
+  if (c >= b->send && c < b->send + b->cap) return (void *)(uintptr_t)(gpu.send + (size_t)(c - b->send));
+  return (void *)(uintptr_t)(gpu.recv + (size_t)(c - b->recv));
+}
+
+static void *stream_of(void) { return on_device ? gpu.stream : NULL; }
+
+/* Host buffers to their mirrors before a call, results back after it. */
+static int gpu_copy(const struct bufs *b, int to_device) {
+  if (!on_device) return 0;
+  int rc = to_device ? gpu.htod(gpu.send, b->send, b->cap) || gpu.htod(gpu.recv, b->recv, b->cap)
+                     : gpu.sync(gpu.stream) || gpu.dtoh(b->recv, gpu.recv, b->cap);
+  if (rc) fprintf(stderr, "rank %d: device copy failed\n", rank);
+  return rc ? -1 : 0;
+}
+
 /* One call and its check: wrong bytes, or -1 when the call failed. op is
  * the NCCL op to pass (a pre-mul-sum handle when premul). */
 static long run_one(ncclComm_t comm, struct bufs *b, int coll, ncclDataType_t t, ncclRedOp_t op,
@@ -194,40 +258,45 @@ static long run_one(ncclComm_t comm, struct bufs *b, int coll, ncclDataType_t t,
   case 0:
     expected(b->expect, b->block, 0, count, t, ref_op, premul, seed);
     fill(src, 0, count, t, ref_op, rank, seed);
-    rc = ncclAllReduce(src, recvp, count, t, op, comm, 0);
+    if (gpu_copy(b, 1)) return -1;
+    rc = ncclAllReduce(at(b, src), at(b, recvp), count, t, op, comm, stream_of());
     break;
   case 1:
   case 5:
     fill(b->expect, 0, count, t, ref_op, root, seed);
     fill(coll == 5 ? recvp : src, 0, count, t, ref_op, rank, seed);
-    rc = coll == 5 ? ncclBcast(recvp, count, t, root, comm, 0)
-                   : ncclBroadcast(src, recvp, count, t, root, comm, 0);
+    if (gpu_copy(b, 1)) return -1;
+    rc = coll == 5 ? ncclBcast(at(b, recvp), count, t, root, comm, stream_of())
+                   : ncclBroadcast(at(b, src), at(b, recvp), count, t, root, comm, stream_of());
     break;
   case 2:   /* only root's recvbuff changes */
     if (rank == root) expected(b->expect, b->block, 0, count, t, ref_op, premul, seed);
     else if (in_place) fill(b->expect, 0, count, t, ref_op, rank, seed);
     else memset(b->expect, 0xa5, nbytes);
     fill(src, 0, count, t, ref_op, rank, seed);
-    rc = ncclReduce(src, recvp, count, t, op, root, comm, 0);
+    if (gpu_copy(b, 1)) return -1;
+    rc = ncclReduce(at(b, src), at(b, recvp), count, t, op, root, comm, stream_of());
     break;
   case 3:
     for (int r = 0; r < nranks; r++) fill(b->expect + (size_t)r * nbytes, 0, count, t, ref_op, r, seed);
     if (in_place) sendp = b->recv + (size_t)rank * nbytes;
     fill(sendp, 0, count, t, ref_op, rank, seed);
-    rc = ncclAllGather(sendp, recvp, count, t, comm, 0);
+    if (gpu_copy(b, 1)) return -1;
+    rc = ncclAllGather(at(b, sendp), at(b, recvp), count, t, comm, stream_of());
     break;
   default:   /* reducescatter: block `rank` of the reduction */
     expected(b->expect, b->block, (size_t)rank * count, count, t, ref_op, premul, seed);
     fill(src, 0, count * nranks, t, ref_op, rank, seed);
     if (in_place) recvp = b->recv + (size_t)rank * nbytes;
-    rc = ncclReduceScatter(src, recvp, count, t, op, comm, 0);
+    if (gpu_copy(b, 1)) return -1;
+    rc = ncclReduceScatter(at(b, src), at(b, recvp), count, t, op, comm, stream_of());
     break;
   }
   char what[160];
   snprintf(what, sizeof(what), "%s %s %s count %zu %s", coll_names[coll],
            gcoll_dtype_name((gcollDataType_t)t), premul ? "premulsum" : gcoll_redop_name((gcollRedOp_t)op),
            count, in_place ? "in-place" : "out-of-place");
-  if (check_nccl(rc, what) != 0) return -1;
+  if (check_nccl(rc, what) != 0 || gpu_copy(b, 0)) return -1;
   const unsigned char *got = coll == 4 && in_place ? b->recv + (size_t)rank * nbytes : b->recv;
   size_t check_bytes = coll == 3 ? total : nbytes;
   long wrong = 0;
@@ -335,12 +404,38 @@ static long ring_exchange(ncclComm_t comm) {
   return 0;
 }
 
+/* The matrix's collectives on device buffers and a stream; a pre-mul-sum
+ * op on them is refused (its scaling runs on the host). */
+static int device_mode(ncclComm_t comm) {
+  struct bufs b;
+  bufs_alloc(&b);
+  long calls = 0, wrong = -1;
+  if (gpu_open(&b) == 0) wrong = builtin_matrix(comm, &b, &calls);
+  int refused = 0;
+  if (wrong == 0) {
+    unsigned char scalar[8];
+    store(scalar, 0, ncclFloat, 2, 2.0);
+    ncclRedOp_t op;
+    if (check_nccl(ncclRedOpCreatePreMulSum(&op, scalar, ncclFloat, ncclScalarHostImmediate, comm),
+                   "premulsum create") == 0) {
+      ncclResult_t rc = ncclAllReduce(at(&b, b.send), at(&b, b.recv), 16, ncclFloat, op, comm,
+                                      stream_of());
+      refused = rc == ncclInvalidUsage && strstr(ncclGetLastError(comm), "device") != NULL;
+      ncclRedOpDestroy(op, comm);
+    }
+  }
+  bufs_free(&b);
+  printf("rank %d: %ld calls on device buffers, %ld wrong; pre-mul-sum on device %s\n", rank,
+         calls, wrong, refused ? "refused" : "NOT refused");
+  return wrong != 0 || !refused;
+}
+
 static int env_int(const char *name) {
   const char *s = getenv(name);
   return s ? atoi(s) : -1;
 }
 
-static int matrix(void) {
+static int matrix(int device) {
   rank = env_int("GCOLL_RANK");
   nranks = env_int("GCOLL_NRANKS");
   if (check_loaded_library()) return 1;
@@ -366,6 +461,11 @@ static int matrix(void) {
     fprintf(stderr, "rank %d: comm says rank %d of %d, device %d, async %d\n", rank, r, n, dev,
             (int)async);
     return 1;
+  }
+  if (device) {
+    int bad = device_mode(comm);
+    bad |= check_nccl(ncclCommDestroy(comm), "destroy") != 0;
+    return bad;
   }
   struct bufs b;
   bufs_alloc(&b);
@@ -768,7 +868,8 @@ static int devmem(const char *mode) {
 }
 
 int main(int argc, char **argv) {
-  if (argc >= 2 && strcmp(argv[1], "matrix") == 0) return matrix();
+  if (argc >= 2 && strcmp(argv[1], "matrix") == 0) return matrix(0);
+  if (argc >= 2 && strcmp(argv[1], "device") == 0) return matrix(1);
   if (argc >= 2 && strcmp(argv[1], "refusals") == 0) return refusals();
   if (argc >= 2 && strcmp(argv[1], "abort") == 0) return abort_test();
   int n = argc >= 3 ? atoi(argv[2]) : 0;
@@ -779,7 +880,7 @@ int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "devmem") == 0 &&
       (strcmp(argv[2], "refuse") == 0 || strcmp(argv[2], "host") == 0))
     return devmem(argv[2]);
-  fprintf(stderr, "usage: nccl_host_check matrix | refusals | abort | auto N | initall N | "
-                  "devmem refuse|host\n");
+  fprintf(stderr, "usage: nccl_host_check matrix | device | refusals | abort | auto N | "
+                  "initall N | devmem refuse|host\n");
   return 2;
 }

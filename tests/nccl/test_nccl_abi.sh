@@ -99,6 +99,16 @@ for n in 1 2 3 4; do
   case_run "matrix n=$n" 120 "$RUN" -n "$n" "$PROG" matrix
 done
 case_run "matrix n=4 on 2 virtual nodes" 120 "$RUN" -n 4 --nodes 2 "$PROG" matrix
+# Device buffers and a stream, as CUDA programs call NCCL, on the emulated
+# GPU (built with the CUDA toolkit only).
+EMU=$top_builddir/tests/cudaemu/.libs/libcudaemu.so
+if [ -f "$EMU" ]; then
+  for spec in "3" "4 --nodes 2"; do
+    # shellcheck disable=SC2086
+    case_run "device buffers on the emulated GPU, n=$spec" 300 env GCOLL_CUDA_DRIVER="$EMU" \
+      "$RUN" -n $spec "$PROG" device
+  done
+fi
 case_run "refusals n=2" 60 "$RUN" -n 2 "$PROG" refusals
 case_run "ncclCommAbort from another thread" 60 "$RUN" -n 2 "$PROG" abort
 case_run "plan=auto, 3 processes" 60 env -u GCOLL_PLAN "$PROG" auto 3
