@@ -34,11 +34,13 @@ _Static_assert(sizeof(struct gcoll_fifo) == GCOLL_CUDA_FIFO_HEADER, "FIFO layout
 _Static_assert(GCOLL_CUDA_MAX_PEERS == GCOLL_PRIMS_MAX_PEERS, "peer count");
 _Static_assert(GCOLL_CUDA_SCRATCH == GCOLL_PRIMS_SCRATCH, "scratch count");
 
-/* Host-mapped words the kernel writes and the host reads (or vice versa). */
+/* Host-mapped words the kernel writes and the host reads (or vice versa):
+ * a status row and a local abort word per launch slot, so that launches
+ * queue on the stream without waiting for each other. */
 struct mapped {
-  struct gcoll_cuda_status status[GCOLL_CUDA_MAX_CHANNELS];
+  struct gcoll_cuda_status status[GCOLL_CUDA_EXEC_SLOTS][GCOLL_CUDA_MAX_CHANNELS];
+  int32_t local_abort[GCOLL_CUDA_EXEC_SLOTS];
   int32_t abort_word;
-  int32_t local_abort;
 };
 
 struct gcoll_cuda_exec {
@@ -48,18 +50,21 @@ struct gcoll_cuda_exec {
   int ctx_retained;
   gcoll_cu_module mod;
   gcoll_cu_function fn;
-  gcoll_cu_stream own_stream;
-  gcoll_cu_stream running;          /* stream of the collective in flight */
-  int in_flight;
+  gcoll_cu_stream own_stream;        /* every launch runs here, in order */
+  gcoll_cu_event caller_ready, done; /* ordering with the caller's stream */
+  uint64_t launched, reaped;        /* launches so far; those whose result is known */
+  gcollResult_t failed;             /* the first failed launch's result, sticky */
+  char failed_msg[256];
   int rank, nranks, nchannels;
   uint64_t timeout_ns;
+  _Atomic int *extern_abort;
   int has_tree[GCOLL_CUDA_MAX_CHANNELS];
   gcoll_cu_deviceptr channels;      /* struct gcoll_cuda_channel[nchannels] */
   gcoll_cu_deviceptr ranks;         /* int32_t[nchannels][nranks] */
   gcoll_cu_deviceptr scratch;
   struct mapped *host;              /* host view of the mapped words */
   gcoll_cu_deviceptr host_dev;      /* the device's view */
-  struct gcoll_cuda_coll job;
+  struct gcoll_cuda_coll jobs[GCOLL_CUDA_EXEC_SLOTS]; /* what each slot runs, for messages */
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...) {
@@ -241,14 +246,21 @@ struct gcoll_cuda_exec *gcoll_cuda_exec_create(const struct gcoll_cuda_exec_conf
   e->nranks = cfg->nranks;
   e->nchannels = cfg->nchannels;
   e->timeout_ns = cfg->timeout_ns;
+  e->extern_abort = cfg->extern_abort;
   if (open_device(e, cfg->device, err, errlen) != 0 || load_module(e, err, errlen) != 0 ||
       copy_channels(e, cfg, err, errlen) != 0 || alloc_mapped(e, err, errlen) != 0) {
     gcoll_cuda_exec_destroy(e);
     return NULL;
   }
   gcoll_cu_result r = e->cu->stream_create(&e->own_stream, GCOLL_CU_STREAM_NON_BLOCKING);
+  const char *what = "cuStreamCreate";
+  if (r == GCOLL_CU_SUCCESS) {
+    what = "cuEventCreate";
+    r = e->cu->event_create(&e->caller_ready, GCOLL_CU_EVENT_DISABLE_TIMING);
+  }
+  if (r == GCOLL_CU_SUCCESS) r = e->cu->event_create(&e->done, GCOLL_CU_EVENT_DISABLE_TIMING);
   if (r != GCOLL_CU_SUCCESS) {
-    set_err(err, errlen, "cuStreamCreate: %s", gcoll_cuda_result_text(e->cu, r));
+    set_err(err, errlen, "%s: %s", what, gcoll_cuda_result_text(e->cu, r));
     gcoll_cuda_exec_destroy(e);
     return NULL;
   }
@@ -259,10 +271,12 @@ void gcoll_cuda_exec_destroy(struct gcoll_cuda_exec *e) {
   if (e == NULL) return;
   if (e->cu != NULL && e->ctx_retained) {
     e->cu->ctx_set_current(e->ctx);
-    if (e->in_flight) {
-      char ignored[64];
+    if (e->launched > e->reaped) {
+      char ignored[256];
       gcoll_cuda_exec_wait(e, ignored, sizeof(ignored));
     }
+    if (e->caller_ready != NULL) e->cu->event_destroy(e->caller_ready);
+    if (e->done != NULL) e->cu->event_destroy(e->done);
     if (e->own_stream != NULL) e->cu->stream_destroy(e->own_stream);
     if (e->host != NULL) e->cu->mem_free_host(e->host);
     if (e->scratch != 0) e->cu->mem_free(e->scratch);
@@ -337,15 +351,27 @@ static gcollResult_t check_coll(const struct gcoll_cuda_exec *e, const struct gc
   return gcollSuccess;
 }
 
+
+/* The stream work the host must wait for before reusing the oldest slot:
+ * bounded like any wait (gcoll_cuda_exec_wait's rule). */
+static gcollResult_t free_a_slot(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
+  if (e->launched - e->reaped < GCOLL_CUDA_EXEC_SLOTS) return gcollSuccess;
+  return gcoll_cuda_exec_wait_until(e, e->reaped + 1, err, errlen);
+}
+
+/* Runs `what` on the driver, or says why not. */
+static gcollResult_t driver_ok(struct gcoll_cuda_exec *e, gcoll_cu_result r, const char *what,
+                               char *err, size_t errlen) {
+  if (r == GCOLL_CU_SUCCESS) return gcollSuccess;
+  set_err(err, errlen, "%s: %s", what, gcoll_cuda_result_text(e->cu, r));
+  return gcollUnhandledCudaError;
+}
+
 gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
                                      void *stream, char *err, size_t errlen) {
   if (e == NULL || c == NULL) {
     set_err(err, errlen, "NULL executor or collective");
     return gcollInvalidArgument;
-  }
-  if (e->in_flight) {
-    set_err(err, errlen, "a collective is still in flight on this executor");
-    return gcollInvalidUsage;
   }
   int aborted = atomic_load_explicit((_Atomic int32_t *)&e->host->abort_word,
                                      memory_order_acquire);
@@ -353,17 +379,23 @@ gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gco
     set_err(err, errlen, "the executor was aborted (result %d)", aborted);
     return (gcollResult_t)aborted;
   }
+  if (e->failed != gcollSuccess) {
+    set_err(err, errlen, "an earlier collective failed: %s", e->failed_msg);
+    return e->failed;
+  }
   gcollResult_t r = check_coll(e, c, err, errlen);
+  if (r == gcollSuccess) r = free_a_slot(e, err, errlen);
   if (r != gcollSuccess) return r;
   const int nch = c->nchannels ? c->nchannels : e->nchannels;
-  memset(e->host->status, 0, sizeof(e->host->status));
-  atomic_store_explicit((_Atomic int32_t *)&e->host->local_abort, 0, memory_order_release);
+  const unsigned slot = (unsigned)(e->launched % GCOLL_CUDA_EXEC_SLOTS);
+  memset(e->host->status[slot], 0, sizeof(e->host->status[slot]));
+  atomic_store_explicit((_Atomic int32_t *)&e->host->local_abort[slot], 0, memory_order_release);
   struct gcoll_cuda_work w;
   memset(&w, 0, sizeof(w));
   w.channels = e->channels;
-  w.status = e->host_dev + offsetof(struct mapped, status);
+  w.status = e->host_dev + offsetof(struct mapped, status) + slot * sizeof(e->host->status[0]);
   w.abort_word = e->host_dev + offsetof(struct mapped, abort_word);
-  w.local_abort = e->host_dev + offsetof(struct mapped, local_abort);
+  w.local_abort = e->host_dev + offsetof(struct mapped, local_abort) + slot * sizeof(int32_t);
   w.sendbuf = c->sendbuf;
   w.recvbuf = c->recvbuf;
   w.count = c->count;
@@ -378,18 +410,28 @@ gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gco
   w.rank = e->rank;
   w.nranks = e->nranks;
   w.nchannels = nch;
-  gcoll_cu_stream s = stream != NULL ? (gcoll_cu_stream)stream : e->own_stream;
+  /* Every launch runs on the executor's stream, so collectives of this
+   * executor never overlap whatever streams callers pass (they share the
+   * FIFOs); events order it after the caller's earlier work and the
+   * caller's later work after it, as the caller's own stream would. */
+  gcoll_cu_stream caller = (gcoll_cu_stream)stream;
   void *params[] = {&w};
-  gcoll_cu_result cr = e->cu->launch_kernel(e->fn, (unsigned)nch, 1, 1, GCOLL_CUDA_THREADS, 1,
-                                            1, 0, s, params, NULL);
-  if (cr != GCOLL_CU_SUCCESS) {
-    set_err(err, errlen, "cuLaunchKernel: %s", gcoll_cuda_result_text(e->cu, cr));
-    return gcollUnhandledCudaError;
-  }
-  e->job = *c;
-  e->job.nchannels = nch;
-  e->running = s;
-  e->in_flight = 1;
+  if ((r = driver_ok(e, e->cu->event_record(e->caller_ready, caller), "cuEventRecord", err,
+                     errlen)) != gcollSuccess ||
+      (r = driver_ok(e, e->cu->stream_wait_event(e->own_stream, e->caller_ready, 0),
+                     "cuStreamWaitEvent", err, errlen)) != gcollSuccess ||
+      (r = driver_ok(e, e->cu->launch_kernel(e->fn, (unsigned)nch, 1, 1, GCOLL_CUDA_THREADS, 1,
+                                             1, 0, e->own_stream, params, NULL),
+                     "cuLaunchKernel", err, errlen)) != gcollSuccess)
+    return r;
+  e->jobs[slot] = *c;
+  e->jobs[slot].nchannels = nch;
+  e->launched++;
+  if ((r = driver_ok(e, e->cu->event_record(e->done, e->own_stream), "cuEventRecord", err,
+                     errlen)) != gcollSuccess ||
+      (r = driver_ok(e, e->cu->stream_wait_event(caller, e->done, 0), "cuStreamWaitEvent", err,
+                     errlen)) != gcollSuccess)
+    return r;
   return gcollSuccess;
 }
 
@@ -408,43 +450,80 @@ static const char *reason_name(int reason, gcollResult_t r) {
   }
 }
 
-/* The first channel that failed by itself (not stopped by a sibling). */
-static gcollResult_t collect(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
+/* Whether every block of the launch in slot has reported. */
+static int slot_done(const struct gcoll_cuda_exec *e, unsigned slot) {
+  for (int c = 0; c < e->jobs[slot].nchannels; c++)
+    if (((const volatile struct gcoll_cuda_status *)&e->host->status[slot][c])->done != 1)
+      return 0;
+  return 1;
+}
+
+/* The result of the finished launch in slot: the first channel that
+ * failed by itself (not stopped by a sibling). */
+static gcollResult_t collect(struct gcoll_cuda_exec *e, unsigned slot, char *err, size_t errlen) {
+  const struct gcoll_cuda_coll *job = &e->jobs[slot];
   int first = -1;
-  for (int c = 0; c < e->job.nchannels; c++) {
-    const volatile struct gcoll_cuda_status *st = &e->host->status[c];
+  for (int c = 0; c < job->nchannels; c++) {
+    const volatile struct gcoll_cuda_status *st = &e->host->status[slot][c];
     if (st->done != 1) {
       set_err(err, errlen, "channel %d: the kernel ended without reporting", c);
       return gcollInternalError;
     }
     if (st->result == gcollSuccess) continue;
-    if (first < 0 || (e->host->status[first].reason == GCOLL_CUDA_REASON_SIBLING &&
+    if (first < 0 || (e->host->status[slot][first].reason == GCOLL_CUDA_REASON_SIBLING &&
                       st->reason != GCOLL_CUDA_REASON_SIBLING))
       first = c;
   }
   if (first < 0) return gcollSuccess;
-  const volatile struct gcoll_cuda_status *st = &e->host->status[first];
+  const volatile struct gcoll_cuda_status *st = &e->host->status[slot][first];
   gcollResult_t r = (gcollResult_t)st->result;
   int what = st->what >= 0 && st->what < GCOLL_CUDA_FAIL_NFAILS ? st->what : 0;
   set_err(err, errlen, "channel %d (%s, GPU): %s while waiting for %s %d at step %llu", first,
-          gcoll_algo_name(e->job.algo), reason_name(st->reason, r), fail_names[what], st->peer,
+          gcoll_algo_name(job->algo), reason_name(st->reason, r), fail_names[what], st->peer,
           (unsigned long long)st->step);
   return r;
 }
 
+/* Reaps the oldest launch if it finished: gcollSuccess or its failure
+ * (made sticky), gcollInProgress while it runs. */
+static gcollResult_t poll_oldest(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
+  int why = e->extern_abort != NULL ? atomic_load(e->extern_abort) : 0;
+  if (why != 0) gcoll_cuda_exec_abort(e, (gcollResult_t)why);
+  unsigned slot = (unsigned)(e->reaped % GCOLL_CUDA_EXEC_SLOTS);
+  if (!slot_done(e, slot)) {
+    /* A stream that went idle, or broke, without the blocks reporting. */
+    gcoll_cu_result q = e->cu->stream_query(e->own_stream);
+    if (q == GCOLL_CU_ERROR_NOT_READY || slot_done(e, slot)) return gcollInProgress;
+    gcollResult_t r = q != GCOLL_CU_SUCCESS ? gcollUnhandledCudaError : gcollInternalError;
+    if (q != GCOLL_CU_SUCCESS)
+      set_err(err, errlen, "the collective's stream failed: %s", gcoll_cuda_result_text(e->cu, q));
+    else
+      set_err(err, errlen, "the kernel ended without reporting");
+    e->reaped++;
+    e->failed = r;
+    snprintf(e->failed_msg, sizeof(e->failed_msg), "%s", err);
+    return r;
+  }
+  gcollResult_t r = collect(e, slot, err, errlen);
+  e->reaped++;
+  if (r != gcollSuccess && e->failed == gcollSuccess) {
+    e->failed = r;
+    snprintf(e->failed_msg, sizeof(e->failed_msg), "%s", err);
+  }
+  return r;
+}
+
 gcollResult_t gcoll_cuda_exec_poll(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
-  if (e == NULL || !e->in_flight) {
-    set_err(err, errlen, "no collective in flight");
+  if (e == NULL) {
+    set_err(err, errlen, "no executor");
     return gcollInvalidUsage;
   }
-  gcoll_cu_result q = e->cu->stream_query(e->running);
-  if (q == GCOLL_CU_ERROR_NOT_READY) return gcollInProgress;
-  e->in_flight = 0;
-  if (q != GCOLL_CU_SUCCESS) {
-    set_err(err, errlen, "the collective's stream failed: %s", gcoll_cuda_result_text(e->cu, q));
-    return gcollUnhandledCudaError;
+  while (e->reaped < e->launched) {
+    gcollResult_t r = poll_oldest(e, err, errlen);
+    if (r != gcollSuccess) return r;
   }
-  return collect(e, err, errlen);
+  if (e->failed != gcollSuccess) set_err(err, errlen, "%s", e->failed_msg);
+  return e->failed;
 }
 
 static void nap(uint64_t ns) {
@@ -452,15 +531,28 @@ static void nap(uint64_t ns) {
   nanosleep(&ts, NULL);
 }
 
-gcollResult_t gcoll_cuda_exec_wait(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
+gcollResult_t gcoll_cuda_exec_wait_until(struct gcoll_cuda_exec *e, uint64_t reaped, char *err,
+                                         size_t errlen) {
   const uint64_t grace = 1000000000u;
-  uint64_t start = gcoll_wait_now_ns();
   uint64_t limit = e->timeout_ns > UINT64_MAX - 2 * grace ? UINT64_MAX - 2 * grace
                                                           : e->timeout_ns;
+  if (reaped > e->launched) reaped = e->launched;
+  uint64_t start = gcoll_wait_now_ns(), progress_at = e->reaped;
   int aborted = 0;
   for (uint64_t sleep_ns = 1000;; sleep_ns = sleep_ns < 1000000 ? sleep_ns * 2 : sleep_ns) {
-    gcollResult_t r = gcoll_cuda_exec_poll(e, err, errlen);
-    if (r != gcollInProgress) return r;
+    gcollResult_t r = e->reaped < reaped ? poll_oldest(e, err, errlen) : gcollSuccess;
+    if (r != gcollInProgress && r != gcollSuccess) return r;
+    if (e->reaped >= reaped) {
+      if (e->failed != gcollSuccess) set_err(err, errlen, "%s", e->failed_msg);
+      return e->failed;
+    }
+    if (r == gcollSuccess) continue;
+    /* Each queued launch has its own deadline on the GPU: measure from the
+     * last one that finished. */
+    if (e->reaped != progress_at) {
+      progress_at = e->reaped;
+      start = gcoll_wait_now_ns();
+    }
     uint64_t waited = gcoll_wait_now_ns() - start;
     if (!aborted && waited > limit + grace) {
       gcoll_cuda_exec_abort(e, gcollSystemError);
@@ -469,10 +561,16 @@ gcollResult_t gcoll_cuda_exec_wait(struct gcoll_cuda_exec *e, char *err, size_t 
     if (waited > limit + 2 * grace) {
       set_err(err, errlen, "the kernel did not finish %llu ms past its deadline, even aborted",
               (unsigned long long)((waited - limit) / 1000000u));
+      e->failed = gcollSystemError;
+      snprintf(e->failed_msg, sizeof(e->failed_msg), "%s", err);
       return gcollSystemError;
     }
     nap(sleep_ns);
   }
+}
+
+gcollResult_t gcoll_cuda_exec_wait(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
+  return gcoll_cuda_exec_wait_until(e, e->launched, err, errlen);
 }
 
 void gcoll_cuda_exec_abort(struct gcoll_cuda_exec *e, gcollResult_t why) {

@@ -15,14 +15,20 @@
  * the same slot size, as for the host executor, and a FIFO must not be used
  * by the host executor and a kernel at the same time.
  *
- * One collective in flight per executor: launch, then poll (or wait) until
- * it reports something other than gcollInProgress before the next launch.
+ * Launches queue: each returns once the kernel is enqueued, and runs on the
+ * executor's own stream after the caller's stream's earlier work, with the
+ * caller's stream's later work after it (events), so launches never overlap
+ * whatever streams callers pass. Up to GCOLL_CUDA_EXEC_SLOTS may be in
+ * flight (a status row each); one more waits for the oldest. Results come
+ * in launch order (poll, wait); the first failure is sticky: the FIFO
+ * counters are out of step after it, so later launches are refused with it.
  * The partition of buffers into channels, in-place rules and avg handling
  * are host_exec.h's.
  */
 #ifndef GCOLL_KERNELS_CUDA_EXEC_H
 #define GCOLL_KERNELS_CUDA_EXEC_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +38,7 @@
 #include "kernels/cuda_work.h"
 
 #define GCOLL_CUDA_EXEC_MAX_PEERS GCOLL_CUDA_MAX_PEERS
+#define GCOLL_CUDA_EXEC_SLOTS 32
 
 struct gcoll_cuda_exec_channel {
   gcoll_cu_deviceptr ring_recv_prev;   /* 0 when nranks == 1 */
@@ -53,6 +60,10 @@ struct gcoll_cuda_exec_config {
   int nchannels;                       /* 1..GCOLL_CUDA_MAX_CHANNELS */
   const struct gcoll_cuda_exec_channel *channels;
   uint64_t timeout_ns;                 /* per collective, measured on the GPU */
+  /* A host word whose non-zero value aborts the kernels with that result
+   * (the communicator's, set when a transport sees a peer die), forwarded
+   * whenever the executor polls; NULL: none. */
+  _Atomic int *extern_abort;
 };
 
 struct gcoll_cuda_coll {
@@ -81,26 +92,31 @@ struct gcoll_cuda_exec *gcoll_cuda_exec_create(const struct gcoll_cuda_exec_conf
  * it if needed, then frees everything. */
 void gcoll_cuda_exec_destroy(struct gcoll_cuda_exec *e);
 
-/* Validates the call like gcoll_host_exec_run, clears the status and local
- * abort words, and enqueues the kernel on `stream` (a CUstream; NULL = the
- * executor's own). Returns at once: gcollSuccess when enqueued,
- * gcollInvalidArgument/gcollInvalidUsage (nothing enqueued), or
- * gcollUnhandledCudaError when the driver refused the launch. */
+/* Validates the call like gcoll_host_exec_run, takes a free status slot
+ * (waiting for the oldest launch when all are in flight), and enqueues the
+ * kernel ordered with `stream` (a CUstream; NULL = the legacy default
+ * stream). Returns once enqueued: gcollSuccess, gcollInvalidArgument/
+ * gcollInvalidUsage (nothing enqueued), an earlier launch's sticky failure,
+ * or gcollUnhandledCudaError when the driver refused. */
 gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
                                      void *stream, char *err, size_t errlen);
 
-/* gcollInProgress while the kernel runs; then its result once: gcollSuccess,
- * the abort word's value, gcollSystemError when the GPU deadline passed,
- * gcollInternalError on a protocol mismatch, gcollUnhandledCudaError when
- * the stream failed; err names the first failing channel and what it
- * waited for. gcollInvalidUsage when nothing was launched. */
+/* Collects the results of finished launches, in order, without waiting:
+ * gcollInProgress while some still run, else gcollSuccess or the first
+ * failure (the abort word's value, gcollSystemError when a GPU deadline
+ * passed, gcollInternalError on a protocol mismatch, gcollUnhandledCudaError
+ * when the stream failed); err names the first failing channel and what it
+ * waited for. */
 gcollResult_t gcoll_cuda_exec_poll(struct gcoll_cuda_exec *e, char *err, size_t errlen);
 
-/* Polls until the result is known. Bounded: after timeout_ns plus a grace
- * second without completion (a kernel that never started, e.g. because the
+/* Polls until every launch so far (wait), or the first `reaped` launches
+ * (wait_until), have a result. Bounded: after timeout_ns plus a grace second
+ * without a launch finishing (a kernel that never started, e.g. because the
  * GPU is full) it sets the abort word and waits another grace second, then
  * reports gcollSystemError. */
 gcollResult_t gcoll_cuda_exec_wait(struct gcoll_cuda_exec *e, char *err, size_t errlen);
+gcollResult_t gcoll_cuda_exec_wait_until(struct gcoll_cuda_exec *e, uint64_t reaped, char *err,
+                                         size_t errlen);
 
 /* Makes a running kernel stop at its next check (within microseconds) with
  * result `why` (non-zero). Safe from any thread. Sticky: the FIFO counters

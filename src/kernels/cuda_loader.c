@@ -32,6 +32,10 @@
   X(stream_destroy, "cuStreamDestroy_v2")                       \
   X(stream_query, "cuStreamQuery")                              \
   X(stream_synchronize, "cuStreamSynchronize")                  \
+  X(stream_wait_event, "cuStreamWaitEvent")                     \
+  X(event_create, "cuEventCreate")                              \
+  X(event_record, "cuEventRecord")                              \
+  X(event_destroy, "cuEventDestroy_v2")                         \
   X(mem_alloc, "cuMemAlloc_v2")                                 \
   X(mem_free, "cuMemFree_v2")                                   \
   X(mem_host_alloc, "cuMemHostAlloc")                           \

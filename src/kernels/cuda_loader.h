@@ -24,6 +24,7 @@ typedef struct gcoll_cu_ctx *gcoll_cu_context;     /* CUcontext */
 typedef struct gcoll_cu_mod *gcoll_cu_module;      /* CUmodule */
 typedef struct gcoll_cu_func *gcoll_cu_function;   /* CUfunction */
 typedef struct gcoll_cu_strm *gcoll_cu_stream;     /* CUstream */
+typedef struct gcoll_cu_evt *gcoll_cu_event;       /* CUevent */
 
 #define GCOLL_CU_SUCCESS 0
 #define GCOLL_CU_ERROR_STUB_LIBRARY 34
@@ -33,6 +34,7 @@ typedef struct gcoll_cu_strm *gcoll_cu_stream;     /* CUstream */
 #define GCOLL_CU_MEMHOSTALLOC_PORTABLE 0x01
 #define GCOLL_CU_MEMHOSTALLOC_DEVICEMAP 0x02
 #define GCOLL_CU_STREAM_NON_BLOCKING 0x1
+#define GCOLL_CU_EVENT_DISABLE_TIMING 0x2
 #define GCOLL_CU_DEVICE_ATTRIBUTE_CC_MAJOR 75
 #define GCOLL_CU_DEVICE_ATTRIBUTE_CC_MINOR 76
 #define GCOLL_CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING 41
@@ -74,6 +76,11 @@ struct gcoll_cuda_api {
   gcoll_cu_result (*stream_destroy)(gcoll_cu_stream stream);
   gcoll_cu_result (*stream_query)(gcoll_cu_stream stream);
   gcoll_cu_result (*stream_synchronize)(gcoll_cu_stream stream);
+  gcoll_cu_result (*stream_wait_event)(gcoll_cu_stream stream, gcoll_cu_event event,
+                                       unsigned flags);
+  gcoll_cu_result (*event_create)(gcoll_cu_event *event, unsigned flags);
+  gcoll_cu_result (*event_record)(gcoll_cu_event event, gcoll_cu_stream stream);
+  gcoll_cu_result (*event_destroy)(gcoll_cu_event event);
   gcoll_cu_result (*mem_alloc)(gcoll_cu_deviceptr *ptr, size_t bytes);
   gcoll_cu_result (*mem_free)(gcoll_cu_deviceptr ptr);
   gcoll_cu_result (*mem_host_alloc)(void **ptr, size_t bytes, unsigned flags);

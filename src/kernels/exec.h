@@ -16,9 +16,14 @@
  *            (threads, scratch, device state); NULL with one line in err.
  *   launch   validates the call (coll_args.h, the buffer rules) and starts
  *            it on `stream` (NULL for the host executor, a CUstream for the
- *            CUDA one); the host executor runs it to completion here.
- *   wait     returns the result of the last launch once known (bounded by
- *            the executor's timeout); gcollSuccess when nothing is pending.
+ *            CUDA one, whose launches queue and return at once); the host
+ *            executor runs it to completion here. An earlier failure the
+ *            executor knows of is returned instead (it is sticky).
+ *   poll     the result of the launches so far without waiting:
+ *            gcollInProgress while some run, else success or the first
+ *            failure.
+ *   wait     waits for every launch so far (bounded by the executor's
+ *            timeout) and returns as poll would.
  *   abort    makes a running collective stop soon with result `why`; safe
  *            from any thread.
  *   destroy  waits for (or aborts) what is in flight, frees everything. */
@@ -56,6 +61,7 @@ struct gcoll_exec_ops {
   struct gcoll_exec *(*create)(const struct gcoll_exec_config *cfg, char *err, size_t errlen);
   gcollResult_t (*launch)(struct gcoll_exec *e, const struct gcoll_host_coll *c, void *stream,
                           char *err, size_t errlen);
+  gcollResult_t (*poll)(struct gcoll_exec *e, char *err, size_t errlen);
   gcollResult_t (*wait)(struct gcoll_exec *e, char *err, size_t errlen);
   void (*abort)(struct gcoll_exec *e, gcollResult_t why);
   void (*destroy)(struct gcoll_exec *e);

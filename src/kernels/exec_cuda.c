@@ -20,7 +20,6 @@
 #include "kernels/cuda_exec.h"
 #include "kernels/exec.h"
 #include "kernels/fifo.h"
-#include "kernels/wait.h"
 
 #define MAX_FIFOS (GCOLL_HOST_MAX_CHANNELS * 2 * (2 + GCOLL_PRIMS_MAX_PEERS))
 
@@ -30,9 +29,6 @@ struct gcoll_exec {
   gcoll_cu_context ctx;
   int ctx_retained;
   struct gcoll_cuda_exec *cuda;
-  _Atomic int *abort_word;          /* the communicator's */
-  uint64_t timeout_ns;
-  int in_flight;
   size_t fifo_map_bytes;            /* registered bytes of each FIFO */
   int nfifos;
   struct {
@@ -130,8 +126,6 @@ static struct gcoll_exec *cuda_create(const struct gcoll_exec_config *cfg, char 
     return NULL;
   }
   e->cu = gcoll_cuda_api_get(NULL, 0);
-  e->abort_word = cfg->abort_word;
-  e->timeout_ns = cfg->timeout_ns;
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   e->fifo_map_bytes = (gcoll_fifo_bytes(cfg->slot_bytes) + page - 1) / page * page;
   struct gcoll_cuda_exec_channel ch[GCOLL_CUDA_MAX_CHANNELS];
@@ -144,7 +138,8 @@ static struct gcoll_exec *cuda_create(const struct gcoll_exec_config *cfg, char 
     }
   struct gcoll_cuda_exec_config cc = {.device = cfg->device, .rank = cfg->rank,
                                       .nranks = cfg->nranks, .nchannels = cfg->nchannels,
-                                      .channels = ch, .timeout_ns = cfg->timeout_ns};
+                                      .channels = ch, .timeout_ns = cfg->timeout_ns,
+                                      .extern_abort = cfg->abort_word};
   e->cuda = gcoll_cuda_exec_create(&cc, err, errlen);
   if (e->cuda == NULL) goto fail;
   return e;
@@ -169,46 +164,17 @@ static gcollResult_t cuda_launch(struct gcoll_exec *e, const struct gcoll_host_c
   };
   /* The caller's thread may have another context current (or none). */
   e->cu->ctx_set_current(e->ctx);
-  gcollResult_t r = gcoll_cuda_exec_launch(e->cuda, &cc, stream, err, errlen);
-  e->in_flight = r == gcollSuccess;
-  return r;
+  return gcoll_cuda_exec_launch(e->cuda, &cc, stream, err, errlen);
 }
 
-static void nap_ns(uint64_t ns) {
-  struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-  nanosleep(&ts, NULL);
+static gcollResult_t cuda_poll(struct gcoll_exec *e, char *err, size_t errlen) {
+  e->cu->ctx_set_current(e->ctx);
+  return gcoll_cuda_exec_poll(e->cuda, err, errlen);
 }
 
-/* cuda_exec's wait, plus the communicator's abort word: a transport that
- * saw a peer die, or gcollCommAbort, must stop the kernel too. */
 static gcollResult_t cuda_wait(struct gcoll_exec *e, char *err, size_t errlen) {
-  if (!e->in_flight) return gcollSuccess;
-  const uint64_t grace = 1000000000u, start = gcoll_wait_now_ns();
-  int forwarded = 0, expired = 0;
-  for (uint64_t nap = 1000;; nap = nap < 1000000 ? nap * 2 : nap) {
-    gcollResult_t r = gcoll_cuda_exec_poll(e->cuda, err, errlen);
-    if (r != gcollInProgress) {
-      e->in_flight = 0;
-      return r;
-    }
-    int why = e->abort_word ? atomic_load(e->abort_word) : 0;
-    if (why != 0 && !forwarded) {
-      gcoll_cuda_exec_abort(e->cuda, (gcollResult_t)why);
-      forwarded = 1;
-    }
-    uint64_t waited = gcoll_wait_now_ns() - start;
-    if (!expired && waited > e->timeout_ns + grace) {
-      gcoll_cuda_exec_abort(e->cuda, gcollSystemError);
-      expired = 1;
-    }
-    if (waited > e->timeout_ns + 2 * grace) {
-      snprintf(err, errlen, "the kernel did not finish %llu ms past its deadline, even aborted",
-               (unsigned long long)((waited - e->timeout_ns) / 1000000u));
-      e->in_flight = 0;
-      return gcollSystemError;
-    }
-    nap_ns(nap);
-  }
+  e->cu->ctx_set_current(e->ctx);
+  return gcoll_cuda_exec_wait(e->cuda, err, errlen);
 }
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
@@ -246,11 +212,7 @@ static void cuda_abort(struct gcoll_exec *e, gcollResult_t why) {
 static void destroy(struct gcoll_exec *e) {
   if (e == NULL) return;
   if (e->ctx_retained) e->cu->ctx_set_current(e->ctx);
-  if (e->in_flight) {
-    char ignored[256];
-    cuda_wait(e, ignored, sizeof(ignored));
-  }
-  gcoll_cuda_exec_destroy(e->cuda);
+  gcoll_cuda_exec_destroy(e->cuda); /* waits for what is in flight */
   for (int i = 0; i < e->nfifos; i++) e->cu->mem_host_unregister(e->fifos[i].host);
   if (e->ctx_retained) e->cu->primary_ctx_release(e->dev);
   free(e);
@@ -261,6 +223,7 @@ const struct gcoll_exec_ops gcoll_exec_cuda_ops = {
     .owns = cuda_owns,
     .create = cuda_create,
     .launch = cuda_launch,
+    .poll = cuda_poll,
     .wait = cuda_wait,
     .abort = cuda_abort,
     .destroy = destroy,

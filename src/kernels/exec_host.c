@@ -7,7 +7,6 @@
 struct gcoll_exec {
   struct gcoll_host_exec *host;
   _Atomic int *abort_word;
-  gcollResult_t last;
 };
 
 static struct gcoll_exec *host_create(const struct gcoll_exec_config *cfg, char *err,
@@ -36,16 +35,15 @@ static struct gcoll_exec *host_create(const struct gcoll_exec_config *cfg, char 
 static gcollResult_t host_launch(struct gcoll_exec *e, const struct gcoll_host_coll *c,
                                  void *stream, char *err, size_t errlen) {
   (void)stream;
-  e->last = gcoll_host_exec_run(e->host, c, err, errlen);
-  return e->last;
+  return gcoll_host_exec_run(e->host, c, err, errlen);
 }
 
+/* Nothing is ever pending: launch ran it. */
 static gcollResult_t host_wait(struct gcoll_exec *e, char *err, size_t errlen) {
+  (void)e;
   (void)err;
   (void)errlen;
-  gcollResult_t r = e->last;
-  e->last = gcollSuccess;
-  return r;
+  return gcollSuccess;
 }
 
 static void host_abort(struct gcoll_exec *e, gcollResult_t why) {
@@ -71,6 +69,7 @@ const struct gcoll_exec_ops gcoll_exec_host_ops = {
     .owns = host_owns,
     .create = host_create,
     .launch = host_launch,
+    .poll = host_wait,
     .wait = host_wait,
     .abort = host_abort,
     .destroy = host_destroy,

@@ -167,12 +167,25 @@ static void run_or_die(struct perf_ctx *cx, const struct perf_case *c, struct pe
 
 /* ---- timing ---------------------------------------------------------------- */
 
+/* With -M cuda the calls return once queued: the GPU's work is done when
+ * the default stream is. */
+static void device_sync(struct perf_ctx *cx) {
+  char err[256];
+  if (cx->o.device_memory && perf_mem_sync(err, sizeof(err)) != 0) {
+    fprintf(stderr, PERF_PROG ": rank %d: %s\n", cx->rank, err);
+    exit(1);
+  }
+}
+
 /* Mean seconds per call on the slowest rank: every rank times its own loop
- * (the calls block), then they agree on the maximum. */
+ * (the calls block, or are synchronised at the end), then they agree on the
+ * maximum. */
 static double time_calls(struct perf_ctx *cx, const struct perf_case *c, struct perf_bufs b) {
   for (long i = 0; i < cx->o.warmup; i++) run_or_die(cx, c, b);
+  device_sync(cx);
   double t0 = now_s();
   for (long i = 0; i < cx->o.iters; i++) run_or_die(cx, c, b);
+  device_sync(cx);
   double sec = (now_s() - t0) / (double)cx->o.iters;
   gcollResult_t rc = gcollAllReduce(&sec, &sec, 1, gcollDouble, gcollMax, cx->comm, NULL);
   if (rc != gcollSuccess) die(cx, "allreduce of the time", rc);

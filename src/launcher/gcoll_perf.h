@@ -89,6 +89,9 @@ void perf_mem_free(void *dev);
 /* Copies between a host buffer and device memory; 0, or -1 with err. */
 int perf_mem_to_device(void *dev, const void *host, size_t bytes, char *err, size_t errlen);
 int perf_mem_to_host(void *host, const void *dev, size_t bytes, char *err, size_t errlen);
+/* Waits for the work queued on the default stream (collectives on device
+ * buffers return once queued); 0, or -1 with err. */
+int perf_mem_sync(char *err, size_t errlen);
 
 /* Marks memory that a collective must overwrite (or must leave alone). */
 #define PERF_POISON_BYTE 0xA5

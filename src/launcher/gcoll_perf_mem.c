@@ -53,7 +53,16 @@ int perf_mem_to_host(void *host, const void *dev, size_t bytes, char *err, size_
                err, errlen);
 }
 
+int perf_mem_sync(char *err, size_t errlen) {
+  return check(cu->stream_synchronize(NULL), "cuStreamSynchronize", err, errlen);
+}
+
 #else
+
+int perf_mem_sync(char *err, size_t errlen) {
+  snprintf(err, errlen, "no CUDA in this build");
+  return -1;
+}
 
 int perf_mem_open(int local_rank, char *err, size_t errlen) {
   (void)local_rank;

@@ -13,6 +13,7 @@
 #include "kernels/exec.h"
 #include "kernels/host_exec.h"
 #include "runtime/bootstrap.h"
+#include "runtime/proxy.h"
 #include "runtime/transport.h"
 
 /* Connections of one rank: per channel a ring pair and up to 1 + 3 tree
@@ -53,6 +54,10 @@ struct gcollComm {
     const struct gcoll_exec_ops *ops;
     struct gcoll_exec *e;
   } exec[GCOLL_NEXECS];
+  /* Proxy entry that hands the abort word to queued kernels (which no
+   * caller may be waiting on) within a proxy check period. */
+  struct gcoll_proxy_entry kernel_abort;
+  int kernel_abort_added;
   struct gcoll_p2p *p2p;               /* send/recv connections, NULL until used */
   /* Set by an abort (gcollInvalidUsage) or a transport that saw a peer die
    * (gcollRemoteError); every wait in the executor polls it. */

@@ -163,11 +163,17 @@ gcollResult_t gcoll_coll_run_op(const struct gcoll_coll_op *op) {
   }
   const struct gcoll_exec_ops *ops = comm->exec[op->exec].ops;
   struct gcoll_exec *e = comm->exec[op->exec].e;
-  /* Device buffers: the kernel is enqueued on the caller's stream; this
-   * version waits for it before returning, so the caller's next use of the
-   * buffers (on any stream, or the host) sees the result. */
-  rc = ops->launch(e, &op->hc, op->stream, err, sizeof(err));
-  if (rc == gcollSuccess) rc = ops->wait(e, err, sizeof(err));
+  /* Both executors use the same FIFOs: host threads may start only once
+   * every kernel queued before them has finished. */
+  struct gcoll_exec *cuda = comm->exec[GCOLL_EXEC_CUDA].e;
+  if (op->exec == GCOLL_EXEC_HOST && cuda != NULL)
+    rc = comm->exec[GCOLL_EXEC_CUDA].ops->wait(cuda, err, sizeof(err));
+  /* Device buffers: the kernel is queued in the order of the caller's
+   * stream and the call returns; a failure shows in a later call, in
+   * gcollCommGetAsyncError, or in gcollCommDestroy's wait. */
+  if (rc == gcollSuccess) rc = ops->launch(e, &op->hc, op->stream, err, sizeof(err));
+  if (rc == gcollSuccess) rc = ops->poll(e, err, sizeof(err));
+  if (rc == gcollInProgress) rc = gcollSuccess;
   if (rc != gcollSuccess) rc = gcoll_comm_explain(comm, op->name, rc, err);
   pthread_mutex_unlock(&comm->busy);
   return rc;

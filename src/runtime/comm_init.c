@@ -202,6 +202,15 @@ static uint32_t spin_rounds(const struct gcollComm *comm) {
   return comm->host_cpus > 0 && threads <= comm->host_cpus ? GCOLL_WAIT_DEDICATED_SPINS : 0;
 }
 
+/* A transport saw a peer die, or the communicator was aborted: kernels
+ * waiting on FIFOs must stop now, not at their deadline. */
+static void forward_abort(struct gcoll_proxy_entry *entry) {
+  struct gcollComm *comm =
+      (struct gcollComm *)((char *)entry - offsetof(struct gcollComm, kernel_abort));
+  int why = atomic_load(&comm->abort_word);
+  if (why != 0) comm->exec[GCOLL_EXEC_CUDA].ops->abort(comm->exec[GCOLL_EXEC_CUDA].e, why);
+}
+
 gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind kind) {
   if (comm->exec[kind].e != NULL) return gcollSuccess;
   const struct gcoll_exec_ops *ops = gcoll_exec_ops_of(kind);
@@ -226,12 +235,18 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
     return gcoll_fail(kind == GCOLL_EXEC_CUDA ? gcollUnhandledCudaError : gcollSystemError,
                       "%s executor: %s", ops->name, err);
   comm->exec[kind].ops = ops;
+  if (kind == GCOLL_EXEC_CUDA && comm->proxy != NULL) {
+    comm->kernel_abort = (struct gcoll_proxy_entry){.fd = -1, .check = forward_abort};
+    if (gcoll_proxy_add(comm->proxy, &comm->kernel_abort, err, sizeof(err)) == 0)
+      comm->kernel_abort_added = 1;
+  }
   gcoll_log_info(comm, "%s executor ready (%d channels)", ops->name, comm->nchannels);
   return gcollSuccess;
 }
 
 static void comm_free(struct gcollComm *comm) {
   if (comm == NULL) return;
+  if (comm->kernel_abort_added) gcoll_proxy_remove(comm->proxy, &comm->kernel_abort);
   for (int k = 0; k < GCOLL_NEXECS; k++)
     if (comm->exec[k].e != NULL) comm->exec[k].ops->destroy(comm->exec[k].e);
   gcoll_p2p_free(comm);
@@ -331,6 +346,20 @@ gcollResult_t gcollCommGetAsyncError(gcollComm_t comm, gcollResult_t *async_erro
   if (comm == NULL || async_error == NULL)
     return gcoll_fail(gcollInvalidArgument, "gcollCommGetAsyncError: NULL argument");
   *async_error = (gcollResult_t)atomic_load(&comm->abort_word);
+  /* Kernels still queued or running report here too (and get the
+   * communicator's abort word, if a transport set it). */
+  struct gcoll_exec *cuda = comm->exec[GCOLL_EXEC_CUDA].e;
+  if (*async_error == gcollSuccess && cuda != NULL && pthread_mutex_trylock(&comm->busy) == 0) {
+    char err[512];
+    gcollResult_t r = comm->exec[GCOLL_EXEC_CUDA].ops->poll(cuda, err, sizeof(err));
+    pthread_mutex_unlock(&comm->busy);
+    if (r == gcollInProgress) r = gcollSuccess;
+    if (r != gcollSuccess) {
+      *async_error = r;
+      gcoll_comm_explain(comm, "a queued collective", r, err);
+      return gcollSuccess;
+    }
+  }
   if (*async_error == gcollRemoteError)
     gcoll_fail(gcollRemoteError, "rank %d died or closed its connection",
                atomic_load(&comm->failed_peer));

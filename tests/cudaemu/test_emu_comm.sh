@@ -57,6 +57,16 @@ perf "8 ranks on 2 virtual nodes, allreduce" -n 8 --nodes 2 -- \
   -o allreduce -t float -b 8 -e 64K -f 8
 perf "8 ranks on 2 virtual nodes, allgather" -n 8 --nodes 2 -- -o allgather -t int8 -b 8 -e 64K -f 8
 
+# Calls on device buffers return once queued: 100 of them (more than the
+# executor's 32 launch slots) back to back, one wait, every result right.
+timeout 120 "$RUN" -n 3 "$CHECK" --device queue 100 >"$tmp/out" 2>&1
+if [ $? -eq 0 ] && [ "$(grep -c ' 100 allreduces queued in .*, 0 wrong after one wait' "$tmp/out")" -eq 3 ]; then
+  ok "queued device collectives: $(grep '^rank 0' "$tmp/out")"
+else
+  bad "queued device collectives"
+  cat "$tmp/out"
+fi
+
 # A rank dies while the others' kernels wait on it: they fail, naming it.
 start=$(date +%s)
 timeout 120 "$RUN" -n 3 "$CHECK" --device die 1 3 >"$tmp/out" 2>&1
@@ -72,7 +82,7 @@ fi
 # gcollCommAbort from another thread stops a kernel waiting on peers that
 # never join.
 timeout 120 "$RUN" -n 2 "$CHECK" --device abort >"$tmp/out" 2>&1
-if [ $? -eq 0 ] && grep -q "^rank 0: allreduce returned" "$tmp/out"; then
+if [ $? -eq 0 ] && grep -q "^rank 0: allreduce queued" "$tmp/out"; then
   ok "abort stops a waiting kernel: $(grep '^rank 0: allreduce' "$tmp/out")"
 else
   bad "abort of a waiting kernel"

@@ -84,6 +84,9 @@ static void fifo_free(struct fifo_mem *m) {
 struct world {
   int nranks;
   struct gcoll_cuda_exec *exec[MAX_RANKS];
+  /* A stream per rank, as each rank of a real job has its own: ranks that
+   * shared one would queue behind each other and never meet. */
+  gcoll_cu_stream stream[MAX_RANKS];
   int ring_order[NCHANNELS][MAX_RANKS];
   /* ring[c][r]: FIFO from ring position r to r+1; up/down[c][r]: tree edge
    * between rank r and its parent (child -> parent, parent -> child). */
@@ -147,11 +150,15 @@ static void world_create(struct world *w, int nranks, uint64_t timeout_ns) {
       fprintf(stderr, "rank %d: %s\n", r, err);
       exit(1);
     }
+    CU_CHECK(cu->stream_create(&w->stream[r], GCOLL_CU_STREAM_NON_BLOCKING));
   }
 }
 
 static void world_destroy(struct world *w) {
-  for (int r = 0; r < w->nranks; r++) gcoll_cuda_exec_destroy(w->exec[r]);
+  for (int r = 0; r < w->nranks; r++) {
+    gcoll_cuda_exec_destroy(w->exec[r]);
+    cu->stream_destroy(w->stream[r]);
+  }
   for (int c = 0; c < NCHANNELS; c++)
     for (int r = 0; r < w->nranks; r++) {
       fifo_free(&w->ring[c][r]);
@@ -241,7 +248,7 @@ static int run_one(struct world *w, struct coll_case cc, enum gcoll_proto proto,
                                 .count = count, .dtype = t, .op = op, .root = root,
                                 .algo = cc.algo, .proto = proto, .nchannels = 0};
     char err[256];
-    gcollResult_t res = gcoll_cuda_exec_launch(w->exec[r], &c, NULL, err, sizeof(err));
+    gcollResult_t res = gcoll_cuda_exec_launch(w->exec[r], &c, w->stream[r], err, sizeof(err));
     if (res != gcollSuccess) {
       fprintf(stderr, "launch rank %d: %s\n", r, err);
       exit(1);
@@ -323,7 +330,7 @@ static void check_dead_peer(int nranks) {
                                 .op = gcollSum, .algo = GCOLL_ALGO_RING,
                                 .proto = GCOLL_PROTO_SIMPLE};
     char err[256];
-    if (gcoll_cuda_exec_launch(w.exec[0], &c, NULL, err, sizeof(err)) != gcollSuccess) {
+    if (gcoll_cuda_exec_launch(w.exec[0], &c, w.stream[0], err, sizeof(err)) != gcollSuccess) {
       fprintf(stderr, "launch: %s\n", err);
       exit(1);
     }

@@ -12,6 +12,11 @@
  *                                communicator still works afterwards
  *   coll_check init              only initialise (for plan mismatch tests)
  *
+ *   coll_check --device queue N  N allreduces on device buffers queued on
+ *                                the default stream without waiting (more
+ *                                than the executor's launch slots), then one
+ *                                wait, then every result checked
+ *
  * `coll_check --device MODE` runs die and abort on device buffers (CUDA
  * device memory of the driver $GCOLL_CUDA_DRIVER names, e.g. the emulator):
  * the kernel, not the host threads, must then stop on the dead peer or the
@@ -54,6 +59,18 @@ static void *buffer;      /* test_buffer's, freed by free_buffer */
 
 /* A zeroed buffer of `bytes` where the collectives of this run take them:
  * host memory, or device memory of GPU 0 with --device. */
+#ifdef HAVE_CUDA
+static const struct gcoll_cuda_api *cuda_api;
+#endif
+
+/* Device collectives return once queued: waits for the default stream,
+ * where they are ordered. */
+static void device_sync(void) {
+#ifdef HAVE_CUDA
+  if (on_device && cuda_api != NULL) cuda_api->stream_synchronize(NULL);
+#endif
+}
+
 static void *test_buffer(size_t bytes) {
   if (!on_device) return buffer = calloc(1, bytes);
 #ifdef HAVE_CUDA
@@ -63,12 +80,20 @@ static void *test_buffer(size_t bytes) {
   gcoll_cu_context ctx;
   gcoll_cu_deviceptr p = 0;
   const struct gcoll_cuda_api *cu = NULL;
+  int r = -1;
+  const char *step = "the driver";
   if (gcoll_cuda_probe(&ndev, err, sizeof(err)) == GCOLL_CUDA_AVAILABLE &&
-      (cu = gcoll_cuda_api_get(err, sizeof(err))) != NULL && cu->device_get(&dev, 0) == 0 &&
-      cu->primary_ctx_retain(&ctx, dev) == 0 && cu->ctx_set_current(ctx) == 0 &&
-      cu->mem_alloc(&p, bytes) == 0 && cu->memset_d8(p, 0, bytes) == 0)
+      (cu = gcoll_cuda_api_get(err, sizeof(err))) != NULL &&
+      (r = cu->device_get(&dev, 0), step = "cuDeviceGet", r == 0) &&
+      (r = cu->primary_ctx_retain(&ctx, dev), step = "cuDevicePrimaryCtxRetain", r == 0) &&
+      (r = cu->ctx_set_current(ctx), step = "cuCtxSetCurrent", r == 0) &&
+      (r = cu->mem_alloc(&p, bytes), step = "cuMemAlloc", r == 0) &&
+      (r = cu->memset_d8(p, 0, bytes), step = "cuMemsetD8", r == 0)) {
+    cuda_api = cu;
     return buffer = (void *)(uintptr_t)p;
-  fprintf(stderr, "coll_check: --device: %s\n", err);
+  }
+  fprintf(stderr, "coll_check: --device: %s: %s\n", step,
+          cu != NULL ? gcoll_cuda_result_text(cu, r) : err);
 #else
   fprintf(stderr, "coll_check: --device: this build has no CUDA\n");
 #endif
@@ -276,12 +301,59 @@ static int abort_test(gcollComm_t comm) {
   double t0 = now_s();
   pthread_create(&th, NULL, abort_later, comm);
   gcollResult_t rc = gcollAllReduce(buf, buf, 256, gcollFloat, gcollSum, comm, NULL);
+  /* On device buffers the call returns once queued; the abort must then
+   * stop the kernel, which the default stream waits for. */
+  device_sync();
   double dt = now_s() - t0;
   pthread_join(th, NULL);
   free_buffer();
+  if (on_device) {
+    printf("rank 0: allreduce queued (%s); the aborted kernel ended after %.2f s\n",
+           gcollGetErrorString(rc), dt);
+    return dt < 5.0 ? 0 : 1;
+  }
   printf("rank 0: allreduce returned %s after %.2f s\n", gcollGetErrorString(rc), dt);
   return rc != gcollSuccess && dt < 5.0 ? 0 : 1;
 }
+
+#ifdef HAVE_CUDA
+/* Collectives queued back to back return at once and still come out right
+ * and in order: each call reduces its own slice, and slice 0 is reduced
+ * again and again between them. */
+static int queue_test(gcollComm_t comm, int n) {
+  const size_t count = 1031;                 /* prime: not a multiple of any chunk */
+  float *dev = test_buffer((size_t)n * count * sizeof(float));
+  float *host = xmalloc((size_t)n * count * sizeof(float));
+  for (int i = 0; i < n; i++)
+    for (size_t k = 0; k < count; k++) host[(size_t)i * count + k] = (float)(rank + 1 + (int)(k % 7));
+  gcoll_cu_deviceptr d = (gcoll_cu_deviceptr)(uintptr_t)dev;
+  if (cuda_api->memcpy_htod(d, host, (size_t)n * count * sizeof(float)) != 0) return 1;
+  double t0 = now_s();
+  for (int i = 0; i < n; i++) {
+    gcollResult_t rc = gcollAllReduce(dev + (size_t)i * count, dev + (size_t)i * count, count,
+                                      gcollFloat, gcollSum, comm, NULL);
+    /* Slice 0 again every 8 calls (a max over equal values leaves it as
+     * it is): calls on one slice must run in the order they were made. */
+    if (rc == gcollSuccess && i % 8 == 7)
+      rc = gcollAllReduce(dev, dev, count, gcollFloat, gcollMax, comm, NULL);
+    if (check_gcoll(rc, "queued allreduce")) return 1;
+  }
+  double queued = now_s() - t0;
+  device_sync();
+  if (cuda_api->memcpy_dtoh(host, d, (size_t)n * count * sizeof(float)) != 0) return 1;
+  long wrong = 0;
+  for (int i = 0; i < n; i++)
+    for (size_t k = 0; k < count; k++) {
+      /* sum over ranks of (r + 1 + k % 7); max leaves a sum unchanged. */
+      float want = (float)(nranks * (nranks + 1) / 2 + nranks * (int)(k % 7));
+      wrong += host[(size_t)i * count + k] != want;
+    }
+  free(host);
+  printf("rank %d: %d allreduces queued in %.3f s, %ld wrong after one wait\n", rank, n, queued,
+         wrong);
+  return wrong != 0;
+}
+#endif
 
 static int expect_invalid(gcollResult_t rc, const char *what) {
   if (rc == gcollInvalidArgument || rc == gcollInvalidUsage) {
@@ -391,6 +463,10 @@ int main(int argc, char **argv) {
   else if (strcmp(argv[1], "die") == 0 && argc == 4) status = die(comm, atoi(argv[2]), atoi(argv[3]));
   else if (strcmp(argv[1], "abort") == 0) return abort_test(comm);
   else if (strcmp(argv[1], "badargs") == 0) status = badargs(comm);
+#ifdef HAVE_CUDA
+  else if (strcmp(argv[1], "queue") == 0 && argc == 3 && on_device)
+    status = queue_test(comm, atoi(argv[2]));
+#endif
   else if (strcmp(argv[1], "init") == 0) status = 0, printf("rank %d: initialised\n", rank);
   else {
     fprintf(stderr, "coll_check: unknown mode '%s'\n", argv[1]);
