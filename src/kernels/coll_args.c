@@ -30,3 +30,16 @@ gcollResult_t gcoll_coll_args_check(enum gcoll_coll coll, gcollDataType_t dtype,
   }
   return gcollSuccess;
 }
+
+gcollResult_t gcoll_exec_buffers_result(enum gcoll_geom_buffers verdict, size_t count, char *err,
+                                        size_t errlen) {
+  switch (verdict) {
+    case GCOLL_GEOM_OK: return gcollSuccess;
+    case GCOLL_GEOM_NULL:
+      snprintf(err, errlen, "NULL buffer for %zu elements", count);
+      return gcollInvalidArgument;
+    default:
+      snprintf(err, errlen, "sendbuf and recvbuf overlap other than in place");
+      return gcollInvalidArgument;
+  }
+}

@@ -7,6 +7,7 @@
 
 #include "gcoll.h"
 #include "gcoll_plan.h"
+#include "kernels/coll_geometry.h"
 
 /* Collective, type, op, root (broadcast and reduce, in [0, nranks)) and
  * protocol (SIMPLE or LL: what the executors run; `executor` names the
@@ -15,5 +16,10 @@
 gcollResult_t gcoll_coll_args_check(enum gcoll_coll coll, gcollDataType_t dtype, gcollRedOp_t op,
                                     int root, int nranks, enum gcoll_proto proto,
                                     const char *executor, char *err, size_t errlen);
+
+/* gcoll_geom_check_buffers' verdict as the executors report it: gcollSuccess,
+ * or gcollInvalidArgument with one line in err. */
+gcollResult_t gcoll_exec_buffers_result(enum gcoll_geom_buffers verdict, size_t count, char *err,
+                                        size_t errlen);
 
 #endif

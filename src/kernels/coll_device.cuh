@@ -12,28 +12,7 @@
 
 #include "kernels/algo_ring.h"
 #include "kernels/algo_tree.h"
-
-GCOLL_DEV static inline size_t gcoll_dev_esize(int dtype) {
-  switch (dtype) {
-    case gcollInt8: case gcollUint8: return 1;
-    case gcollFloat16: case gcollBfloat16: return 2;
-    case gcollInt32: case gcollUint32: case gcollFloat32: return 4;
-    default: return 8;
-  }
-}
-
-/* host_exec.c's partition: contiguous ranges of ceil(count / nch) elements
- * rounded up to 64 bytes, so both executors split a buffer alike. */
-GCOLL_DEV static inline void gcoll_dev_partition(size_t count, size_t esize, int nch, int c,
-                                                 size_t *lo, size_t *n) {
-  size_t align = esize >= 64 ? 1 : 64 / esize;
-  size_t per = (count + (size_t)nch - 1) / (size_t)nch;
-  per = (per + align - 1) / align * align;
-  size_t l = (size_t)c * per < count ? (size_t)c * per : count;
-  size_t h = count - l < per ? count : l + per;
-  *lo = l;
-  *n = h - l;
-}
+#include "kernels/coll_geometry.h"
 
 GCOLL_DEV static gcollResult_t gcoll_dev_ring(const struct gcoll_cuda_work &w,
                                               const struct gcoll_cuda_channel *ch, int coll,
@@ -138,9 +117,9 @@ GCOLL_DEV static inline void gcoll_dev_block_main(const struct gcoll_cuda_work &
   gcoll_dev_barrier();
   gcollResult_t r = gcollInvalidArgument;
   if (algo_fn != NULL && fn != NULL && c < w.nchannels) {
-    const size_t esize = gcoll_dev_esize(w.dtype);
+    const size_t esize = gcoll_geom_esize(w.dtype);
     size_t lo, n;
-    gcoll_dev_partition(w.count, esize, w.nchannels, c, &lo, &n);
+    gcoll_geom_partition(w.count, esize, w.nchannels, c, &lo, &n);
     r = algo_fn(w, ch, fn, esize, lo, n, blk);
     if (r == gcollSuccess && n > 0 && gcoll_dev_needs_avg(w, coll)) {
       gcoll_cuda_avg_finish(gcoll_dev_tid(), gcoll_dev_nthreads(),

@@ -21,6 +21,7 @@ NVCC_DEPS = $(top_srcdir)/src/kernels/coll_kernels.cu \
 	$(top_srcdir)/src/kernels/prims_cuda.cuh $(top_srcdir)/src/kernels/reduce_cuda.cuh \
 	$(top_srcdir)/src/kernels/coll_device.cuh $(top_srcdir)/src/kernels/reduce.h $(top_srcdir)/src/kernels/half.h \
 	$(top_srcdir)/src/kernels/algo_ring.h $(top_srcdir)/src/kernels/algo_tree.h \
+	$(top_srcdir)/src/kernels/coll_geometry.h \
 	$(top_srcdir)/src/kernels/cuda_work.h $(top_srcdir)/src/kernels/cuda_loader.h \
 	$(top_srcdir)/include/gcoll.h $(top_srcdir)/include/gcoll_plan.h
 CUDA_GENERATED = src/kernels/coll_reduce_table.cuh src/kernels/coll_algo_table.cuh \

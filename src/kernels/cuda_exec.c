@@ -321,34 +321,10 @@ static gcollResult_t check_coll(const struct gcoll_cuda_exec *e, const struct gc
     set_err(err, errlen, "count %zu overflows the buffer size", c->count);
     return gcollInvalidArgument;
   }
-  /* host_exec.c's buffer rules, on device addresses. */
-  const uint64_t n = (uint64_t)e->nranks, bytes = (uint64_t)c->count * esize;
-  const int is_root = e->rank == c->root;
-  uint64_t send_len = bytes, recv_len = bytes;
-  int in_place = c->sendbuf == c->recvbuf;
-  switch (c->coll) {
-    case GCOLL_COLL_BROADCAST: if (!is_root) send_len = 0; break;
-    case GCOLL_COLL_REDUCE: if (!is_root) recv_len = 0; break;
-    case GCOLL_COLL_ALLGATHER:
-      recv_len = bytes * n;
-      in_place = c->sendbuf == c->recvbuf + (uint64_t)e->rank * bytes;
-      break;
-    case GCOLL_COLL_REDUCESCATTER:
-      send_len = bytes * n;
-      in_place = c->recvbuf == c->sendbuf + (uint64_t)e->rank * bytes;
-      break;
-    default: break;
-  }
-  if ((send_len > 0 && c->sendbuf == 0) || (recv_len > 0 && c->recvbuf == 0)) {
-    set_err(err, errlen, "NULL buffer for %zu elements", c->count);
-    return gcollInvalidArgument;
-  }
-  if (send_len > 0 && recv_len > 0 && !in_place && c->sendbuf < c->recvbuf + recv_len &&
-      c->recvbuf < c->sendbuf + send_len) {
-    set_err(err, errlen, "sendbuf and recvbuf overlap other than in place");
-    return gcollInvalidArgument;
-  }
-  return gcollSuccess;
+  return gcoll_exec_buffers_result(
+      gcoll_geom_check_buffers(c->coll, c->count, esize, e->nranks, e->rank, c->root, c->sendbuf,
+                               c->recvbuf),
+      c->count, err, errlen);
 }
 
 

@@ -23,7 +23,7 @@
  * in launch order (poll, wait); the first failure is sticky: the FIFO
  * counters are out of step after it, so later launches are refused with it.
  * The partition of buffers into channels, in-place rules and avg handling
- * are host_exec.h's.
+ * are coll_geometry.h's and host_exec.h's.
  */
 #ifndef GCOLL_KERNELS_CUDA_EXEC_H
 #define GCOLL_KERNELS_CUDA_EXEC_H

@@ -336,49 +336,18 @@ static void *worker_main(void *arg) {
 
 /* ---- validation and partition ----------------------------------------- */
 
-static int ranges_overlap(const void *a, size_t alen, const void *b, size_t blen) {
-  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-  return alen > 0 && blen > 0 && x < y + blen && y < x + alen;
-}
-
+/* The buffer rules are coll_geometry.h's, shared with the CUDA executor. */
 static gcollResult_t check_buffers(const struct gcoll_host_exec *e,
                                    const struct gcoll_host_coll *c, size_t esize,
                                    char *err, size_t errlen) {
-  size_t n = (size_t)e->nranks;
-  if (c->count > SIZE_MAX / esize / n) {
+  if (c->count > SIZE_MAX / esize / (size_t)e->nranks) {
     set_err(err, errlen, "count %zu overflows the buffer size", c->count);
     return gcollInvalidArgument;
   }
-  size_t bytes = c->count * esize;
-  int is_root = e->rank == c->root;
-  size_t send_len = bytes, recv_len = bytes;
-  /* Integer addresses: the in-place offsets may point outside the buffer
-   * the caller passed when the call is not in place. */
-  uintptr_t send = (uintptr_t)c->sendbuf, recv = (uintptr_t)c->recvbuf;
-  int in_place = send == recv;
-  switch (c->coll) {
-    case GCOLL_COLL_BROADCAST: if (!is_root) send_len = 0; break;
-    case GCOLL_COLL_REDUCE: if (!is_root) recv_len = 0; break;
-    case GCOLL_COLL_ALLGATHER:
-      recv_len = bytes * n;
-      in_place = send == recv + (uintptr_t)e->rank * bytes;
-      break;
-    case GCOLL_COLL_REDUCESCATTER:
-      send_len = bytes * n;
-      in_place = recv == send + (uintptr_t)e->rank * bytes;
-      break;
-    default: break;
-  }
-  if ((send_len > 0 && c->sendbuf == NULL) || (recv_len > 0 && c->recvbuf == NULL)) {
-    set_err(err, errlen, "NULL buffer for %zu elements", c->count);
-    return gcollInvalidArgument;
-  }
-  if (send_len > 0 && recv_len > 0 && !in_place &&
-      ranges_overlap(c->sendbuf, send_len, c->recvbuf, recv_len)) {
-    set_err(err, errlen, "sendbuf and recvbuf overlap other than in place");
-    return gcollInvalidArgument;
-  }
-  return gcollSuccess;
+  return gcoll_exec_buffers_result(
+      gcoll_geom_check_buffers(c->coll, c->count, esize, e->nranks, e->rank, c->root,
+                               (uint64_t)(uintptr_t)c->sendbuf, (uint64_t)(uintptr_t)c->recvbuf),
+      c->count, err, errlen);
 }
 
 static gcollResult_t check_coll(const struct gcoll_host_exec *e,
@@ -413,15 +382,7 @@ static gcollResult_t check_coll(const struct gcoll_host_exec *e,
 }
 
 static void partition(struct gcoll_host_exec *e, size_t count, size_t esize, int nch) {
-  size_t align = esize >= 64 ? 1 : 64 / esize;
-  size_t per = (count + (size_t)nch - 1) / (size_t)nch;
-  per = (per + align - 1) / align * align;
-  for (int c = 0; c < nch; c++) {
-    size_t lo = (size_t)c * per < count ? (size_t)c * per : count;
-    size_t hi = count - lo < per ? count : lo + per;
-    e->ch[c].lo = lo;
-    e->ch[c].n = hi - lo;
-  }
+  for (int c = 0; c < nch; c++) gcoll_geom_partition(count, esize, nch, c, &e->ch[c].lo, &e->ch[c].n);
 }
 
 static const char *reason_text(const struct channel *ch, gcollResult_t r) {

@@ -12,17 +12,11 @@
  * must have the same slot size: chunk sizes derive from it and every rank
  * must compute the same ones.
  *
- * Data partition: each channel takes a contiguous element range of the
- * buffer (for allgather/reducescatter: of every rank's block), the ranges in
- * channel order, each ceil(count / nchannels) rounded up to 64 bytes of
- * elements, so that ranges start 64-byte aligned when the buffer does; the
- * last channels may get less or nothing. A double binary tree is two
- * channels with different trees: each reduces its own half.
+ * Data partition and buffer rules: coll_geometry.h's (shared with the CUDA
+ * kernel). A double binary tree is two channels with different trees: each
+ * reduces its own half.
  *
  * avg reduces as sum and divides the final result once (gcoll_avg_finish).
- * In-place: sendbuf == recvbuf (allreduce, broadcast, reduce), sendbuf ==
- * recvbuf + rank*count elements (allgather), recvbuf == sendbuf +
- * rank*count elements (reducescatter). Other overlap is rejected.
  */
 #ifndef GCOLL_KERNELS_HOST_EXEC_H
 #define GCOLL_KERNELS_HOST_EXEC_H

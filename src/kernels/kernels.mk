@@ -15,6 +15,7 @@ endif
 libgcoll_la_SOURCES += src/kernels/fifo.h src/kernels/wait.h src/kernels/wait.c \
 	src/kernels/prims.h src/kernels/prims_host.c src/kernels/algo_ring.h \
 	src/kernels/algo_tree.h src/kernels/coll_args.h src/kernels/coll_args.c \
+	src/kernels/coll_geometry.h \
 	src/kernels/host_exec.h src/kernels/host_exec.c \
 	src/kernels/exec.h src/kernels/exec_host.c
 if HAVE_CMOCKA

@@ -304,7 +304,7 @@ static int check_coll_args(const struct gcoll_cuda_work &w, unsigned grid) {
     }
   }
   /* cuda_exec.c's buffer rules: what each rank reads and writes. */
-  const uint64_t bytes = w.count * gcoll_dev_esize(w.dtype), n = (uint64_t)w.nranks;
+  const uint64_t bytes = w.count * gcoll_geom_esize(w.dtype), n = (uint64_t)w.nranks;
   const int is_root = w.rank == w.root;
   uint64_t send_len = bytes, recv_len = bytes;
   switch (w.coll) {
