@@ -3,7 +3,7 @@
 # picks it with LD_LIBRARY_PATH=$(pkglibdir) or an rpath.
 pkglib_LTLIBRARIES = libnccl.la
 libnccl_la_SOURCES = src/nccl/nccl_shim.h src/nccl/nccl_init.c src/nccl/nccl_comm.c \
-	src/nccl/nccl_coll.c src/nccl/nccl_redop.c src/nccl/nccl_cuda_probe.c
+	src/nccl/nccl_coll.c src/nccl/nccl_redop.c src/nccl/nccl_cuda_probe.c src/nccl/nccl_mem.c
 libnccl_la_LIBADD = libgcoll.la -ldl
 # -version-info 2:0:0 gives the soname libnccl.so.2; -R: the installed
 # library finds libgcoll in $(libdir) whatever the program's search path.

@@ -154,6 +154,11 @@ nccl_abi_result_t ncclRecv(void *recvbuff, size_t count, nccl_abi_datatype_t dat
                            struct ncclComm *comm, nccl_abi_stream_t stream);
 nccl_abi_result_t ncclGroupStart(void);
 nccl_abi_result_t ncclGroupEnd(void);
+nccl_abi_result_t ncclMemAlloc(void **ptr, size_t size);
+nccl_abi_result_t ncclMemFree(void *ptr);
+nccl_abi_result_t ncclCommRegister(struct ncclComm *const comm, void *buff, size_t size,
+                                   void **handle);
+nccl_abi_result_t ncclCommDeregister(struct ncclComm *const comm, void *handle);
 
 /* One pre-mul-sum op: handle NCCL_ABI_NUM_OPS + its index in the comm's table. */
 struct nccl_premulsum {

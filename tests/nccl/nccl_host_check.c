@@ -406,11 +406,34 @@ static long ring_exchange(ncclComm_t comm) {
 
 /* The matrix's collectives on device buffers and a stream; a pre-mul-sum
  * op on them is refused (its scaling runs on the host). */
+/* ncclMemAlloc'd memory, registered, carries an allreduce; 0 when right. */
+static long memalloc_check(ncclComm_t comm) {
+  enum { N = 4099 };
+  float *dev = NULL, host[N];
+  void *handle = NULL;
+  if (check_nccl(ncclMemAlloc((void **)&dev, sizeof(host)), "ncclMemAlloc") || dev == NULL ||
+      check_nccl(ncclCommRegister(comm, dev, sizeof(host), &handle), "ncclCommRegister"))
+    return -1;
+  for (int i = 0; i < N; i++) host[i] = (float)(rank + i % 5);
+  long wrong = 0;
+  if (gpu.htod((unsigned long long)(uintptr_t)dev, host, sizeof(host)) != 0 ||
+      check_nccl(ncclAllReduce(dev, dev, N, ncclFloat, ncclSum, comm, gpu.stream), "allreduce") ||
+      gpu.sync(gpu.stream) != 0 || gpu.dtoh(host, (unsigned long long)(uintptr_t)dev, sizeof(host)))
+    wrong = -1;
+  for (int i = 0; wrong >= 0 && i < N; i++)
+    wrong += host[i] != (float)(nranks * (nranks - 1) / 2 + nranks * (i % 5));
+  if (check_nccl(ncclCommDeregister(comm, handle), "ncclCommDeregister") ||
+      check_nccl(ncclMemFree(dev), "ncclMemFree"))
+    return -1;
+  return wrong;
+}
+
 static int device_mode(ncclComm_t comm) {
   struct bufs b;
   bufs_alloc(&b);
-  long calls = 0, wrong = -1;
+  long calls = 0, wrong = -1, mem_wrong = -1;
   if (gpu_open(&b) == 0) wrong = builtin_matrix(comm, &b, &calls);
+  if (wrong == 0) mem_wrong = memalloc_check(comm);
   int refused = 0;
   if (wrong == 0) {
     unsigned char scalar[8];
@@ -425,9 +448,10 @@ static int device_mode(ncclComm_t comm) {
     }
   }
   bufs_free(&b);
-  printf("rank %d: %ld calls on device buffers, %ld wrong; pre-mul-sum on device %s\n", rank,
-         calls, wrong, refused ? "refused" : "NOT refused");
-  return wrong != 0 || !refused;
+  printf("rank %d: %ld calls on device buffers, %ld wrong; ncclMemAlloc'd and registered: %ld "
+         "wrong; pre-mul-sum on device %s\n", rank, calls, wrong, mem_wrong,
+         refused ? "refused" : "NOT refused");
+  return wrong != 0 || mem_wrong != 0 || !refused;
 }
 
 static int env_int(const char *name) {
@@ -570,6 +594,25 @@ static int refusals(void) {
     printf("rank %d: the send on a stream inside a group returned %d\n", rank, (int)refused);
     refusal_failures++;
   }
+  /* NCCL 2.19's memory calls without a CUDA driver (on a machine with
+   * one, `device` mode tests them), and registrations. */
+  void *driver = getenv("GCOLL_CUDA_DRIVER") ? NULL : dlopen("libcuda.so.1", RTLD_NOW);
+  if (driver == NULL && getenv("GCOLL_CUDA_DRIVER") == NULL) {
+    void *mem = (void *)buf;
+    expect_refusal(ncclMemAlloc(&mem, 4096), ncclUnhandledCudaError, "ncclMemAlloc",
+                   "ncclMemAlloc without a CUDA driver");
+    if (mem != NULL) {
+      printf("rank %d: a failed ncclMemAlloc left %p\n", rank, mem);
+      refusal_failures++;
+    }
+  }
+  if (driver != NULL) dlclose(driver);
+  void *handle = NULL;
+  if (check_nccl(ncclCommRegister(comm, buf, sizeof(float) * 16, &handle), "register") ||
+      check_nccl(ncclCommDeregister(comm, handle), "deregister"))
+    refusal_failures++;
+  expect_refusal(ncclCommDeregister(comm, buf), ncclInvalidArgument, "not a registration",
+                 "deregistering what is not a handle");
   const char *unknown = ncclGetErrorString((ncclResult_t)99);
   if (unknown == NULL || strstr(unknown, "unknown") == NULL) {
     printf("rank %d: ncclGetErrorString(99) = '%s'\n", rank, unknown ? unknown : "(null)");
