@@ -145,3 +145,21 @@ enum gcoll_cuda_probe_result gcoll_cuda_probe(int *ndev, char *msg, size_t msgle
   if (ndev != NULL) *ndev = count;
   return GCOLL_CUDA_AVAILABLE;
 }
+
+int gcoll_cuda_use_device(const struct gcoll_cuda_api *cu, int ordinal, gcoll_cu_device *dev,
+                          gcoll_cu_context *ctx, char *err, size_t errlen) {
+  const char *what = "cuDeviceGet";
+  gcoll_cu_result r = cu->device_get(dev, ordinal);
+  if (r == GCOLL_CU_SUCCESS) {
+    what = "cuDevicePrimaryCtxRetain";
+    r = cu->primary_ctx_retain(ctx, *dev);
+  }
+  if (r == GCOLL_CU_SUCCESS) {
+    what = "cuCtxSetCurrent";
+    r = cu->ctx_set_current(*ctx);
+    if (r != GCOLL_CU_SUCCESS) cu->primary_ctx_release(*dev);
+  }
+  if (r == GCOLL_CU_SUCCESS) return 0;
+  snprintf(err, errlen, "GPU %d: %s: %s", ordinal, what, gcoll_cuda_result_text(cu, r));
+  return -1;
+}

@@ -111,6 +111,12 @@ enum gcoll_cuda_probe_result {
  * or what was found ("2 GPUs, driver 13.0"). Never fails otherwise. */
 enum gcoll_cuda_probe_result gcoll_cuda_probe(int *ndev, char *msg, size_t msglen);
 
+/* Retains GPU `ordinal`'s primary context and makes it current on the
+ * calling thread; on success the caller owns one reference
+ * (primary_ctx_release(*dev)). -1 with one line in err, holding nothing. */
+int gcoll_cuda_use_device(const struct gcoll_cuda_api *cu, int ordinal, gcoll_cu_device *dev,
+                          gcoll_cu_context *ctx, char *err, size_t errlen);
+
 /* "NAME (description)" of a driver result, for error lines; valid until the
  * next call on the same thread. */
 const char *gcoll_cuda_result_text(const struct gcoll_cuda_api *api, gcoll_cu_result r);

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kernels/cuda_exec.h"
@@ -97,20 +96,6 @@ static int channel_view(struct gcoll_exec *e, const struct gcoll_host_channel *i
   return err[0] == '\0' ? 0 : -1;
 }
 
-static int open_context(struct gcoll_exec *e, int ordinal, char *err, size_t errlen) {
-  gcoll_cu_result r = e->cu->device_get(&e->dev, ordinal);
-  if (r == GCOLL_CU_SUCCESS) r = e->cu->primary_ctx_retain(&e->ctx, e->dev);
-  if (r == GCOLL_CU_SUCCESS) {
-    e->ctx_retained = 1;
-    r = e->cu->ctx_set_current(e->ctx);
-  }
-  if (r != GCOLL_CU_SUCCESS) {
-    snprintf(err, errlen, "GPU %d: %s", ordinal, gcoll_cuda_result_text(e->cu, r));
-    return -1;
-  }
-  return 0;
-}
-
 static struct gcoll_exec *cuda_create(const struct gcoll_exec_config *cfg, char *err,
                                       size_t errlen) {
   int ndev = 0;
@@ -130,7 +115,8 @@ static struct gcoll_exec *cuda_create(const struct gcoll_exec_config *cfg, char 
   e->fifo_map_bytes = (gcoll_fifo_bytes(cfg->slot_bytes) + page - 1) / page * page;
   struct gcoll_cuda_exec_channel ch[GCOLL_CUDA_MAX_CHANNELS];
   char why[384];
-  if (open_context(e, cfg->device, err, errlen) != 0) goto fail;
+  if (gcoll_cuda_use_device(e->cu, cfg->device, &e->dev, &e->ctx, err, errlen) != 0) goto fail;
+  e->ctx_retained = 1;
   for (int c = 0; c < cfg->nchannels; c++)
     if (channel_view(e, &cfg->channels[c], cfg->slot_bytes, &ch[c], why, sizeof(why)) != 0) {
       snprintf(err, errlen, "channel %d: %s", c, why);

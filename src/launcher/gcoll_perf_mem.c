@@ -25,10 +25,7 @@ int perf_mem_open(int local_rank, char *err, size_t errlen) {
   gcoll_cu_device dev;
   gcoll_cu_context ctx;
   int ordinal = (local_rank < 0 ? 0 : local_rank) % ndev;
-  if (check(cu->device_get(&dev, ordinal), "cuDeviceGet", err, errlen) != 0 ||
-      check(cu->primary_ctx_retain(&ctx, dev), "cuDevicePrimaryCtxRetain", err, errlen) != 0)
-    return -1;
-  return check(cu->ctx_set_current(ctx), "cuCtxSetCurrent", err, errlen);
+  return gcoll_cuda_use_device(cu, ordinal, &dev, &ctx, err, errlen);
 }
 
 void *perf_mem_alloc(size_t bytes, char *err, size_t errlen) {

@@ -41,12 +41,8 @@ static const struct gcoll_cuda_api *driver_with_context(const char *what, gcollR
     return NULL;
   }
   if (cu->ctx_get_current(&ctx) == GCOLL_CU_SUCCESS && ctx != NULL) return cu;
-  gcoll_cu_result r = cu->device_get(&dev, nccl_cuda_current_device());
-  if (r == GCOLL_CU_SUCCESS) r = cu->primary_ctx_retain(&ctx, dev);
-  if (r == GCOLL_CU_SUCCESS) r = cu->ctx_set_current(ctx);
-  if (r != GCOLL_CU_SUCCESS) {
-    *rc = gcoll_fail(gcollUnhandledCudaError, "%s: no CUDA context: %s", what,
-                     gcoll_cuda_result_text(cu, r));
+  if (gcoll_cuda_use_device(cu, nccl_cuda_current_device(), &dev, &ctx, msg, sizeof(msg)) != 0) {
+    *rc = gcoll_fail(gcollUnhandledCudaError, "%s: no CUDA context: %s", what, msg);
     return NULL;
   }
   return cu;

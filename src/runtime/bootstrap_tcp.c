@@ -16,12 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "runtime/auth.h"
 #include "runtime/bootstrap.h"
 #include "runtime/kvs_proto.h"
+#include "runtime/net_tcp.h"
 
 /* The server answers a wait when its own timeout passes; the client gives
  * it this much longer before deciding the server itself is gone. */
@@ -415,10 +415,7 @@ static int tcp_join(struct gcoll_bootstrap *bs, struct tcp_state *t, char *err, 
       snprintf(err + n, errlen > n ? errlen - n : 0, " (after %d attempts)", attempt);
       return -1;
     }
-    struct timespec ts = {.tv_sec = (time_t)(backoff_ms / 1000),
-                          .tv_nsec = (long)(backoff_ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-    backoff_ms = backoff_ms * 2 > 500 ? 500 : backoff_ms * 2;
+    gcoll_tcp_backoff(&backoff_ms);
   }
 }
 

@@ -17,6 +17,13 @@
 
 #include "runtime/transport.h"
 
+void gcoll_tcp_backoff(uint64_t *backoff_ms) {
+  struct timespec ts = {.tv_sec = (time_t)(*backoff_ms / 1000),
+                        .tv_nsec = (long)(*backoff_ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+  *backoff_ms = *backoff_ms * 2 > 500 ? 500 : *backoff_ms * 2;
+}
+
 int gcoll_tcp_remaining_ms(uint64_t deadline_ms) {
   uint64_t now = gcoll_transport_now_ms();
   if (now >= deadline_ms) return 0;
@@ -371,10 +378,7 @@ int gcoll_tcp_hello_connect(const struct gcoll_tcp_endpoint *to,
         snprintf(err, errlen, "%s", why);
       return -1;
     }
-    struct timespec ts = {.tv_sec = (time_t)(backoff_ms / 1000),
-                          .tv_nsec = (long)(backoff_ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-    backoff_ms = backoff_ms * 2 > 500 ? 500 : backoff_ms * 2;
+    gcoll_tcp_backoff(&backoff_ms);
   }
 }
 

@@ -115,6 +115,10 @@ static inline int gcoll_tcp_transient(int e) {
   return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
 }
 
+/* Sleeps *backoff_ms, then doubles it up to half a second: the pause
+ * between attempts of a connection that a flood may have cut. */
+void gcoll_tcp_backoff(uint64_t *backoff_ms);
+
 /* Milliseconds left until deadline_ms, 0 once passed, capped so it fits
  * poll's int timeout. */
 int gcoll_tcp_remaining_ms(uint64_t deadline_ms);

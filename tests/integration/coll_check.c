@@ -84,16 +84,14 @@ static void *test_buffer(size_t bytes) {
   const char *step = "the driver";
   if (gcoll_cuda_probe(&ndev, err, sizeof(err)) == GCOLL_CUDA_AVAILABLE &&
       (cu = gcoll_cuda_api_get(err, sizeof(err))) != NULL &&
-      (r = cu->device_get(&dev, 0), step = "cuDeviceGet", r == 0) &&
-      (r = cu->primary_ctx_retain(&ctx, dev), step = "cuDevicePrimaryCtxRetain", r == 0) &&
-      (r = cu->ctx_set_current(ctx), step = "cuCtxSetCurrent", r == 0) &&
+      (step = "GPU 0", gcoll_cuda_use_device(cu, 0, &dev, &ctx, err, sizeof(err)) == 0) &&
       (r = cu->mem_alloc(&p, bytes), step = "cuMemAlloc", r == 0) &&
       (r = cu->memset_d8(p, 0, bytes), step = "cuMemsetD8", r == 0)) {
     cuda_api = cu;
     return buffer = (void *)(uintptr_t)p;
   }
   fprintf(stderr, "coll_check: --device: %s: %s\n", step,
-          cu != NULL ? gcoll_cuda_result_text(cu, r) : err);
+          cu != NULL && r != -1 ? gcoll_cuda_result_text(cu, r) : err);
 #else
   fprintf(stderr, "coll_check: --device: this build has no CUDA\n");
 #endif
