@@ -132,10 +132,15 @@ gcollResult_t gcoll_comm_explain(struct gcollComm *comm, const char *what, gcoll
   if (rc == gcollRemoteError)
     return gcoll_fail(rc, "%s: rank %d died or closed its connection (%s)", what,
                       atomic_load(&comm->failed_peer), err);
-  int lost = rc == gcollSystemError ? lost_rank(comm) : -1;
+  /* A deadline, or a step out of protocol (a peer killed half-way through
+   * a step), is most often a peer's death that no transport of ours saw
+   * yet: the bootstrap may know. */
+  int lost = rc == gcollSystemError || rc == gcollInternalError ? lost_rank(comm) : -1;
   if (lost >= 0) {
     atomic_store(&comm->abort_word, (int)gcollRemoteError);
     atomic_store(&comm->failed_peer, lost);
+    if (rc == gcollInternalError)
+      return gcoll_fail(gcollRemoteError, "%s: rank %d died (%s)", what, lost, err);
     return gcoll_fail(gcollRemoteError, "%s: rank %d died (no progress within GCOLL_TIMEOUT, %llu ms)",
                       what, lost, (unsigned long long)comm->timeout_ms);
   }
