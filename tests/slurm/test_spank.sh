@@ -176,8 +176,9 @@ check "plan:strict, missing plandir: the reason is on stderr" \
 
 use_plugin "timeout=3"
 # A node that never delivers its topology in time: n2's slurmd is stopped
-# past the plan phase's timeout, so its step starts late and node 0 waits
-# for it in vain.
+# until node 0 has given up on it (its tasks, on n1, start without a plan
+# and say why while n2 is still stopped), so node 0 waits for it in vain
+# however long the scheduler takes. Resumed after 60 s at the latest.
 n2_pid=$(cat "$state/run/slurmd-n2.pid")
 trap 'kill -CONT "$n2_pid" 2>/dev/null; restore_line; rm -rf "$tmp"' EXIT
 plant_stuck_node() {
@@ -189,7 +190,15 @@ plant_stuck_node() {
     t=$((t + 1))
   done
   kill -STOP "$n2_pid"
-  (sleep 5; kill -CONT "$n2_pid") &
+  (
+    t=0
+    until grep -q "did not write its topology in time\|no plan for this step" "$tmp/job.out" \
+        2>/dev/null || ((t >= 240)); do
+      sleep 0.25
+      t=$((t + 1))
+    done
+    kill -CONT "$n2_pid"
+  ) &
 }
 out=$(held_job 60 plant_stuck_node -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 -- \
   'srun --gcoll=plan bash -c "echo task plan=\${GCOLL_PLAN:-unset}"; echo job-done')
