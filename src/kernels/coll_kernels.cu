@@ -49,6 +49,9 @@ static_assert(GCOLL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE == CU_POINTER_ATTRIBUTE_MEM
 static_assert(GCOLL_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
               "driver ABI");
 static_assert(GCOLL_CU_MEMORYTYPE_HOST == CU_MEMORYTYPE_HOST, "driver ABI");
+static_assert(GCOLL_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS == CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+              "driver ABI");
+static_assert(sizeof(gcoll_cu_ipc_mem_handle) == sizeof(CUipcMemHandle), "driver ABI");
 static_assert(GCOLL_CU_MEMORYTYPE_DEVICE == CU_MEMORYTYPE_DEVICE, "driver ABI");
 static_assert(GCOLL_CU_MEMORYTYPE_UNIFIED == CU_MEMORYTYPE_UNIFIED, "driver ABI");
 static_assert(sizeof(gcoll_cu_deviceptr) == sizeof(CUdeviceptr), "driver ABI");

@@ -25,6 +25,9 @@ typedef struct gcoll_cu_mod *gcoll_cu_module;      /* CUmodule */
 typedef struct gcoll_cu_func *gcoll_cu_function;   /* CUfunction */
 typedef struct gcoll_cu_strm *gcoll_cu_stream;     /* CUstream */
 typedef struct gcoll_cu_evt *gcoll_cu_event;       /* CUevent */
+typedef struct {
+  char reserved[64];
+} gcoll_cu_ipc_mem_handle;                         /* CUipcMemHandle, passed by value */
 
 #define GCOLL_CU_SUCCESS 0
 #define GCOLL_CU_ERROR_STUB_LIBRARY 34
@@ -48,6 +51,7 @@ typedef struct gcoll_cu_evt *gcoll_cu_event;       /* CUevent */
 #define GCOLL_CU_MEMORYTYPE_HOST 1
 #define GCOLL_CU_MEMORYTYPE_DEVICE 2
 #define GCOLL_CU_MEMORYTYPE_UNIFIED 4
+#define GCOLL_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
 
 struct gcoll_cuda_api {
   gcoll_cu_result (*init)(unsigned flags);
@@ -90,6 +94,10 @@ struct gcoll_cuda_api {
   gcoll_cu_result (*memcpy_htod)(gcoll_cu_deviceptr dst, const void *src, size_t bytes);
   gcoll_cu_result (*memcpy_dtoh)(void *dst, gcoll_cu_deviceptr src, size_t bytes);
   gcoll_cu_result (*memset_d8)(gcoll_cu_deviceptr dst, unsigned char value, size_t bytes);
+  gcoll_cu_result (*ipc_get_mem_handle)(gcoll_cu_ipc_mem_handle *handle, gcoll_cu_deviceptr ptr);
+  gcoll_cu_result (*ipc_open_mem_handle)(gcoll_cu_deviceptr *ptr, gcoll_cu_ipc_mem_handle handle,
+                                         unsigned flags);
+  gcoll_cu_result (*ipc_close_mem_handle)(gcoll_cu_deviceptr ptr);
   gcoll_cu_result (*get_error_name)(gcoll_cu_result r, const char **name);
   gcoll_cu_result (*get_error_string)(gcoll_cu_result r, const char **text);
 };

@@ -8,8 +8,9 @@
  * of that mapping. So every transport carries device-buffer collectives
  * unchanged: the kernel plays the part the host threads play, the proxy
  * still moves network FIFOs, and the FIFO protocol (fifo.h) is the same
- * bytes on both sides. FIFOs in device memory, reached by CUDA IPC, are a
- * faster transport for later; this one works everywhere. */
+ * bytes on both sides. The p2p transport's FIFOs are GPU memory already
+ * (the receiver's, or its CUDA IPC mapping in the sender): those the
+ * kernel gets as they are. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,14 +39,23 @@ struct gcoll_exec {
 
 static void destroy(struct gcoll_exec *e);
 
-/* The device address of a FIFO, registering its memory on first sight (a
- * FIFO may appear twice, e.g. as ring and tree peer). 0 with err set on
+/* Whether f is GPU memory (a p2p FIFO), which needs no mapping. */
+static int in_gpu_memory(const struct gcoll_exec *e, const struct gcoll_fifo *f) {
+  unsigned int type = 0;
+  return e->cu->pointer_get_attribute(&type, GCOLL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                      (gcoll_cu_deviceptr)(uintptr_t)f) == GCOLL_CU_SUCCESS &&
+         type == GCOLL_CU_MEMORYTYPE_DEVICE;
+}
+
+/* The device address of a FIFO, registering host memory on first sight
+ * (a FIFO may appear twice, e.g. as ring and tree peer). 0 with err set on
  * failure; 0 without error for a NULL FIFO. */
 static gcoll_cu_deviceptr device_view(struct gcoll_exec *e, struct gcoll_fifo *f, char *err,
                                       size_t errlen) {
   if (f == NULL) return 0;
   for (int i = 0; i < e->nfifos; i++)
     if (e->fifos[i].host == f) return e->fifos[i].dev;
+  if (in_gpu_memory(e, f)) return (gcoll_cu_deviceptr)(uintptr_t)f;
   if (e->nfifos == MAX_FIFOS) {
     snprintf(err, errlen, "more than %d FIFOs", MAX_FIFOS);
     return 0;

@@ -107,6 +107,21 @@ static inline size_t gcoll_fifo_bytes(size_t slot_bytes) {
          GCOLL_STEPS * (slot_bytes + gcoll_fifo_ll_slot_bytes(slot_bytes));
 }
 
+/* The header of an empty FIFO with this slot size, on its own: for a FIFO
+ * in memory the host cannot write directly (GPU memory), whose slots are
+ * zeroed by other means. 0, or -1 when slot_bytes is invalid. */
+static inline int gcoll_fifo_header_init(struct gcoll_fifo *f, size_t slot_bytes) {
+  if (!gcoll_fifo_slot_bytes_valid(slot_bytes)) return -1;
+  memset(f, 0, sizeof(*f));
+  atomic_init(&f->tail, 0);
+  atomic_init(&f->head, 0);
+  f->slot_bytes = slot_bytes;
+  f->ll_slot_bytes = gcoll_fifo_ll_slot_bytes(slot_bytes);
+  f->simple_offset = sizeof(struct gcoll_fifo);
+  f->ll_offset = f->simple_offset + GCOLL_STEPS * slot_bytes;
+  return 0;
+}
+
 /* Formats gcoll_fifo_bytes(slot_bytes) bytes at mem (64-byte aligned) as an
  * empty FIFO and touches every page once, so no step pays first-touch
  * faults. Returns NULL when slot_bytes or the alignment is invalid. Both ends
@@ -117,12 +132,7 @@ static inline struct gcoll_fifo *gcoll_fifo_init(void *mem, size_t slot_bytes) {
     return NULL;
   memset(mem, 0, total);
   struct gcoll_fifo *f = (struct gcoll_fifo *)mem;
-  atomic_init(&f->tail, 0);
-  atomic_init(&f->head, 0);
-  f->slot_bytes = slot_bytes;
-  f->ll_slot_bytes = gcoll_fifo_ll_slot_bytes(slot_bytes);
-  f->simple_offset = sizeof(struct gcoll_fifo);
-  f->ll_offset = f->simple_offset + GCOLL_STEPS * slot_bytes;
+  gcoll_fifo_header_init(f, slot_bytes);
   return f;
 }
 

@@ -47,6 +47,7 @@ struct perf_ctx {
   /* -M cuda: the buffers the collectives run on; sendbuf and recvbuf are
    * then their host copies, where inputs are made and results checked. */
   unsigned char *dev_send, *dev_recv;
+  void *dev_scalar;           /* -M cuda: where ranks agree on one value */
   struct perf_data *data;
   int inject_rank;          /* GCOLL_PERF_INJECT_ERROR, -1 when unset */
   long long wrong_total;
@@ -177,6 +178,25 @@ static void device_sync(struct perf_ctx *cx) {
   }
 }
 
+/* One 8-byte value reduced over the ranks, in place. With -M cuda through
+ * GPU memory: a communicator whose connections are in GPU memory (p2p)
+ * takes device buffers only. */
+static gcollResult_t agree(struct perf_ctx *cx, void *value, gcollDataType_t type, gcollRedOp_t op) {
+  if (!cx->o.device_memory) return gcollAllReduce(value, value, 1, type, op, cx->comm, NULL);
+  char err[256];
+  if (perf_mem_to_device(cx->dev_scalar, value, 8, err, sizeof(err)) != 0) {
+    fprintf(stderr, PERF_PROG ": rank %d: %s\n", cx->rank, err);
+    return gcollUnhandledCudaError;
+  }
+  gcollResult_t rc = gcollAllReduce(cx->dev_scalar, cx->dev_scalar, 1, type, op, cx->comm, NULL);
+  if (rc == gcollSuccess && (perf_mem_sync(err, sizeof(err)) != 0 ||
+                             perf_mem_to_host(value, cx->dev_scalar, 8, err, sizeof(err)) != 0)) {
+    fprintf(stderr, PERF_PROG ": rank %d: %s\n", cx->rank, err);
+    return gcollUnhandledCudaError;
+  }
+  return rc;
+}
+
 /* Mean seconds per call on the slowest rank: every rank times its own loop
  * (the calls block, or are synchronised at the end), then they agree on the
  * maximum. */
@@ -187,7 +207,7 @@ static double time_calls(struct perf_ctx *cx, const struct perf_case *c, struct 
   for (long i = 0; i < cx->o.iters; i++) run_or_die(cx, c, b);
   device_sync(cx);
   double sec = (now_s() - t0) / (double)cx->o.iters;
-  gcollResult_t rc = gcollAllReduce(&sec, &sec, 1, gcollDouble, gcollMax, cx->comm, NULL);
+  gcollResult_t rc = agree(cx, &sec, gcollDouble, gcollMax);
   if (rc != gcollSuccess) die(cx, "allreduce of the time", rc);
   return sec;
 }
@@ -271,7 +291,7 @@ static long long check_case(struct perf_ctx *cx, const struct perf_case *c, stru
     wrong += perf_data_wrong_copy(cx->data, b.send, cx->rank, 0, case_in_elems(c, cx->nranks),
                                   c->type, c->op);
   int64_t total = (int64_t)wrong;
-  gcollResult_t rc = gcollAllReduce(&total, &total, 1, gcollInt64, gcollSum, cx->comm, NULL);
+  gcollResult_t rc = agree(cx, &total, gcollInt64, gcollSum);
   if (rc != gcollSuccess) die(cx, "allreduce of the error count", rc);
   return (long long)total;
 }
@@ -351,6 +371,15 @@ static int parse_env_rank(const char *name) {
 }
 
 static int setup(struct perf_ctx *cx) {
+  char err[256];
+  /* The GPU first, as nccl-tests sets it before ncclCommInitRank: a
+   * communicator whose plan has GPU edges puts its FIFOs on the GPU that is
+   * current at init (p2p). */
+  int local = parse_env_rank("GCOLL_LOCAL_RANK");
+  if (cx->o.device_memory && perf_mem_open(local < 0 ? 0 : local, err, sizeof(err)) != 0) {
+    fprintf(stderr, PERF_PROG ": local rank %d: -M cuda: %s\n", local < 0 ? 0 : local, err);
+    return 1;
+  }
   gcollResult_t rc = gcollCommInitFromPlan(&cx->comm, NULL, -1);
   if (rc != gcollSuccess) {
     /* The hint only helps someone who started it by hand; under gcollrun
@@ -379,10 +408,8 @@ static int setup(struct perf_ctx *cx) {
   }
   cx->inject_rank = parse_env_rank("GCOLL_PERF_INJECT_ERROR");
   if (cx->o.device_memory) {
-    char err[256];
-    int local = parse_env_rank("GCOLL_LOCAL_RANK");
-    if (perf_mem_open(local < 0 ? 0 : local, err, sizeof(err)) != 0 ||
-        (cx->dev_send = perf_mem_alloc(bytes, err, sizeof(err))) == NULL ||
+    if ((cx->dev_send = perf_mem_alloc(bytes, err, sizeof(err))) == NULL ||
+        (cx->dev_scalar = perf_mem_alloc(8, err, sizeof(err))) == NULL ||
         (cx->dev_recv = perf_mem_alloc(bytes, err, sizeof(err))) == NULL) {
       fprintf(stderr, PERF_PROG ": rank %d: -M cuda: %s\n", cx->rank, err);
       return 1;
@@ -419,6 +446,7 @@ int main(int argc, char **argv) {
     perf_report_summary(cx.wrong_total, cx.nresults ? cx.busbw_sum / (double)cx.nresults : 0);
   perf_data_free(cx.data);
   perf_mem_free(cx.dev_send);
+  perf_mem_free(cx.dev_scalar);
   perf_mem_free(cx.dev_recv);
   gcollResult_t rc = gcollCommDestroy(cx.comm);
   if (rc != gcollSuccess) {

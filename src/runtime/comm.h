@@ -28,6 +28,7 @@ enum gcoll_transport_kind {
   GCOLL_TRANSPORT_SHM = 0,
   GCOLL_TRANSPORT_SOCKET,
   GCOLL_TRANSPORT_IB,
+  GCOLL_TRANSPORT_P2P,  /* CUDA builds only, like IB */
   GCOLL_NTRANSPORTS
 };
 
@@ -75,13 +76,25 @@ struct gcollComm {
    * GCOLL_MAX_NCHANNELS replaced the measurement. */
   int host_cpus, ranks_on_host;
   size_t slot_bytes;
-  int cuda_device;                     /* the current device at init (CUDA executor) */
+  int cuda_device;                     /* GPU of the CUDA executor: fixed at init when
+                                          the FIFOs are in GPU memory, else by the
+                                          first collective on device buffers */
+  int gpu_at_init;                     /* the GPU init was given, -1: the calling
+                                          thread's current one, looked up only if p2p
+                                          is wanted */
+  int fifos_on_device;                 /* some plan edge is p2p: device buffers only */
   uint64_t timeout_ms;
   char job_key[64];
 };
 
 /* The executor of that kind, created on first use (comm_init.c). */
 gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind kind);
+
+/* The GPU a rank created by a thread of gcollCommInitAll drives: devlist[i]
+ * when given; else, when GCOLL_TRANSPORT forces p2p (the local plans of
+ * InitAll/InitRank have no GPU edges otherwise), the calling thread's
+ * current GPU; else -1 (comm_connect.c). */
+int gcoll_comm_thread_gpu(const int *devlist, int i);
 
 /* Connects every edge the plan names for this rank (comm_connect.c). */
 gcollResult_t gcoll_comm_connect(struct gcollComm *comm);

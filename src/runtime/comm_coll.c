@@ -39,6 +39,17 @@ static gcollResult_t choose_executor(struct gcollComm *comm, const struct call *
                       "pass both in device memory or both in host memory", c->name,
                       send_dev ? "device" : "host", recv_dev ? "device" : "host");
   *kind = send_dev ? GCOLL_EXEC_CUDA : GCOLL_EXEC_HOST;
+  /* The host executor cannot read FIFOs in GPU memory; a call that moves
+   * nothing is the kernel's as well, so that it keeps stream order. */
+  if (*kind == GCOLL_EXEC_HOST && comm->fifos_on_device && c->count == 0) {
+    *kind = GCOLL_EXEC_CUDA;
+    return gcollSuccess;
+  }
+  if (*kind == GCOLL_EXEC_HOST && comm->fifos_on_device)
+    return gcoll_fail(gcollInvalidUsage, "%s: host buffers, but this communicator's connections "
+                      "are in GPU %d's memory (p2p transport), which only a kernel can use: pass "
+                      "device buffers, or set GCOLL_P2P_DISABLE=1 before init", c->name,
+                      comm->cuda_device);
   if (*kind == GCOLL_EXEC_HOST) {
     if (stream != NULL)
       return gcoll_fail(gcollInvalidUsage, "%s: a stream with host buffers: collectives on host "
@@ -50,8 +61,10 @@ static gcollResult_t choose_executor(struct gcollComm *comm, const struct call *
   if (dev_send >= 0 && dev_recv >= 0 && dev_send != dev_recv)
     return gcoll_fail(gcollInvalidArgument, "%s: sendbuff is on GPU %d and recvbuff on GPU %d",
                       c->name, dev_send, dev_recv);
-  /* One device per rank, as NCCL: the first device collective fixes it. */
-  if (comm->exec[GCOLL_EXEC_CUDA].e == NULL && dev >= 0) comm->cuda_device = dev;
+  /* One device per rank, as NCCL: fixed at init when the FIFOs are in GPU
+   * memory, else by the first device collective. */
+  if (comm->exec[GCOLL_EXEC_CUDA].e == NULL && !comm->fifos_on_device && dev >= 0)
+    comm->cuda_device = dev;
   if (dev >= 0 && dev != comm->cuda_device)
     return gcoll_fail(gcollInvalidArgument, "%s: buffers on GPU %d, but this communicator runs "
                       "on GPU %d", c->name, dev, comm->cuda_device);

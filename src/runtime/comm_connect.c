@@ -9,8 +9,11 @@
  * its own send edges. A rank therefore reads at most GCOLL_COMM_MAX_CONNS/2
  * keys, whatever the job size: no all-to-all of addresses.
  *
- * The plan's edge class picks the transport: shm inside a node; between
- * nodes net/ib when this rank could start it, else net/socket.
+ * The plan's edge class picks the transport: shm inside a node, p2p
+ * (FIFOs in GPU memory, CUDA IPC) for GPU-to-GPU edges when this rank has a
+ * GPU at init and GCOLL_P2P_DISABLE is not set; between nodes net/ib when
+ * this rank could start it, else net/socket. Only the receiver decides, and
+ * it is the one that needs the GPU: a p2p FIFO lives in its memory.
  * GCOLL_TRANSPORT=net/socket sends every edge over TCP, which is how the
  * network path is tested on one host.
  *
@@ -31,6 +34,7 @@
 #include <string.h>
 
 #include "runtime/comm.h"
+#include "runtime/fifo_devmem.h"
 #include "runtime/proxy.h"
 
 /* Connection purposes, part of the connection id. */
@@ -52,12 +56,20 @@ static const struct gcoll_transport_ops *const transport_ops[GCOLL_NTRANSPORTS] 
 #ifdef HAVE_VERBS
     [GCOLL_TRANSPORT_IB] = &gcoll_transport_ib_ops,
 #endif
+#ifdef HAVE_CUDA
+    [GCOLL_TRANSPORT_P2P] = &gcoll_transport_p2p_ops,
+#endif
 };
 
 #ifdef HAVE_VERBS
-#define TRANSPORT_NAMES "shm, net/socket or net/ib"
+#define TRANSPORT_NAMES_IB ", net/ib"
 #else
-#define TRANSPORT_NAMES "shm or net/socket (this build has no net/ib: no libibverbs at configure)"
+#define TRANSPORT_NAMES_IB " (no net/ib: no libibverbs at configure)"
+#endif
+#ifdef HAVE_CUDA
+#define TRANSPORT_NAMES "shm, net/socket" TRANSPORT_NAMES_IB " or p2p"
+#else
+#define TRANSPORT_NAMES "shm, net/socket" TRANSPORT_NAMES_IB " (no p2p: no CUDA toolkit at configure)"
 #endif
 
 static struct gcoll_transport *transport_of(struct gcollComm *comm, const struct gcoll_conn *c) {
@@ -127,6 +139,8 @@ static int forced_transport(gcollResult_t *rc) {
 
 static int transport_for(const struct gcollComm *comm, enum gcoll_edge cls, int forced) {
   if (forced >= 0) return forced;
+  if (cls == GCOLL_EDGE_P2P && comm->transport[GCOLL_TRANSPORT_P2P] != NULL)
+    return GCOLL_TRANSPORT_P2P;
   if (cls != GCOLL_EDGE_NET) return GCOLL_TRANSPORT_SHM;
   return comm->transport[GCOLL_TRANSPORT_IB] != NULL ? GCOLL_TRANSPORT_IB : GCOLL_TRANSPORT_SOCKET;
 }
@@ -161,7 +175,49 @@ static gcollResult_t start_ib(struct gcollComm *comm, const struct gcoll_transpo
   return gcollSuccess;
 }
 
-static gcollResult_t start_transports(struct gcollComm *comm, int forced) {
+static int p2p_disabled(void) {
+  const char *v = getenv("GCOLL_P2P_DISABLE");
+  return v != NULL && *v != '\0' && strcmp(v, "0") != 0;
+}
+
+int gcoll_comm_thread_gpu(const int *devlist, int i) {
+  if (devlist != NULL) return devlist[i];
+  gcollResult_t rc;
+  int gpu = -1;
+  char err[256];
+  if (forced_transport(&rc) == GCOLL_TRANSPORT_P2P &&
+      gcoll_devmem_current_device(&gpu, err, sizeof(err)) != 0)
+    gpu = -1;
+  return gpu;
+}
+
+/* p2p is started where GPU edges could use it: forced, or this rank has a
+ * GPU-to-GPU plan edge and GCOLL_P2P_DISABLE is unset. Without a GPU at
+ * init those edges use shm (forced: an init failure). The GPU is then this
+ * communicator's for good: its FIFOs live there. */
+static gcollResult_t start_p2p(struct gcollComm *comm, const struct gcoll_transport_config *base,
+                               int forced, int has_gpu_edges) {
+  const struct gcoll_transport_ops *ops = transport_ops[GCOLL_TRANSPORT_P2P];
+  if (ops == NULL || (forced >= 0 && forced != GCOLL_TRANSPORT_P2P) ||
+      (forced < 0 && (!has_gpu_edges || p2p_disabled())))
+    return gcollSuccess;
+  char err[512];
+  struct gcoll_transport_config cfg = *base;
+  cfg.gpu = comm->gpu_at_init;
+  if (cfg.gpu < 0 && gcoll_devmem_current_device(&cfg.gpu, err, sizeof(err)) != 0) cfg.gpu = -1;
+  if (cfg.gpu >= 0 && ops->init(&comm->transport[GCOLL_TRANSPORT_P2P], &cfg, err, sizeof(err)) == 0) {
+    comm->cuda_device = cfg.gpu;
+    gcoll_log_info(comm, "p2p: FIFOs in the memory of GPU %d", cfg.gpu);
+    return gcollSuccess;
+  }
+  comm->transport[GCOLL_TRANSPORT_P2P] = NULL;
+  if (forced == GCOLL_TRANSPORT_P2P)
+    return gcoll_fail(gcollInvalidUsage, "GCOLL_TRANSPORT=p2p: %s", err);
+  gcoll_log_info(comm, "p2p unavailable (%s); GPU edges use shm", err);
+  return gcollSuccess;
+}
+
+static gcollResult_t start_transports(struct gcollComm *comm, int forced, int has_gpu_edges) {
   char err[512];
   if (gcoll_proxy_create(&comm->proxy, err, sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "proxy: %s", err);
@@ -176,14 +232,15 @@ static gcollResult_t start_transports(struct gcollComm *comm, int forced) {
       .proxy = comm->proxy,
   };
   for (int k = 0; k < GCOLL_NTRANSPORTS; k++) {
-    if (transport_ops[k] == NULL || k == GCOLL_TRANSPORT_IB) continue;
+    if (transport_ops[k] == NULL || k == GCOLL_TRANSPORT_IB || k == GCOLL_TRANSPORT_P2P) continue;
     if (transport_ops[k]->init(&comm->transport[k], &cfg, err, sizeof(err)) != 0)
       return gcoll_fail(gcollSystemError, "transport %s: %s", transport_ops[k]->name, err);
     if (comm->transport[k]->listen_addr[0] != '\0')
       gcoll_log_info(comm, "%s listens on %s", transport_ops[k]->name,
                      comm->transport[k]->listen_addr);
   }
-  return start_ib(comm, &cfg, forced);
+  gcollResult_t rc = start_p2p(comm, &cfg, forced, has_gpu_edges);
+  return rc != gcollSuccess ? rc : start_ib(comm, &cfg, forced);
 }
 
 /* ---- one direction of one connection, shared with comm_p2p.c ------------- */
@@ -201,7 +258,8 @@ gcollResult_t gcoll_comm_conn_recv_setup(struct gcollComm *comm, int peer, uint3
   if (ops->recv_setup(comm->transport[transport], peer, id, c, value + 1, &len, err,
                       sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "receive from rank %d over %s: %s", peer, ops->name, err);
-  comm->has_net |= transport != GCOLL_TRANSPORT_SHM;
+  comm->has_net |= transport != GCOLL_TRANSPORT_SHM && transport != GCOLL_TRANSPORT_P2P;
+  comm->fifos_on_device |= transport == GCOLL_TRANSPORT_P2P;
   value[0] = (unsigned char)transport;
   gcoll_comm_conn_key(key, sizeof(key), peer, comm->rank, id);
   if (gcoll_bootstrap_put(comm->bs, key, value, len + 1, err, sizeof(err)) != 0) {
@@ -224,15 +282,18 @@ gcollResult_t gcoll_comm_conn_attach(struct gcollComm *comm, int peer, uint32_t 
   if (transport_ops[k] == NULL || comm->transport[k] == NULL)
     return gcoll_fail(gcollRemoteError,
                       "rank %d receives over %s, which this rank has not started (%s); set "
-                      "GCOLL_TRANSPORT=net/socket on every rank",
-                      peer, transport_ops[k] != NULL ? transport_ops[k]->name : "net/ib",
-                      transport_ops[k] == NULL ? "this build has no libibverbs"
-                                               : "no usable device: see GCOLL_DEBUG=INFO");
+                      "%s on every rank",
+                      peer, transport_ops[k] != NULL ? transport_ops[k]->name
+                            : k == GCOLL_TRANSPORT_P2P ? "p2p" : "net/ib",
+                      transport_ops[k] == NULL ? "this build lacks it"
+                                               : "no usable device: see GCOLL_DEBUG=INFO",
+                      k == GCOLL_TRANSPORT_P2P ? "GCOLL_P2P_DISABLE=1" : "GCOLL_TRANSPORT=net/socket");
   if (transport_ops[k]->send_connect(comm->transport[k], peer, id, v + 1, len - 1, c, deadline_ms,
                                      err, sizeof(err)) != 0)
     return gcoll_fail(gcollRemoteError, "send to rank %d over %s: %s", peer,
                       transport_ops[k]->name, err);
-  comm->has_net |= k != GCOLL_TRANSPORT_SHM;
+  comm->has_net |= k != GCOLL_TRANSPORT_SHM && k != GCOLL_TRANSPORT_P2P;
+  comm->fifos_on_device |= k == GCOLL_TRANSPORT_P2P;
   return gcollSuccess;
 }
 
@@ -256,6 +317,8 @@ int gcoll_comm_transport_for_peer(const struct gcollComm *comm, int peer, gcollR
    * this rank's node is one range. */
   int first = comm->rank - comm->view->local_rank;
   int same_node = peer >= first && peer < first + comm->view->local_nranks;
+  /* Send/recv moves data with the host (comm_p2p.c): never GPU-memory FIFOs. */
+  if (forced == GCOLL_TRANSPORT_P2P) forced = GCOLL_TRANSPORT_SHM;
   return transport_for(comm, same_node ? GCOLL_EDGE_SHM : GCOLL_EDGE_NET, forced);
 }
 
@@ -324,7 +387,9 @@ gcollResult_t gcoll_comm_connect(struct gcollComm *comm) {
     if (channel_edges(comm, c, edges, &n) != 0)
       rc = gcoll_fail(gcollInternalError, "more than %d connections", GCOLL_COMM_MAX_CONNS);
   char err[512];
-  if (rc == gcollSuccess) rc = start_transports(comm, forced);
+  int has_gpu_edges = 0;
+  for (int i = 0; i < n; i++) has_gpu_edges |= edges[i].cls == GCOLL_EDGE_P2P;
+  if (rc == gcollSuccess) rc = start_transports(comm, forced, has_gpu_edges);
   if (rc == gcollSuccess) rc = setup_receivers(comm, edges, n, forced);
   if (rc == gcollSuccess &&
       gcoll_bootstrap_fence(comm->bs, gcoll_bootstrap_deadline(comm->bs), err, sizeof(err)) != 0)

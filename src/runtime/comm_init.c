@@ -270,6 +270,7 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
   atomic_init(&comm->failed_peer, -1);
   comm->rank = a->rank;
   comm->bs = a->bs;
+  comm->gpu_at_init = a->has_gpu ? a->gpu : -1;
   char err[512];
   gcollResult_t rc;
   const char *key = a->job_key;
@@ -293,7 +294,10 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
     goto fail;
   comm->timeout_ms = comm->bs->timeout_ms;
   if ((rc = check_job(comm, a->plan_path, a->check_host)) != gcollSuccess ||
-      (rc = gcoll_comm_connect(comm)) != gcollSuccess || (rc = gcoll_comm_executor(comm, GCOLL_EXEC_HOST)) != gcollSuccess)
+      (rc = gcoll_comm_connect(comm)) != gcollSuccess)
+    goto fail;
+  /* The host executor reads its FIFOs: not when they are in GPU memory. */
+  if (!comm->fifos_on_device && (rc = gcoll_comm_executor(comm, GCOLL_EXEC_HOST)) != gcollSuccess)
     goto fail;
   /* Every rank connected before anyone's first collective: a peer that
    * failed to connect shows up here, with its reason on its own stderr. */

@@ -34,6 +34,7 @@
 struct local_rank {
   int rank;
   const char *plan_path, *job_key;
+  int gpu;                      /* gcoll_comm_thread_gpu */
   struct gcoll_bootstrap_local *shared;
   pthread_t thread;
   int started;
@@ -46,7 +47,8 @@ static void *local_rank_main(void *arg) {
   struct local_rank *r = arg;
   char err[512];
   struct gcoll_comm_init_args a = {.plan_path = r->plan_path, .rank = r->rank,
-                                   .job_key = r->job_key, .check_host = 0};
+                                   .job_key = r->job_key, .check_host = 0, .has_gpu = 1,
+                                   .gpu = r->gpu};
   if (gcoll_bootstrap_local_open(r->shared, r->rank, &a.bs, err, sizeof(err)) != 0) {
     r->rc = gcoll_fail(gcollSystemError, "%s", err);
   } else {
@@ -89,7 +91,6 @@ static gcollResult_t run_local_ranks(struct local_rank *ranks, int n) {
 }
 
 gcollResult_t gcollCommInitAll(gcollComm_t *comms, int ndev, const int *devlist) {
-  (void)devlist;   /* host memory: there are no devices to pick */
   if (comms == NULL) return gcoll_fail(gcollInvalidArgument, "gcollCommInitAll: comms is NULL");
   if (ndev < 1 || ndev > MAX_LOCAL_RANKS)
     return gcoll_fail(gcollInvalidArgument, "gcollCommInitAll: ndev %d is not in 1..%d", ndev,
@@ -109,6 +110,7 @@ gcollResult_t gcollCommInitAll(gcollComm_t *comms, int ndev, const int *devlist)
   } else {
     for (int i = 0; i < ndev; i++)
       ranks[i] = (struct local_rank){.rank = i, .plan_path = path, .job_key = key,
+                                     .gpu = gcoll_comm_thread_gpu(devlist, i),
                                      .shared = shared};
     rc = run_local_ranks(ranks, ndev);
     for (int i = 0; i < ndev; i++) {

@@ -20,6 +20,10 @@ struct gcoll_comm_init_args {
   const char *job_key;          /* hex: names the job's shm segments; NULL:
                                  * $GCOLL_JOB_KEY */
   int check_host;               /* whether the plan must name this host */
+  /* The GPU this rank drives when its plan edges can use GPU memory
+   * (p2p); has_gpu == 0: the init thread's current GPU, looked up only
+   * then. A thread other than the caller's needs it: gcollCommInitAll. */
+  int has_gpu, gpu;
 };
 
 /* Loads the plan, connects its edges over bs, starts the executor.

@@ -2,7 +2,8 @@
 # ones. Tables of operations: a new transport is one file plus one line in
 # transport.c's table.
 libgcoll_la_SOURCES += src/runtime/transport.h src/runtime/transport.c \
-	src/runtime/transport_shm.c src/runtime/net_socket.c \
+	src/runtime/transport_shm.c src/runtime/fifo_devmem.c src/runtime/fifo_devmem.h \
+	src/runtime/net_socket.c \
 	src/runtime/net_tcp.h src/runtime/net_tcp.c \
 	src/runtime/auth.h src/runtime/auth.c \
 	src/runtime/proxy.h src/runtime/proxy.c

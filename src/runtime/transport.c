@@ -24,6 +24,9 @@ static const struct gcoll_transport_ops *const all_transports[] = {
 #ifdef HAVE_VERBS
     &gcoll_transport_ib_ops,
 #endif
+#ifdef HAVE_CUDA
+    &gcoll_transport_p2p_ops,
+#endif
 };
 
 const struct gcoll_transport_ops *gcoll_transport_by_name(const char *name) {
@@ -43,7 +46,18 @@ int gcoll_transport_from_env(const struct gcoll_transport_ops **ops, char *err, 
   if (v == NULL || *v == '\0') return 0;
   *ops = gcoll_transport_by_name(v);
   if (*ops != NULL) return 0;
-  snprintf(err, errlen, "GCOLL_TRANSPORT='%.64s': expected shm or net/socket", v);
+  snprintf(err, errlen, "GCOLL_TRANSPORT='%.64s': expected shm, net/socket%s%s", v,
+#ifdef HAVE_VERBS
+           ", net/ib",
+#else
+           "",
+#endif
+#ifdef HAVE_CUDA
+           " or p2p"
+#else
+           ""
+#endif
+  );
   return -1;
 }
 

@@ -11,6 +11,9 @@
  *   net/socket  each end has a local FIFO; the process's proxy thread
  *               (proxy.h) drains published steps into a TCP socket on the
  *               send side and fills free slots from it on the receive side.
+ *   p2p         as shm, but the receiver's FIFO is in its GPU's memory,
+ *               reached by the sender's kernel through CUDA IPC; only the
+ *               CUDA executor can use it (the host cannot read GPU memory).
  *
  * Connecting, driven by the communicator:
  *   1. every rank: init once per transport, then recv_setup per receive
@@ -54,6 +57,7 @@ struct gcoll_transport_config {
   uint64_t timeout_ms;       /* bounds waits that have no caller deadline */
   struct gcoll_proxy *proxy; /* required by net/socket; shm uses it for
                                 liveness checks when present */
+  int gpu;                   /* p2p: the GPU ordinal of this rank's FIFOs */
 };
 
 struct gcoll_conn {
@@ -65,7 +69,7 @@ struct gcoll_conn {
 };
 
 struct gcoll_transport_ops {
-  const char *name; /* "shm", "net/socket" */
+  const char *name; /* "shm", "net/socket", "net/ib", "p2p" */
   int (*init)(struct gcoll_transport **t, const struct gcoll_transport_config *cfg, char *err,
               size_t errlen);
   /* Receiver: creates the FIFO this rank reads from `peer` and writes an
@@ -93,11 +97,13 @@ struct gcoll_transport_ops {
 };
 
 extern const struct gcoll_transport_ops gcoll_transport_shm_ops, gcoll_transport_socket_ops;
+/* Usable only in builds with the CUDA toolkit (HAVE_CUDA): transport_shm.c. */
+extern const struct gcoll_transport_ops gcoll_transport_p2p_ops;
 /* Only in builds with libibverbs (HAVE_VERBS): net_ib.c. */
 extern const struct gcoll_transport_ops gcoll_transport_ib_ops;
 
 /* "shm", "net/socket" (and the alias "socket"), in verbs builds "net/ib"
- * (alias "ib"); NULL for anything else. */
+ * (alias "ib"), in CUDA builds "p2p"; NULL for anything else. */
 const struct gcoll_transport_ops *gcoll_transport_by_name(const char *name);
 
 /* GCOLL_TRANSPORT: *ops = the forced transport, or NULL when the variable

@@ -1,4 +1,7 @@
 /* shm: the receiver's FIFO is a POSIX shm segment that the sender maps.
+ * p2p: the same, except that the FIFO lives in the receiver's GPU memory
+ * (fifo_devmem.h) and the segment carries only the control block, with the
+ * FIFO's CUDA IPC handle in it.
  *
  * The receiver creates the segment (O_EXCL, 0600, under a random name that
  * says nothing about the job: transport.h), so the FIFO memory is first
@@ -24,7 +27,19 @@
  * pid (kill(pid, 0), zombie state and start time from /proc, so neither an
  * unreaped child nor a reused pid passes for alive) unless the peer closed
  * cleanly. A peer that closed while its communicator was in error counts as
- * failed at once, like a socket closed without a goodbye. */
+ * failed at once, like a socket closed without a goodbye.
+ *
+ * p2p's FIFO travels as an IPC handle inside the segment (0600, this user's,
+ * published through the authenticated bootstrap), never in the address, so
+ * it is exactly as hard to reach as a shm FIFO. Ranks of one process use
+ * the address itself (a process cannot open its own IPC handles), which
+ * needs them on one GPU. The sender unmaps at close; the receiver frees the
+ * memory only once the sender has closed or died (freeing memory another
+ * process still has open is undefined in CUDA), waiting at most
+ * P2P_FREE_WAIT_MS and otherwise leaving the allocation to the process's
+ * end rather than risk it. The FIFO is the kernel's only: the host
+ * executor cannot read GPU memory, so a communicator with p2p connections
+ * runs device buffers only (comm_coll.c says so to a host-buffer call). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -37,12 +52,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/fifo_devmem.h"
 #include "runtime/proxy.h"
 #include "runtime/transport.h"
 
 #define SHM_ADDR_MAGIC 0x48534347u /* "GCSH" */
 #define SHM_CTL_MAGIC 0x4c544347u  /* "GCTL" */
-#define SHM_VERSION 2
+#define P2P_ADDR_MAGIC 0x50324347u /* "GC2P" */
+#define SHM_VERSION 3
+#define P2P_FREE_WAIT_MS 2000
 #define SHM_NAME_MAX GCOLL_SHM_NAME_MAX
 /* Values of the closed flags. A side that closes while its communicator is
  * in error (its abort word is set) did not finish the collective protocol,
@@ -61,6 +79,11 @@ struct shm_ctl {
    * closing side blames (the peer it saw die, or itself after an abort), so
    * the failure is named after its cause all along the job. */
   _Atomic int32_t sender_blames, receiver_blames;
+  /* p2p only, written by the receiver before it publishes the address. */
+  uint64_t fifo_dev;               /* the FIFO's address in the receiver's process */
+  int32_t fifo_gpu;                /* the receiver's GPU ordinal */
+  uint32_t reserved;
+  unsigned char fifo_handle[GCOLL_DEVMEM_HANDLE_BYTES];
 };
 
 /* Same host, same ABI on both ends: the address is the struct's bytes. */
@@ -92,15 +115,37 @@ struct shm_conn {
   uint64_t peer_start;
   int failed;                     /* proxy thread only */
   int registered;
+  uint64_t dev_fifo;              /* p2p: the FIFO in GPU memory, 0 */
+  int dev_fifo_opened;            /* p2p sender: through an IPC handle */
 };
 
-static size_t ctl_offset(size_t slot_bytes) {
-  return (gcoll_fifo_bytes(slot_bytes) + 63) / 64 * 64;
+/* What a transport instance of this file holds: nothing for shm; the GPU
+ * for p2p. */
+struct shm_transport {
+  struct gcoll_devmem *gpu;       /* NULL for shm */
+};
+
+static int is_p2p(const struct gcoll_transport *t) {
+  return ((const struct shm_transport *)t->impl)->gpu != NULL;
 }
 
-static size_t segment_bytes(size_t slot_bytes) {
+static struct gcoll_devmem *gpu_of(const struct gcoll_transport *t) {
+  return ((const struct shm_transport *)t->impl)->gpu;
+}
+
+/* The control block follows the FIFO in a shm segment; a p2p segment
+ * holds the control block alone. */
+static size_t ctl_offset(const struct gcoll_transport *t) {
+  return is_p2p(t) ? 0 : (gcoll_fifo_bytes(t->cfg.slot_bytes) + 63) / 64 * 64;
+}
+
+static size_t segment_bytes(const struct gcoll_transport *t) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  return (ctl_offset(slot_bytes) + sizeof(struct shm_ctl) + page - 1) / page * page;
+  return (ctl_offset(t) + sizeof(struct shm_ctl) + page - 1) / page * page;
+}
+
+static uint32_t addr_magic(const struct gcoll_transport *t) {
+  return is_p2p(t) ? P2P_ADDR_MAGIC : SHM_ADDR_MAGIC;
 }
 
 static void shm_check(struct gcoll_proxy_entry *e) {
@@ -138,20 +183,77 @@ static int watch_peer(struct gcoll_transport *t, struct shm_conn *c, char *err, 
   return 0;
 }
 
-static int shm_init(struct gcoll_transport **out, const struct gcoll_transport_config *cfg,
-                    char *err, size_t errlen) {
+static void shm_fini(struct gcoll_transport *t);
+
+static int init_either(struct gcoll_transport **out, const struct gcoll_transport_ops *ops,
+                       const struct gcoll_transport_config *cfg, char *err, size_t errlen) {
   *out = NULL;
   struct gcoll_transport *t = calloc(1, sizeof(*t));
-  if (t == NULL) {
+  struct shm_transport *st = calloc(1, sizeof(*st));
+  if (t == NULL || st == NULL) {
+    free(t);
+    free(st);
     snprintf(err, errlen, "out of memory");
     return -1;
   }
-  if (gcoll_transport_base_init(t, &gcoll_transport_shm_ops, cfg, err, errlen) != 0) {
+  if (gcoll_transport_base_init(t, ops, cfg, err, errlen) != 0) {
     free(t);
+    free(st);
     return -1;
+  }
+  t->impl = st;
+  if (ops == &gcoll_transport_p2p_ops) {
+    if (cfg->gpu < 0) {
+      snprintf(err, errlen, "no GPU for its FIFOs (no CUDA device was current at init)");
+      shm_fini(t);
+      return -1;
+    }
+    if (gcoll_devmem_open(&st->gpu, cfg->gpu, err, errlen) != 0) {
+      shm_fini(t);
+      return -1;
+    }
   }
   *out = t;
   return 0;
+}
+
+static int shm_init(struct gcoll_transport **out, const struct gcoll_transport_config *cfg,
+                    char *err, size_t errlen) {
+  return init_either(out, &gcoll_transport_shm_ops, cfg, err, errlen);
+}
+
+static int p2p_init(struct gcoll_transport **out, const struct gcoll_transport_config *cfg,
+                    char *err, size_t errlen) {
+  return init_either(out, &gcoll_transport_p2p_ops, cfg, err, errlen);
+}
+
+/* Whether the sender is done with a p2p FIFO: closed, dead, or in this
+ * process (which opened no handle). Waits up to P2P_FREE_WAIT_MS. */
+static int sender_let_go(const struct shm_conn *c) {
+  if (!atomic_load_explicit(&c->ctl->sender_attached, memory_order_acquire) ||
+      atomic_load_explicit(&c->ctl->sender_pid, memory_order_relaxed) == c->t->pid)
+    return 1;
+  uint64_t deadline = gcoll_transport_now_ms() + P2P_FREE_WAIT_MS;
+  for (;;) {
+    if (atomic_load_explicit(&c->ctl->sender_closed, memory_order_acquire) != 0 ||
+        !gcoll_process_alive(atomic_load_explicit(&c->ctl->sender_pid, memory_order_relaxed),
+                             c->ctl->sender_start))
+      return 1;
+    if (gcoll_transport_now_ms() >= deadline) return 0;
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Releases the GPU side of a p2p connection (nothing for shm). */
+static void release_dev_fifo(struct shm_conn *c) {
+  if (c->dev_fifo == 0) return;
+  if (c->is_send) {
+    if (c->dev_fifo_opened) gcoll_devmem_fifo_unmap(gpu_of(c->t), c->dev_fifo);
+  } else if (sender_let_go(c)) {
+    gcoll_devmem_fifo_free(gpu_of(c->t), c->dev_fifo);
+  } /* else: a live sender may still have it open; the process's end frees it */
+  c->dev_fifo = 0;
 }
 
 static void shm_conn_free(struct shm_conn *c) {
@@ -163,7 +265,7 @@ static void shm_conn_free(struct shm_conn *c) {
  * touched) by the reader, the process that will poll it. */
 static int create_segment(struct gcoll_transport *t, struct shm_conn *c, char *err,
                           size_t errlen) {
-  size_t bytes = segment_bytes(t->cfg.slot_bytes);
+  size_t bytes = segment_bytes(t);
   int fd = shm_open(c->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     snprintf(err, errlen, "shm_open %s: %s", c->name, strerror(errno));
@@ -214,19 +316,29 @@ static int shm_recv_setup(struct gcoll_transport *t, int peer, uint32_t conn_id,
     free(c);
     return -1;
   }
-  struct gcoll_fifo *f = gcoll_fifo_init(c->map, t->cfg.slot_bytes);
-  c->ctl = (struct shm_ctl *)((char *)c->map + ctl_offset(t->cfg.slot_bytes));
+  c->ctl = (struct shm_ctl *)((char *)c->map + ctl_offset(t));
   c->ctl->magic = SHM_CTL_MAGIC;
   c->ctl->version = SHM_VERSION;
+  struct gcoll_fifo *f = NULL;
+  if (is_p2p(t)) {
+    if (gcoll_devmem_fifo_alloc(gpu_of(t), t->cfg.slot_bytes, &c->dev_fifo, c->ctl->fifo_handle,
+                                err, errlen) == 0) {
+      c->ctl->fifo_dev = c->dev_fifo;
+      c->ctl->fifo_gpu = t->cfg.gpu;
+      f = (struct gcoll_fifo *)(uintptr_t)c->dev_fifo;
+    }
+  } else if ((f = gcoll_fifo_init(c->map, t->cfg.slot_bytes)) == NULL) {
+    snprintf(err, errlen, "cannot format the FIFO in %s", c->name);
+  }
   if (f == NULL || watch_peer(t, c, err, errlen) != 0) {
-    if (f == NULL) snprintf(err, errlen, "cannot format the FIFO in %s", c->name);
+    release_dev_fifo(c);
     shm_unlink(c->name);
     shm_conn_free(c);
     return -1;
   }
   struct shm_addr a;
   memset(&a, 0, sizeof(a));
-  a.magic = SHM_ADDR_MAGIC;
+  a.magic = addr_magic(t);
   a.version = SHM_VERSION;
   a.receiver_rank = t->cfg.rank;
   a.receiver_pid = t->pid;
@@ -238,8 +350,7 @@ static int shm_recv_setup(struct gcoll_transport *t, int peer, uint32_t conn_id,
   snprintf(a.name, sizeof(a.name), "%s", c->name);
   memcpy(addr, &a, sizeof(a));
   *addrlen = sizeof(a);
-  *gc = (struct gcoll_conn){.fifo = f, .peer = peer, .is_send = 0, .ops = &gcoll_transport_shm_ops,
-                            .impl = c};
+  *gc = (struct gcoll_conn){.fifo = f, .peer = peer, .is_send = 0, .ops = t->ops, .impl = c};
   return 0;
 }
 
@@ -252,15 +363,15 @@ static int parse_addr(const struct gcoll_transport *t, int peer, uint32_t conn_i
     return -1;
   }
   memcpy(a, addr, sizeof(*a));
-  if (a->magic != SHM_ADDR_MAGIC || a->version != SHM_VERSION)
-    snprintf(err, errlen, "not a gcoll shm address (version %u)", a->version);
+  if (a->magic != addr_magic(t) || a->version != SHM_VERSION)
+    snprintf(err, errlen, "not a gcoll %s address (version %u)", t->ops->name, a->version);
   else if (a->job_hash != t->job_hash)
     snprintf(err, errlen, "shm address is from another job (job hash %016llx, ours %016llx)",
              (unsigned long long)a->job_hash, (unsigned long long)t->job_hash);
   else if (a->receiver_rank != peer || a->conn_id != conn_id)
     snprintf(err, errlen, "shm address is for rank %d connection %u, expected rank %d connection %u",
              a->receiver_rank, a->conn_id, peer, conn_id);
-  else if (a->slot_bytes != t->cfg.slot_bytes || a->seg_bytes != segment_bytes(t->cfg.slot_bytes))
+  else if (a->slot_bytes != t->cfg.slot_bytes || a->seg_bytes != segment_bytes(t))
     snprintf(err, errlen, "shm FIFO slot size %llu differs from ours (%zu)",
              (unsigned long long)a->slot_bytes, t->cfg.slot_bytes);
   else if (memchr(a->name, '\0', sizeof(a->name)) == NULL || !gcoll_shm_name_valid(a->name))
@@ -329,10 +440,11 @@ static int shm_send_connect(struct gcoll_transport *t, int peer, uint32_t conn_i
     free(c);
     return -1;
   }
-  struct gcoll_fifo *f = c->map;
-  c->ctl = (struct shm_ctl *)((char *)c->map + ctl_offset(t->cfg.slot_bytes));
-  if (f->slot_bytes != t->cfg.slot_bytes || f->simple_offset != sizeof(struct gcoll_fifo) ||
-      f->ll_offset != f->simple_offset + GCOLL_STEPS * f->slot_bytes ||
+  struct gcoll_fifo *f = is_p2p(t) ? NULL : c->map;
+  c->ctl = (struct shm_ctl *)((char *)c->map + ctl_offset(t));
+  if ((f != NULL && (f->slot_bytes != t->cfg.slot_bytes ||
+                     f->simple_offset != sizeof(struct gcoll_fifo) ||
+                     f->ll_offset != f->simple_offset + GCOLL_STEPS * f->slot_bytes)) ||
       c->ctl->magic != SHM_CTL_MAGIC || c->ctl->version != SHM_VERSION) {
     snprintf(err, errlen, "shm segment %s does not hold a gcoll FIFO", a.name);
     shm_conn_free(c);
@@ -343,15 +455,32 @@ static int shm_send_connect(struct gcoll_transport *t, int peer, uint32_t conn_i
     shm_conn_free(c);
     return -1;
   }
+  if (is_p2p(t)) {
+    if (a.receiver_pid != t->pid) {
+      if (gcoll_devmem_fifo_open(gpu_of(t), c->ctl->fifo_handle, &c->dev_fifo, err, errlen) != 0) {
+        shm_conn_free(c);
+        return -1;
+      }
+      c->dev_fifo_opened = 1;
+    } else if (c->ctl->fifo_gpu == t->cfg.gpu) {
+      c->dev_fifo = c->ctl->fifo_dev;
+    } else {
+      snprintf(err, errlen, "ranks of one process on GPUs %d and %d: p2p needs them on one GPU "
+               "(GCOLL_P2P_DISABLE=1 uses host memory instead)", t->cfg.gpu, c->ctl->fifo_gpu);
+      shm_conn_free(c);
+      return -1;
+    }
+    f = (struct gcoll_fifo *)(uintptr_t)c->dev_fifo;
+  }
   atomic_store_explicit(&c->ctl->sender_pid, t->pid, memory_order_relaxed);
   c->ctl->sender_start = t->start_ticks;
   atomic_store_explicit(&c->ctl->sender_attached, 1, memory_order_release);
   if (watch_peer(t, c, err, errlen) != 0) {
+    release_dev_fifo(c);
     shm_conn_free(c);
     return -1;
   }
-  *gc = (struct gcoll_conn){.fifo = f, .peer = peer, .is_send = 1, .ops = &gcoll_transport_shm_ops,
-                            .impl = c};
+  *gc = (struct gcoll_conn){.fifo = f, .peer = peer, .is_send = 1, .ops = t->ops, .impl = c};
   return 0;
 }
 
@@ -382,12 +511,17 @@ static void shm_conn_close(struct gcoll_transport *t, struct gcoll_conn *gc) {
   struct shm_conn *c = gc->impl;
   if (c == NULL) return;
   if (c->registered) gcoll_proxy_remove(t->cfg.proxy, &c->entry);
+  /* The sender lets go of the receiver's GPU memory before it says so. */
+  if (c->is_send) release_dev_fifo(c);
   uint32_t how = atomic_load(t->cfg.abort_word) == 0 ? SHM_CLOSED_CLEAN : SHM_CLOSED_ABORTED;
   atomic_store_explicit(c->is_send ? &c->ctl->sender_blames : &c->ctl->receiver_blames,
                         gcoll_transport_blame(&t->cfg), memory_order_relaxed);
   atomic_store_explicit(c->is_send ? &c->ctl->sender_closed : &c->ctl->receiver_closed, how,
                         memory_order_release);
-  if (!c->is_send) shm_unlink(c->name);
+  if (!c->is_send) {
+    shm_unlink(c->name);
+    release_dev_fifo(c);
+  }
   shm_conn_free(c);
   gc->impl = NULL;
   gc->fifo = NULL;
@@ -395,6 +529,9 @@ static void shm_conn_close(struct gcoll_transport *t, struct gcoll_conn *gc) {
 
 static void shm_fini(struct gcoll_transport *t) {
   if (t == NULL) return;
+  struct shm_transport *st = t->impl;
+  if (st != NULL) gcoll_devmem_close(st->gpu);
+  free(st);
   gcoll_transport_base_fini(t);
   free(t);
 }
@@ -402,6 +539,16 @@ static void shm_fini(struct gcoll_transport *t) {
 const struct gcoll_transport_ops gcoll_transport_shm_ops = {
     .name = "shm",
     .init = shm_init,
+    .recv_setup = shm_recv_setup,
+    .send_connect = shm_send_connect,
+    .recv_complete = shm_recv_complete,
+    .conn_close = shm_conn_close,
+    .fini = shm_fini,
+};
+
+const struct gcoll_transport_ops gcoll_transport_p2p_ops = {
+    .name = "p2p",
+    .init = p2p_init,
     .recv_setup = shm_recv_setup,
     .send_connect = shm_send_connect,
     .recv_complete = shm_recv_complete,

@@ -5,6 +5,7 @@
 # real shared object), links no CUDA library: the kernel body comes from
 # nvcc's host pass of coll_device.cuh, the driver API from cudaemu.c.
 EXTRA_DIST += tests/cudaemu/cudaemu_kernels.cu tests/cudaemu/test_emu_gpu_check.sh \
+	tests/cudaemu/emu_lib.sh tests/cudaemu/test_emu_p2p.sh \
 	tests/cudaemu/test_emu_comm.sh \
 	tests/cudaemu/cudaemu.mk
 
@@ -58,4 +59,6 @@ EXTRA_tests_cudaemu_test_cudaemu_DEPENDENCIES = tests/cudaemu/libcudaemu.la
 TESTS += tests/cudaemu/test_emu_gpu_check.sh
 # The communicator on device buffers, through gcollrun and real processes.
 TESTS += tests/cudaemu/test_emu_comm.sh
+# The p2p transport: FIFOs in GPU memory through CUDA IPC.
+TESTS += tests/cudaemu/test_emu_p2p.sh
 endif

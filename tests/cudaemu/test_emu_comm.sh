@@ -7,40 +7,7 @@
 # the serial reference; then a dead peer and an abort while kernels wait,
 # and buffers of mixed memory refused.
 set -u
-top_builddir=${top_builddir:-.}
-EMU=$top_builddir/tests/cudaemu/.libs/libcudaemu.so
-RUN=$top_builddir/gcollrun
-PERF=$top_builddir/gcoll-perf
-CHECK=$top_builddir/tests/integration/coll_check
-[ -f "$EMU" ] || { echo "test_emu_comm.sh: no $EMU (make check builds it)" >&2; exit 1; }
-export GCOLL_CUDA_DRIVER=$EMU GCOLL_TIMEOUT=${GCOLL_TIMEOUT:-30}
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { echo "ok: $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
-
-# perf NAME RUN-ARGS -- PERF-ARGS: a checked sweep must report 0 wrong, and
-# every rank must have used the CUDA executor.
-perf() {
-  local name=$1; shift
-  local run=() ; while [ "$1" != "--" ]; do run+=("$1"); shift; done; shift
-  local start=$(date +%s)
-  GCOLL_DEBUG=INFO timeout 600 "$RUN" "${run[@]}" "$PERF" -M cuda -w 1 -n 2 "$@" \
-    >"$tmp/out" 2>"$tmp/err"
-  local rc=$? n=${run[1]}
-  local wrong=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13 && ($9 != 0 || $13 != 0)' "$tmp/out" | wc -l)
-  local rows=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13' "$tmp/out" | wc -l)
-  local cuda=$(grep -c "cuda executor ready" "$tmp/err")
-  if [ $rc -eq 0 ] && [ "$wrong" -eq 0 ] && [ "$rows" -gt 0 ] && [ "$cuda" -eq "$n" ] &&
-     grep -q "device CUDA device memory" "$tmp/out" &&
-     grep -q "^# Out of bounds values : 0 OK" "$tmp/out"; then
-    ok "$name: $rows rows, 0 wrong, CUDA executor on $cuda ranks ($(($(date +%s) - start)) s)"
-  else
-    bad "$name: exit $rc, $wrong wrong rows of $rows, CUDA executor on $cuda of $n ranks"
-    tail -20 "$tmp/out" "$tmp/err"
-  fi
-}
+. "$(dirname "$0")/emu_lib.sh"
 
 perf "1 rank, every collective/type/op" -n 1 -- -o all -t all -r all -b 1 -e 40K -f 13
 perf "2 ranks, every collective/type/op" -n 2 -- -o all -t all -r all -b 1 -e 40K -f 13
@@ -98,5 +65,4 @@ else
   cat "$tmp/out"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -11,6 +11,9 @@
  *   coll_check badargs           invalid arguments are refused, and the
  *                                communicator still works afterwards
  *   coll_check init              only initialise (for plan mismatch tests)
+ *   coll_check [--device] hostcall  one allreduce on host buffers: its result,
+ *                                or the refusal of a communicator whose FIFOs
+ *                                are in GPU memory (p2p)
  *
  *   coll_check --device queue N  N allreduces on device buffers queued on
  *                                the default stream without waiting (more
@@ -71,29 +74,38 @@ static void device_sync(void) {
 #endif
 }
 
-static void *test_buffer(size_t bytes) {
-  if (!on_device) return buffer = calloc(1, bytes);
+/* --device: GPU 0 current before init, as NCCL programs call cudaSetDevice
+ * first (a communicator may put its FIFOs on that GPU: p2p). */
+static void open_device(void) {
 #ifdef HAVE_CUDA
   char err[256];
   int ndev = 0;
   gcoll_cu_device dev;
   gcoll_cu_context ctx;
-  gcoll_cu_deviceptr p = 0;
   const struct gcoll_cuda_api *cu = NULL;
-  int r = -1;
-  const char *step = "the driver";
   if (gcoll_cuda_probe(&ndev, err, sizeof(err)) == GCOLL_CUDA_AVAILABLE &&
       (cu = gcoll_cuda_api_get(err, sizeof(err))) != NULL &&
-      (step = "GPU 0", gcoll_cuda_use_device(cu, 0, &dev, &ctx, err, sizeof(err)) == 0) &&
-      (r = cu->mem_alloc(&p, bytes), step = "cuMemAlloc", r == 0) &&
-      (r = cu->memset_d8(p, 0, bytes), step = "cuMemsetD8", r == 0)) {
+      gcoll_cuda_use_device(cu, 0, &dev, &ctx, err, sizeof(err)) == 0) {
     cuda_api = cu;
-    return buffer = (void *)(uintptr_t)p;
+    return;
   }
-  fprintf(stderr, "coll_check: --device: %s: %s\n", step,
-          cu != NULL && r != -1 ? gcoll_cuda_result_text(cu, r) : err);
+  fprintf(stderr, "coll_check: --device: GPU 0: %s\n", err);
 #else
   fprintf(stderr, "coll_check: --device: this build has no CUDA\n");
+#endif
+  exit(2);
+}
+
+static void *test_buffer(size_t bytes) {
+  if (!on_device) return buffer = calloc(1, bytes);
+#ifdef HAVE_CUDA
+  gcoll_cu_deviceptr p = 0;
+  int r;
+  const char *step = "cuMemAlloc";
+  if ((r = cuda_api->mem_alloc(&p, bytes)) == 0 &&
+      (step = "cuMemsetD8", r = cuda_api->memset_d8(p, 0, bytes)) == 0)
+    return buffer = (void *)(uintptr_t)p;
+  fprintf(stderr, "coll_check: --device: %s: %s\n", step, gcoll_cuda_result_text(cuda_api, r));
 #endif
   exit(2);
 }
@@ -423,6 +435,21 @@ static gcollResult_t init_from_uid(gcollComm_t *comm, const char *file, int n, i
   return gcollCommInitRank(comm, n, id, r);
 }
 
+/* One allreduce on host buffers, whatever the communicator: prints the
+ * result, or the one-line refusal (a communicator whose FIFOs are in GPU
+ * memory refuses host buffers). */
+static int host_call(gcollComm_t comm) {
+  float v[4] = {1, 2, 3, 4};
+  gcollResult_t rc = gcollAllReduce(v, v, 4, gcollFloat, gcollSum, comm, NULL);
+  if (rc != gcollSuccess) {
+    printf("rank %d: host allreduce refused: %s\n", rank, gcollGetLastError(NULL));
+    return 0;
+  }
+  int good = v[0] == nranks && v[3] == 4.0f * nranks;
+  printf("rank %d: host allreduce %s\n", rank, good ? "right" : "WRONG");
+  return good ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   const char *uid_file = NULL;
   int uid_n = 0, uid_r = 0;
@@ -435,12 +462,13 @@ int main(int argc, char **argv) {
   }
   if (argc >= 2 && strcmp(argv[1], "--device") == 0) {
     on_device = 1;
+    open_device();
     argv++;
     argc--;
   }
   if (argc < 2) {
     fprintf(stderr, "usage: coll_check [--uid FILE NRANKS RANK] [--device] matrix [--full] | "
-                    "die RANK ITER | abort | badargs | init\n");
+                    "die RANK ITER | abort | badargs | init | hostcall\n");
     return 2;
   }
   gcollComm_t comm;
@@ -466,6 +494,7 @@ int main(int argc, char **argv) {
     status = queue_test(comm, atoi(argv[2]));
 #endif
   else if (strcmp(argv[1], "init") == 0) status = 0, printf("rank %d: initialised\n", rank);
+  else if (strcmp(argv[1], "hostcall") == 0) status = host_call(comm);
   else {
     fprintf(stderr, "coll_check: unknown mode '%s'\n", argv[1]);
     status = 2;

@@ -77,7 +77,7 @@ rc=$?
 GCOLL_TRANSPORT=carrier-pigeon timeout 60 "$RUN" -n 2 "$PERF" -o allreduce -b 8 -e 8 \
   >"$tmp/out" 2>"$tmp/err"
 rc=$?
-[ "$rc" -ne 0 ] && grep -q "GCOLL_TRANSPORT='carrier-pigeon': expected shm, net/socket or net/ib" \
+[ "$rc" -ne 0 ] && grep -q "GCOLL_TRANSPORT='carrier-pigeon': expected shm, net/socket, net/ib" \
   "$tmp/err" && ok "unknown GCOLL_TRANSPORT refused, net/ib listed" \
   || { bad "unknown GCOLL_TRANSPORT: rc $rc"; cat "$tmp/err"; }
 
