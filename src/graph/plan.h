@@ -108,14 +108,24 @@ struct gcoll_plan {
 };
 
 /* Inputs of gcoll_plan_build: per node its topology (several nodes may point
- * to the same gcoll_topo) and host name, and the ranks per node. */
+ * to the same gcoll_topo) and host name, and the ranks per node: the same
+ * count on every node (ranks_per_node), or one count per node (node_ranks,
+ * e.g. Slurm's block distribution of 3 tasks on 2 nodes: {2, 1}). Nodes of
+ * one topology with different counts get one topology class per count.
+ * node_ranks is last so that positional initializers of the older fields
+ * keep working. */
 struct gcoll_plan_input {
   int nnodes;
   const struct gcoll_topo **node_topo;   /* nnodes entries */
   const char **node_host;                /* nnodes entries, or NULL: node%05d */
-  int ranks_per_node;                    /* 0: number of GPUs (GPU nodes) */
+  int ranks_per_node;                    /* 0: number of GPUs (GPU nodes);
+                                          * ignored when node_ranks is set */
   int max_channels;                      /* 0: default */
   int64_t job_id, step_id;               /* -1 when unknown */
+  const int *node_ranks;                 /* nnodes entries, each 1..
+                                          * GCOLL_MAX_LOCAL_RANKS (and at most
+                                          * the GPUs of a GPU node), or NULL:
+                                          * ranks_per_node on every node */
 };
 
 struct gcoll_plan *gcoll_plan_new(void);

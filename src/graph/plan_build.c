@@ -1,9 +1,15 @@
 /* Computes the whole plan from the nodes' topologies: classes, one search
  * per class, the global ring, the double binary tree and tuning.
  *
+ * A class is a (topology, local rank count) pair, so nodes may hold
+ * different numbers of ranks (input node_ranks): each node's ranks stay
+ * contiguous, the global ring visits nodes in order and runs each node's
+ * class ring inside it, and the double binary tree over nodes hangs each
+ * node's class chain (of that node's length) below the node's endpoint.
+ *
  * Cost is O(nodes + classes x search): nodes sharing a gcoll_topo pointer
- * with the previous node are not rehashed, and nothing per node depends on
- * the channel count. */
+ * with a class are not rehashed, and nothing per node depends on the
+ * channel count. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -54,19 +60,25 @@ struct class_src {
   const struct gcoll_topo *topo;   /* first node's topology: the one searched */
 };
 
+/* A class is one (topology hash, local rank count) pair: nodes of the same
+ * topology with different rank counts need different intra-node rings and
+ * chains, so they are different classes (named "<topology>", "<topology>-2",
+ * ... by unique_class_name). */
 static int add_class(struct gcoll_plan *p, struct class_src *src, const struct gcoll_topo *t,
-                     uint32_t hash, int ranks_per_node, char *err, size_t errlen) {
+                     uint32_t hash, int nlocal, int node, char *err, size_t errlen) {
   if (p->nclasses >= GCOLL_MAX_CLASSES) {
-    snprintf(err, errlen, "more than %d distinct node topologies", GCOLL_MAX_CLASSES);
+    snprintf(err, errlen, "more than %d distinct node classes (topology and ranks per node)",
+             GCOLL_MAX_CLASSES);
     return -1;
   }
-  int nlocal = ranks_per_node > 0 ? ranks_per_node : default_nlocal(t);
   if (t->ngpu > 0 && nlocal > t->ngpu) {
-    snprintf(err, errlen, "topology '%s': %d ranks per node but only %d GPUs", t->name, nlocal, t->ngpu);
+    snprintf(err, errlen, "node %d: topology '%s': %d ranks per node but only %d GPUs", node,
+             t->name, nlocal, t->ngpu);
     return -1;
   }
-  if (nlocal > GCOLL_MAX_LOCAL_RANKS) {
-    snprintf(err, errlen, "%d ranks per node, at most %d", nlocal, GCOLL_MAX_LOCAL_RANKS);
+  if (nlocal < 1 || nlocal > GCOLL_MAX_LOCAL_RANKS) {
+    snprintf(err, errlen, "node %d: %d ranks per node, must be 1 to %d", node, nlocal,
+             GCOLL_MAX_LOCAL_RANKS);
     return -1;
   }
   struct gcoll_plan_class *k = &p->classes[p->nclasses];
@@ -79,16 +91,30 @@ static int add_class(struct gcoll_plan *p, struct class_src *src, const struct g
   return p->nclasses++;
 }
 
-static int find_class(const struct gcoll_plan *p, uint32_t hash) {
+static int find_class(const struct gcoll_plan *p, uint32_t hash, int nlocal) {
   for (int k = 0; k < p->nclasses; k++)
-    if (p->classes[k].hash == hash) return k;
+    if (p->classes[k].hash == hash && p->classes[k].nlocal == nlocal) return k;
   return -1;
+}
+
+/* The topology's hash, without rehashing a gcoll_topo some class was made
+ * from (jobs alternate a few shared topologies over thousands of nodes). */
+static uint32_t topo_hash_cached(const struct gcoll_plan *p, const struct class_src *src,
+                                 const struct gcoll_topo *t) {
+  for (int k = 0; k < p->nclasses; k++)
+    if (src[k].topo == t) return p->classes[k].hash;
+  return gcoll_topo_hash(t);
+}
+
+static int node_nlocal(const struct gcoll_plan_input *in, int n, const struct gcoll_topo *t) {
+  if (in->node_ranks != NULL) return in->node_ranks[n];
+  return in->ranks_per_node > 0 ? in->ranks_per_node : default_nlocal(t);
 }
 
 static int assign_classes(struct gcoll_plan *p, const struct gcoll_plan_input *in,
                           struct class_src *src, char *err, size_t errlen) {
   const struct gcoll_topo *prev = NULL;
-  int prev_class = -1;
+  int prev_class = -1, prev_nlocal = 0;
   long long rank = 0;
   for (int n = 0; n < in->nnodes; n++) {
     const struct gcoll_topo *t = in->node_topo[n];
@@ -96,14 +122,21 @@ static int assign_classes(struct gcoll_plan *p, const struct gcoll_plan_input *i
       snprintf(err, errlen, "node %d has no topology", n);
       return -1;
     }
+    int nlocal = node_nlocal(in, n, t);
+    if (nlocal < 1 || nlocal > GCOLL_MAX_LOCAL_RANKS) {
+      snprintf(err, errlen, "node %d: %d ranks, must be 1 to %d", n, nlocal,
+               GCOLL_MAX_LOCAL_RANKS);
+      return -1;
+    }
     int k = prev_class;
-    if (t != prev) {
-      uint32_t h = gcoll_topo_hash(t);
-      k = find_class(p, h);
-      if (k < 0) k = add_class(p, src, t, h, in->ranks_per_node, err, errlen);
+    if (t != prev || nlocal != prev_nlocal) {
+      uint32_t h = topo_hash_cached(p, src, t);
+      k = find_class(p, h, nlocal);
+      if (k < 0) k = add_class(p, src, t, h, nlocal, n, err, errlen);
       if (k < 0) return -1;
       prev = t;
       prev_class = k;
+      prev_nlocal = nlocal;
     }
     p->node_class[n] = k;
     p->node_first_rank[n] = (int)rank;

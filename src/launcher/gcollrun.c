@@ -49,11 +49,13 @@ static const char usage_text[] =
     "key-value store, as a scheduler would.\n"
     "\n"
     "  -n, --np N          number of ranks (1.." "1024" ")\n"
-    "  -N, --nodes K       split the ranks into K virtual nodes (N divisible by\n"
-    "                      K; default 1); ranks on different virtual nodes talk\n"
-    "                      over TCP as if on different hosts\n"
+    "  -N, --nodes K       split the ranks into K virtual nodes (K <= N; default\n"
+    "                      1) in blocks, as Slurm's block distribution: node i\n"
+    "                      gets N/K ranks, one more for the first N mod K nodes\n"
+    "                      (-n 7 --nodes 3: 3+2+2); ranks on different virtual\n"
+    "                      nodes talk over TCP as if on different hosts\n"
     "  -t, --topo TOPO     node topology, a file or a name looked up like\n"
-    "                      gcoll-plan does (default cpu-only, N/K ranks per node)\n"
+    "                      gcoll-plan does (default cpu-only)\n"
     "  -p, --plan FILE     use this plan instead of computing one (must have N\n"
     "                      ranks, and K nodes if --nodes is given)\n"
     "  -T, --tag-output    prefix every output line with \"[RANK] \"\n"
@@ -161,10 +163,10 @@ static int check_shape(const struct opts *o) {
   if (o->plan && o->topo) return usage_error("--plan and --topo exclude each other");
   long k = o->nnodes ? o->nnodes : 1;
   if (k > o->nranks) return usage_error("--nodes %ld is more than -n %ld", k, o->nranks);
-  if (o->nranks % k != 0)
-    return usage_error("-n %ld is not divisible by --nodes %ld", o->nranks, k);
-  if (!o->plan && o->nranks / k > GCOLL_MAX_LOCAL_RANKS)
-    return usage_error("%ld ranks per node, at most %d (use --nodes)", o->nranks / k,
+  /* Block distribution: the first nodes hold the rounded-up share. */
+  long most = (o->nranks + k - 1) / k;
+  if (!o->plan && most > GCOLL_MAX_LOCAL_RANKS)
+    return usage_error("%ld ranks per node, at most %d (use --nodes)", most,
                        GCOLL_MAX_LOCAL_RANKS);
   return 0;
 }

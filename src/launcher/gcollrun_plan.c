@@ -37,13 +37,30 @@ static int fill_layout(struct gcollrun_plan *p, const struct gcoll_plan *plan, c
   return 0;
 }
 
-/* The library's plan for virtual nodes of this host, the same one
- * gcollCommInitRank computes for GCOLL_NODES. */
+void gcollrun_block_layout(int nranks, int nnodes, int *node_ranks) {
+  for (int i = 0; i < nnodes; i++) node_ranks[i] = nranks / nnodes + (i < nranks % nnodes);
+}
+
+/* The library's plan for virtual nodes of this host (gcollCommInitRank
+ * computes its GCOLL_NODES plans with the same function): ranks in blocks,
+ * the remainder on the first nodes. */
 static int computed_plan(struct gcollrun_plan *p, int nranks, int nnodes, const char *topo,
                          char *err, size_t errlen) {
-  if (gcoll_local_plan_write(nranks, nnodes, topo ? topo : DEFAULT_TOPO, NULL, p->dir,
-                             sizeof(p->dir), p->path, sizeof(p->path), err, errlen) != 0)
+  if (nnodes < 1 || nnodes > nranks) {
+    snprintf(err, errlen, "%d nodes for %d ranks", nnodes, nranks);
     return -1;
+  }
+  int *node_ranks = malloc((size_t)nnodes * sizeof(*node_ranks));
+  if (node_ranks == NULL) {
+    snprintf(err, errlen, "out of memory for %d nodes", nnodes);
+    return -1;
+  }
+  gcollrun_block_layout(nranks, nnodes, node_ranks);
+  int wrc = gcoll_local_plan_write_nodes(nnodes, node_ranks, topo ? topo : DEFAULT_TOPO, NULL,
+                                         p->dir, sizeof(p->dir), p->path, sizeof(p->path), err,
+                                         errlen);
+  free(node_ranks);
+  if (wrc != 0) return -1;
   struct gcoll_plan *plan = gcoll_plan_read_file(p->path, err, errlen);
   if (plan == NULL) return -1;
   int rc = fill_layout(p, plan, err, errlen);

@@ -12,7 +12,7 @@
 
 const char plan_usage_generate[] =
     "usage: gcoll-plan generate --topo TOPO[,TOPO...] [--nodes N] [--hosts LIST]\n"
-    "                           [--ranks-per-node K] [--channels C]\n"
+    "                           [--ranks-per-node K[,K...]] [--channels C]\n"
     "                           [--job-id J] [--step-id S] [-q] -o FILE\n"
     "\n"
     "Computes the communication plan of a job and writes it atomically.\n"
@@ -31,7 +31,11 @@ const char plan_usage_generate[] =
     "                          (n[001-016]); must expand to exactly N names.\n"
     "                          Default: node00000, node00001, ...\n"
     "  -k, --ranks-per-node K  ranks per node (default: the GPUs of each node;\n"
-    "                          required for CPU-only topologies' core count)\n"
+    "                          required for CPU-only topologies' core count).\n"
+    "                          A list gives nodes different counts: node i uses\n"
+    "                          K[i mod count] (-k 2,1 on 2 nodes: 3 ranks), and\n"
+    "                          K(xR) repeats K R times, as SLURM_TASKS_PER_NODE\n"
+    "                          writes it (-k '3(x2),2': 3,3,2)\n"
     "  -c, --channels C        upper bound on channels (default: the library's)\n"
     "  -j, --job-id J          Slurm job id recorded in the plan\n"
     "  -s, --step-id S         Slurm step id recorded in the plan\n"
@@ -50,6 +54,8 @@ struct generate_opts {
   long long nodes;           /* 0: unset */
   const char *hosts;
   long long ranks_per_node;  /* 0: default */
+  int *node_ranks;           /* -k list (malloc'd), NULL: ranks_per_node */
+  int nnode_ranks;
   long long channels;        /* 0: default */
   long long job_id, step_id; /* -1: unset */
   const char *output;
@@ -208,6 +214,52 @@ static int is_directory(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* "-k 2,1" or "-k 3(x2),2": the counts in order, each 1..GCOLL_MAX_LOCAL_RANKS.
+ * Returns 0 or a usage error. */
+static int parse_rank_list(const char *s, struct generate_opts *o) {
+  size_t cap = 16;
+  int n = 0, *v = malloc(cap * sizeof(*v));
+  if (v == NULL) return cli_fail("out of memory");
+  for (const char *p = s;;) {
+    char *end;
+    errno = 0;
+    long k = strtol(p, &end, 10), times = 1;
+    if (end == p || *p == '-' || *p == '+' || errno || k < 1 || k > GCOLL_MAX_LOCAL_RANKS)
+      goto bad;
+    if (*end == '(') {
+      const char *q = end + 1;
+      if (*q++ != 'x' || *q < '1' || *q > '9') goto bad;
+      times = strtol(q, &end, 10);
+      if (errno || *end != ')' || times > GCOLL_MAX_NODES) goto bad;
+      end++;
+    }
+    for (long i = 0; i < times; i++) {
+      if (n >= GCOLL_MAX_NODES) goto bad;
+      if ((size_t)n == cap) {
+        int *nv = realloc(v, 2 * cap * sizeof(*v));
+        if (nv == NULL) {
+          free(v);
+          return cli_fail("out of memory");
+        }
+        v = nv;
+        cap *= 2;
+      }
+      v[n++] = (int)k;
+    }
+    if (*end == '\0') break;
+    if (*end != ',') goto bad;
+    p = end + 1;
+  }
+  free(o->node_ranks);
+  o->node_ranks = v;
+  o->nnode_ranks = n;
+  return 0;
+bad:
+  free(v);
+  return cli_usage_error(CMD, "--ranks-per-node: '%s' is not K or a list of K and K(xR) "
+                         "with K in 1..%d", s, GCOLL_MAX_LOCAL_RANKS);
+}
+
 static int parse_opts(int argc, char **argv, struct generate_opts *o) {
   static const struct option longopts[] = {
       {"topo", required_argument, NULL, 't'},
@@ -233,9 +285,18 @@ static int parse_opts(int argc, char **argv, struct generate_opts *o) {
       break;
     case 'H': o->hosts = optarg; break;
     case 'k':
-      if (cli_parse_long(CMD, "--ranks-per-node", optarg, 1, GCOLL_MAX_LOCAL_RANKS,
-                         &o->ranks_per_node))
-        return 2;
+      if (strpbrk(optarg, ",(") != NULL) {
+        int lrc = parse_rank_list(optarg, o);
+        if (lrc != 0) return lrc;
+        o->ranks_per_node = 0;
+      } else {
+        if (cli_parse_long(CMD, "--ranks-per-node", optarg, 1, GCOLL_MAX_LOCAL_RANKS,
+                           &o->ranks_per_node))
+          return 2;
+        free(o->node_ranks);
+        o->node_ranks = NULL;
+        o->nnode_ranks = 0;
+      }
       break;
     case 'c':
       if (cli_parse_long(CMD, "--channels", optarg, 1, GCOLL_MAX_CHANNELS, &o->channels))
@@ -289,8 +350,15 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
   char err[PLAN_CLI_ERRLEN];
   int rc = PLAN_EXIT_FAIL;
   const struct gcoll_topo **node_topo = calloc((size_t)s->nnodes, sizeof(*node_topo));
-  if (node_topo == NULL) return cli_fail("out of memory for %d nodes", s->nnodes);
+  int *node_ranks = o->node_ranks ? calloc((size_t)s->nnodes, sizeof(*node_ranks)) : NULL;
+  struct gcoll_plan *plan = NULL;
+  if (node_topo == NULL || (o->node_ranks && node_ranks == NULL)) {
+    cli_fail("out of memory for %d nodes", s->nnodes);
+    goto out;
+  }
   for (int i = 0; i < s->nnodes; i++) node_topo[i] = s->topos[s->node_topo[i]];
+  for (int i = 0; node_ranks && i < s->nnodes; i++)
+    node_ranks[i] = o->node_ranks[i % o->nnode_ranks];
   struct gcoll_plan_input in = {
       .nnodes = s->nnodes,
       .node_topo = node_topo,
@@ -299,8 +367,9 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
       .max_channels = (int)o->channels,
       .job_id = o->job_id,
       .step_id = o->step_id,
+      .node_ranks = node_ranks,
   };
-  struct gcoll_plan *plan = gcoll_plan_build(&in, err, sizeof(err));
+  plan = gcoll_plan_build(&in, err, sizeof(err));
   if (plan == NULL) {
     cli_fail("%s", err);
     goto out;
@@ -325,6 +394,7 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
   rc = PLAN_EXIT_OK;
 out:
   gcoll_plan_free(plan);
+  free(node_ranks);
   free(node_topo);
   return rc;
 }
@@ -332,8 +402,10 @@ out:
 int plan_cmd_generate(int argc, char **argv) {
   struct generate_opts o;
   int prc = parse_opts(argc, argv, &o);
-  if (prc < 0) return cli_print_usage(plan_usage_generate);
-  if (prc > 0) return prc;
+  if (prc != 0) {
+    free(o.node_ranks);
+    return prc < 0 ? cli_print_usage(plan_usage_generate) : prc;
+  }
 
   char err[PLAN_CLI_ERRLEN];
   char **hosts = NULL;
@@ -341,8 +413,10 @@ int plan_cmd_generate(int argc, char **argv) {
   struct topo_set set = {0};
   const char *dir = is_directory(o.topo) ? o.topo : NULL;
 
-  if (o.hosts != NULL && gcoll_hostlist_expand(o.hosts, &hosts, &nhosts, err, sizeof(err)) != 0)
+  if (o.hosts != NULL && gcoll_hostlist_expand(o.hosts, &hosts, &nhosts, err, sizeof(err)) != 0) {
+    free(o.node_ranks);
     return cli_fail("--hosts: %s", err);
+  }
   rc = resolve_node_count(&o, dir, nhosts, &nnodes);
   if (rc != 0) goto out;
   int lrc = dir ? load_dir(dir, nnodes, &set, err, sizeof(err))
@@ -355,5 +429,6 @@ int plan_cmd_generate(int argc, char **argv) {
 out:
   topo_set_free(&set);
   if (hosts) gcoll_hostlist_free(hosts, nhosts);
+  free(o.node_ranks);
   return rc;
 }

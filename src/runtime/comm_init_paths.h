@@ -40,6 +40,14 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *comm, const struct gcoll_comm_in
 int gcoll_local_plan_write(int nranks, int nnodes, const char *topo, const char *parent,
                            char *dir, size_t dirlen, char *path, size_t pathlen, char *err,
                            size_t errlen);
+/* The same for nnodes virtual nodes holding node_ranks[i] >= 1 ranks each
+ * (node i holds the ranks after those of nodes 0..i-1), e.g. {2, 1} for 3
+ * ranks block-distributed over 2 nodes; nodes with different counts get
+ * different topology classes. gcoll_local_plan_write is this with nranks /
+ * nnodes on every node. */
+int gcoll_local_plan_write_nodes(int nnodes, const int *node_ranks, const char *topo,
+                                 const char *parent, char *dir, size_t dirlen, char *path,
+                                 size_t pathlen, char *err, size_t errlen);
 /* Removes what gcoll_local_plan_write created. */
 void gcoll_local_plan_remove(const char *dir);
 

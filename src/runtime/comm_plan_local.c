@@ -43,12 +43,19 @@ static char **node_hosts(int nnodes) {
   return names;
 }
 
-static struct gcoll_plan *build(int nranks, int nnodes, const char *topo_name, char *err,
-                                size_t errlen) {
-  if (nranks < 1 || nnodes < 1 || nranks % nnodes != 0) {
-    snprintf(err, errlen, "%d ranks do not split evenly over %d nodes", nranks, nnodes);
+static struct gcoll_plan *build(int nnodes, const int *node_ranks, const char *topo_name,
+                                char *err, size_t errlen) {
+  if (nnodes < 1 || nnodes > GCOLL_MAX_NODES || node_ranks == NULL) {
+    snprintf(err, errlen, "%d nodes, must be 1 to %d with a rank count each", nnodes,
+             GCOLL_MAX_NODES);
     return NULL;
   }
+  for (int i = 0; i < nnodes; i++)
+    if (node_ranks[i] < 1) {
+      snprintf(err, errlen, "node %d has %d ranks, every node needs at least 1", i,
+               node_ranks[i]);
+      return NULL;
+    }
   struct gcoll_topo *topo = gcoll_topo_load_name(topo_name, err, errlen);
   if (topo == NULL) return NULL;
   struct gcoll_plan *plan = NULL;
@@ -58,11 +65,11 @@ static struct gcoll_plan *build(int nranks, int nnodes, const char *topo_name, c
     snprintf(err, errlen, "out of memory for %d nodes", nnodes);
   } else {
     for (int i = 0; i < nnodes; i++) node_topo[i] = topo;
-    /* ranks_per_node is explicit even on CPU-only nodes with fewer cores:
+    /* Rank counts are explicit even on CPU-only nodes with fewer cores:
      * the user asked for N ranks, oversubscription is theirs to choose. */
     struct gcoll_plan_input in = {.nnodes = nnodes, .node_topo = node_topo,
                                   .node_host = (const char **)hosts,
-                                  .ranks_per_node = nranks / nnodes,
+                                  .node_ranks = node_ranks,
                                   .job_id = -1, .step_id = -1};
     plan = gcoll_plan_build(&in, err, errlen);
     char why[512];
@@ -78,11 +85,11 @@ static struct gcoll_plan *build(int nranks, int nnodes, const char *topo_name, c
   return plan;
 }
 
-int gcoll_local_plan_write(int nranks, int nnodes, const char *topo, const char *parent,
-                           char *dir, size_t dirlen, char *path, size_t pathlen, char *err,
-                           size_t errlen) {
+int gcoll_local_plan_write_nodes(int nnodes, const int *node_ranks, const char *topo,
+                                 const char *parent, char *dir, size_t dirlen, char *path,
+                                 size_t pathlen, char *err, size_t errlen) {
   dir[0] = '\0';
-  struct gcoll_plan *plan = build(nranks, nnodes, topo ? topo : "cpu-only", err, errlen);
+  struct gcoll_plan *plan = build(nnodes, node_ranks, topo ? topo : "cpu-only", err, errlen);
   if (plan == NULL) return -1;
   if (parent == NULL || *parent == '\0') parent = getenv("TMPDIR");
   if (parent == NULL || *parent == '\0') parent = "/tmp";
@@ -99,6 +106,26 @@ int gcoll_local_plan_write(int nranks, int nnodes, const char *topo, const char 
   }
   if (rc != 0 && dir[0] != '\0') gcoll_local_plan_remove(dir);
   gcoll_plan_free(plan);
+  return rc;
+}
+
+int gcoll_local_plan_write(int nranks, int nnodes, const char *topo, const char *parent,
+                           char *dir, size_t dirlen, char *path, size_t pathlen, char *err,
+                           size_t errlen) {
+  dir[0] = '\0';
+  if (nranks < 1 || nnodes < 1 || nnodes > GCOLL_MAX_NODES || nranks % nnodes != 0) {
+    snprintf(err, errlen, "%d ranks do not split evenly over %d nodes", nranks, nnodes);
+    return -1;
+  }
+  int *node_ranks = malloc((size_t)nnodes * sizeof(*node_ranks));
+  if (node_ranks == NULL) {
+    snprintf(err, errlen, "out of memory for %d nodes", nnodes);
+    return -1;
+  }
+  for (int i = 0; i < nnodes; i++) node_ranks[i] = nranks / nnodes;
+  int rc = gcoll_local_plan_write_nodes(nnodes, node_ranks, topo, parent, dir, dirlen, path,
+                                        pathlen, err, errlen);
+  free(node_ranks);
   return rc;
 }
 

@@ -13,7 +13,8 @@ top_builddir=${top_builddir:-.}
 RUN=$top_builddir/gcollrun
 CHECK=$top_builddir/tests/integration/coll_check
 PLAN=$top_builddir/gcoll-plan
-for f in "$RUN" "$CHECK" "$PLAN"; do
+PERF=$top_builddir/gcoll-perf
+for f in "$RUN" "$CHECK" "$PLAN" "$PERF"; do
   [ -x "$f" ] || { echo "test_coll: $f is not built" >&2; exit 99; }
 done
 export GCOLL_TIMEOUT=${GCOLL_TIMEOUT:-30}
@@ -34,8 +35,9 @@ matrix() {
   fi
 }
 
-# make check: every rank count and node split with the plan's choices, and
-# every forced algorithm/protocol on two shapes. GCOLL_TEST_FULL=1 (CI):
+# make check: every rank count and node split with the plan's choices (odd
+# counts on 2 nodes are placed in blocks: 3 is 2+1, 5 is 3+2), and every
+# forced algorithm/protocol on three shapes, one of them uneven. GCOLL_TEST_FULL=1 (CI):
 # forced choices on every shape, and sizes up to 17M elements (1M+3 and 17M
 # are not multiples of any chunk) with the plan's choices on every shape up
 # to 4 ranks (5 and 8 ranks on 2 cores take minutes each at 17M) and forced
@@ -43,10 +45,10 @@ matrix() {
 full=${GCOLL_TEST_FULL:-0}
 for n in 1 2 3 4 5 8; do
   for nodes in 1 2; do
-    [ "$nodes" -eq 2 ] && { [ "$n" -lt 2 ] || [ $((n % 2)) -ne 0 ]; } && continue
+    [ "$n" -lt "$nodes" ] && continue
     sizes=""; [ "$full" = 1 ] && [ "$n" -le 4 ] && sizes=--full
     matrix "n=$n nodes=$nodes plan's choice $sizes" -n "$n" --nodes "$nodes" "$CHECK" matrix $sizes
-    if [ "$full" = 1 ] || { [ "$n" -eq 3 ] && [ "$nodes" -eq 1 ]; } || { [ "$n" -eq 4 ] && [ "$nodes" -eq 2 ]; }; then
+    if [ "$full" = 1 ] || { [ "$n" -eq 3 ] && [ "$nodes" -le 2 ]; } || { [ "$n" -eq 4 ] && [ "$nodes" -eq 2 ]; }; then
       forced_sizes=""
       [ "$full" = 1 ] && [ "$n" -eq 4 ] && [ "$nodes" -eq 2 ] && forced_sizes=--full
       for algo in ring tree; do
@@ -60,10 +62,37 @@ for n in 1 2 3 4 5 8; do
 done
 # Every edge over TCP, even inside a node.
 GCOLL_TRANSPORT=net/socket matrix "n=3 all net/socket" -n 3 "$CHECK" matrix
+# Nodes of different sizes (block placement): 7 on 3 nodes is 3+2+2, 5 on 4
+# is 2+1+1+1: rings and trees through nodes of 1, 2 and 3 ranks.
+matrix "n=7 nodes=3 (3+2+2) plan's choice" -n 7 --nodes 3 "$CHECK" matrix
+matrix "n=5 nodes=4 (2+1+1+1) plan's choice" -n 5 --nodes 4 "$CHECK" matrix
+
+# gcoll-perf on uneven nodes: every collective and type, sizes 1 B to 28 KB,
+# every row checked against the serial reference with 0 wrong elements.
+perf_uneven() {
+  local n=$1 k=$2 t0=$SECONDS
+  timeout 120 "$RUN" -n "$n" --nodes "$k" "$PERF" -o all -t all -b 1 -e 64K -f 13 -w 1 -n 2 \
+    >"$tmp/perf.out" 2>&1
+  local rc=$?
+  # Rows: size count type redop root time algbw busbw #wrong time algbw busbw #wrong.
+  local verdict
+  verdict=$(awk '/^#/ { if (/^# Out of bounds values : 0 OK/) oob = 1; next }
+    NF > 0 { rows++; if (NF != 13 || $9 != "0" || $13 != "0") { wrong++; if (!first) first = $0 } }
+    END { if (!oob) print "no \"0 OK\" summary"; else if (wrong) print wrong " bad rows, first: " first;
+          else if (rows != 250) print rows " rows, expected 250"; }' "$tmp/perf.out")
+  if [ "$rc" -eq 0 ] && [ -z "$verdict" ]; then
+    ok; echo "ok: gcoll-perf -o all -t all on -n $n --nodes $k, 0 wrong ($((SECONDS - t0)) s)"
+  else
+    bad "gcoll-perf on -n $n --nodes $k: exit $rc, ${verdict:-}"; tail -20 "$tmp/perf.out"
+  fi
+}
+perf_uneven 3 2
+perf_uneven 7 3
+perf_uneven 5 4
 
 # A rank killed in the middle of a loop: every survivor fails with
 # gcollRemoteError naming it, within GCOLL_TIMEOUT + 1 s; gcollrun names it too.
-for spec in "4 1 2" "4 2 1" "5 1 3"; do
+for spec in "4 1 2" "4 2 1" "5 1 3" "3 2 2"; do
   set -- $spec
   n=$1 nodes=$2 victim=$3
   t0=$(date +%s%N)

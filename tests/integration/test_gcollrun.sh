@@ -60,44 +60,63 @@ one_line_matching() {
 }
 
 # ---- the ring check at every size and node split ---------------------------
-for n in 1 2 3 4 8; do
-  for k in 1 2; do
-    [ $((n % k)) -eq 0 ] || continue
-    # Split jobs also run with --tag-output: the tags are checked below.
-    tag=()
-    [ "$k" -eq 2 ] && tag=(--tag-output)
-    run "$RUN" -n "$n" --nodes "$k" "${tag[@]}" "$CLIENT"
-    if [ "$k" -eq 2 ]; then
-      tagged=0
-      for ((r = 0; r < n; r++)); do grep -q "^\[$r\] rank $r/$n " "$tmp/out" && tagged=$((tagged + 1)); done
-      check "--tag-output -n $n: each rank's line carries its tag" [ "$tagged" -eq "$n" ]
-      check "--tag-output -n $n: every line is tagged" [ "$(grep -vc '^\[[0-9]\] ' "$tmp/out")" -eq 0 ]
-      sed -i 's/^\[[0-9]*\] //' "$tmp/out"
+# Splits that leave a remainder are placed in blocks, the remainder on the
+# first nodes (as Slurm's block distribution): 3 on 2 is 2+1, 7 on 3 is
+# 3+2+2, 5 on 4 is 2+1+1+1.
+for shape in "1 1" "2 1" "3 1" "4 1" "8 1" "2 2" "3 2" "4 2" "5 2" "8 2" "7 3" "5 4" "6 4"; do
+  set -- $shape
+  n=$1 k=$2
+  # Split jobs also run with --tag-output: the tags are checked below.
+  tag=()
+  [ "$k" -eq 2 ] && tag=(--tag-output)
+  run "$RUN" -n "$n" --nodes "$k" "${tag[@]}" "$CLIENT"
+  if [ "$k" -eq 2 ]; then
+    tagged=0
+    for ((r = 0; r < n; r++)); do grep -q "^\[$r\] rank $r/$n " "$tmp/out" && tagged=$((tagged + 1)); done
+    check "--tag-output -n $n: each rank's line carries its tag" [ "$tagged" -eq "$n" ]
+    check "--tag-output -n $n: every line is tagged" [ "$(grep -vc '^\[[0-9]\] ' "$tmp/out")" -eq 0 ]
+    sed -i 's/^\[[0-9]*\] //' "$tmp/out"
+  fi
+  if [ "$rc" -ne 0 ]; then
+    bad "-n $n --nodes $k: exit $rc; stderr: $(errtext)"
+    continue
+  fi
+  check "-n $n --nodes $k: $n ok lines" [ "$(grep -c ' ok$' "$tmp/out")" -eq "$n" ]
+  # Every rank reports itself once, on the node and local rank the
+  # block layout gives: n/k ranks per virtual node, one more on each of
+  # the first n%k nodes.
+  per=$((n / k)) extra=$((n % k))
+  bad_layout=0
+  for ((r = 0; r < n; r++)); do
+    if [ "$r" -lt $((extra * (per + 1))) ]; then
+      node=$((r / (per + 1))) loc=$((r % (per + 1)))
+    else
+      node=$((extra + (r - extra * (per + 1)) / per)) loc=$(((r - extra * (per + 1)) % per))
     fi
-    if [ "$rc" -ne 0 ]; then
-      bad "-n $n --nodes $k: exit $rc; stderr: $(errtext)"
-      continue
-    fi
-    check "-n $n --nodes $k: $n ok lines" [ "$(grep -c ' ok$' "$tmp/out")" -eq "$n" ]
-    # Every rank reports itself once, on the node and local rank the
-    # block layout gives (n/k ranks per virtual node).
-    per=$((n / k))
-    bad_layout=0
-    for ((r = 0; r < n; r++)); do
-      grep -qx "rank $r/$n node $((r / per)) local $((r % per)): prev [0-9]* next [0-9]* ok" \
-        "$tmp/out" || bad_layout=1
-    done
-    check "-n $n --nodes $k: every rank on its node" [ "$bad_layout" -eq 0 ]
-    # The ring read from the plan is one cycle through all ranks.
-    declare -A next=()
-    while read -r _ rn _ _ _ _ _ _ _ nx _; do next[${rn%/*}]=$nx; done <"$tmp/out"
-    cur=0
-    for ((i = 0; i < n; i++)); do cur=${next[$cur]:-x}; [ "$cur" = x ] && break; done
-    seen=$(for ((r = 0, c = 0; r < n; r++)); do echo "${next[$c]:-x}"; c=${next[$c]:-0}; done | sort -u | wc -l)
-    check "-n $n --nodes $k: ring is one cycle" eval '[ "$cur" = 0 ] && [ "$seen" -eq "$n" ]'
-    unset next
-    check "-n $n --nodes $k: stderr empty" [ ! -s "$tmp/err" ]
+    grep -qx "rank $r/$n node $node local $loc: prev [0-9]* next [0-9]* ok" \
+      "$tmp/out" || bad_layout=1
   done
+  check "-n $n --nodes $k: every rank on its node" [ "$bad_layout" -eq 0 ]
+  # The ring read from the plan is one cycle through all ranks.
+  declare -A next=()
+  while read -r _ rn _ _ _ _ _ _ _ nx _; do next[${rn%/*}]=$nx; done <"$tmp/out"
+  cur=0
+  for ((i = 0; i < n; i++)); do cur=${next[$cur]:-x}; [ "$cur" = x ] && break; done
+  seen=$(for ((r = 0, c = 0; r < n; r++)); do echo "${next[$c]:-x}"; c=${next[$c]:-0}; done | sort -u | wc -l)
+  check "-n $n --nodes $k: ring is one cycle" eval '[ "$cur" = 0 ] && [ "$seen" -eq "$n" ]'
+  # Ranks of one node are neighbours on the ring: it leaves each node
+  # once (k times in all, none on one node).
+  changes=0
+  declare -A node_of=()
+  while read -r _ rn _ nd _ _ _ _ _ _ _; do node_of[${rn%/*}]=$nd; done <"$tmp/out"
+  for ((r = 0; r < n; r++)); do
+    [ "${node_of[$r]}" != "${node_of[${next[$r]:-0}]}" ] && changes=$((changes + 1))
+  done
+  want=$k; [ "$k" -eq 1 ] && want=0
+  check "-n $n --nodes $k: each node's ranks are together on the ring ($changes node changes)" \
+    [ "$changes" -eq "$want" ]
+  unset next node_of
+  check "-n $n --nodes $k: stderr empty" [ ! -s "$tmp/err" ]
 done
 check "temp plan dirs removed after success" no_leftover_dirs
 
@@ -111,6 +130,20 @@ if [ -x "$top_builddir/gcoll-plan" ]; then
     "$RUN" -n 2 --plan "$tmp/p4.yaml" "$CLIENT"
   one_line_matching "--plan with the wrong node count" 1 'has 2 nodes, not --nodes 4$' \
     "$RUN" -n 4 --nodes 4 --plan "$tmp/p4.yaml" "$CLIENT"
+  # A plan with uneven nodes (1, 3 and 2 ranks) places ranks as it says.
+  "$top_builddir/gcoll-plan" generate --topo cpu-only --nodes 3 -k 1,3,2 -q -o "$tmp/p132.yaml"
+  run "$RUN" -n 6 --plan "$tmp/p132.yaml" "$CLIENT"
+  check "--plan with uneven nodes: runs (exit $rc, $(errtext))" [ "$rc" -eq 0 ]
+  check "--plan with uneven nodes: ranks on the plan's nodes" \
+    eval 'grep -qx "rank 0/6 node 0 local 0: .* ok" "$tmp/out" && grep -qx "rank 3/6 node 1 local 2: .* ok" "$tmp/out" && grep -qx "rank 5/6 node 2 local 1: .* ok" "$tmp/out"'
+  # gcollrun's block placement of 7 ranks on 3 nodes is the plan gcoll-plan
+  # generates for Slurm's 3(x1),2(x2) on the same virtual hosts.
+  run "$RUN" -n 7 --nodes 3 sh -c '[ "$GCOLL_RANK" != 0 ] || cp "$GCOLL_PLAN" "$1"' sh "$tmp/run73.yaml"
+  host=$(hostname); host=${host%%.*}
+  "$top_builddir/gcoll-plan" generate --topo cpu-only --nodes 3 -k '3,2(x2)' \
+    --hosts "$host-v[0-2]" -q -o "$tmp/gen73.yaml"
+  check "gcollrun -n 7 --nodes 3 plans 3+2+2 ranks, as gcoll-plan generate -k '3,2(x2)'" \
+    "$top_builddir/gcoll-plan" diff "$tmp/run73.yaml" "$tmp/gen73.yaml"
 fi
 # A FIFO as --plan or --topo is refused at once, not read forever.
 mkfifo "$tmp/fifo.yaml"
@@ -237,7 +270,9 @@ one_line_matching "no program" 2 "missing PROGRAM $usage_re" "$RUN" -n 2
 one_line_matching "-n 0" 2 "-n: 0 is out of range" "$RUN" -n 0 "$CLIENT"
 one_line_matching "-n abc" 2 "-n: 'abc' is not an integer" "$RUN" -n abc "$CLIENT"
 one_line_matching "-n too many" 2 "out of range 1\.\.1024" "$RUN" -n 5000 "$CLIENT"
-one_line_matching "indivisible" 2 "-n 6 is not divisible by --nodes 4" "$RUN" -n 6 --nodes 4 "$CLIENT"
+# 1024 ranks on 3 nodes: the first node would hold 342 (blocks round up).
+one_line_matching "too many ranks per node" 2 "342 ranks per node, at most 256 \(use --nodes\)" \
+  "$RUN" -n 1024 --nodes 3 "$CLIENT"
 one_line_matching "more nodes than ranks" 2 "--nodes 4 is more than -n 2" "$RUN" -n 2 --nodes 4 "$CLIENT"
 one_line_matching "unknown option" 2 "unrecognized option '--frobnicate'" "$RUN" --frobnicate -n 2 "$CLIENT"
 one_line_matching "option without value" 2 "option '--timeout' needs a value" "$RUN" -n 2 --timeout

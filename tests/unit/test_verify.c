@@ -22,7 +22,7 @@
 #define cpu (test_ref[TEST_CPU])
 
 static struct gcoll_plan *build(int nnodes, const struct gcoll_topo **topo, int rpn) {
-  struct gcoll_plan_input in = {nnodes, topo, NULL, rpn, 0, -1, -1};
+  struct gcoll_plan_input in = {nnodes, topo, NULL, rpn, 0, -1, -1, NULL};
   char err[512] = "";
   struct gcoll_plan *p = gcoll_plan_build(&in, err, sizeof(err));
   if (p == NULL) fail_msg("build of %d nodes failed: %s", nnodes, err);
@@ -47,6 +47,38 @@ static void assert_verifies(const struct gcoll_plan *p, const char *what) {
   char err[512] = "";
   if (gcoll_plan_verify(p, err, sizeof(err)) != 0)
     fail_msg("%s: verify refused a built plan: %s", what, err);
+}
+
+/* Nodes with different rank counts: node i of topology topo[i] holds
+ * counts[i] ranks. */
+static struct gcoll_plan *build_uneven(int nnodes, const struct gcoll_topo **topo,
+                                       const int *counts) {
+  struct gcoll_plan_input in = {.nnodes = nnodes, .node_topo = topo, .node_ranks = counts,
+                                .job_id = -1, .step_id = -1};
+  char err[512] = "";
+  struct gcoll_plan *p = gcoll_plan_build(&in, err, sizeof(err));
+  if (p == NULL) fail_msg("build of %d uneven nodes failed: %s", nnodes, err);
+  int total = 0;
+  for (int n = 0; n < nnodes; n++) {
+    assert_int_equal(p->classes[p->node_class[n]].nlocal, counts[n]);
+    assert_int_equal(p->node_first_rank[n], total);
+    total += counts[n];
+  }
+  assert_int_equal(p->nranks, total);
+  return p;
+}
+
+/* cpu-only nodes holding 3, 1, 2, 1 ranks: classes of 3, 1 and 2 local
+ * ranks, node 0 of class 0, nodes 1 and 3 of class 1, node 2 of class 2. */
+static const int uneven_counts[] = {3, 1, 2, 1};
+static struct gcoll_plan *build_uneven_cpu(void) {
+  const struct gcoll_topo *topo[4] = {cpu, cpu, cpu, cpu};
+  struct gcoll_plan *p = build_uneven(4, topo, uneven_counts);
+  assert_int_equal(p->nclasses, 3);
+  assert_int_equal(p->classes[0].nlocal, 3);
+  assert_int_equal(p->classes[1].nlocal, 1);
+  assert_int_equal(p->classes[2].nlocal, 2);
+  return p;
 }
 
 /* ---- accepted ------------------------------------------------------------ */
@@ -75,6 +107,48 @@ static void test_built_plans_verify(void **state) {
   gcoll_plan_free(p);
   p = build_uniform(cpu, 7, 1);
   assert_verifies(p, "7 x cpu-only, 1 rank each");
+  gcoll_plan_free(p);
+}
+
+/* Plans whose nodes hold different rank counts pass every check. */
+static void test_uneven_plans_verify(void **state) {
+  (void)state;
+  static const int l21[] = {2, 1}, l312[] = {3, 1, 2}, l114[] = {1, 1, 4}, l5[] = {5},
+                   lgpu[] = {8, 3, 1, 8, 4, 2}, lmix[] = {8, 2, 4, 3, 1, 4, 2};
+  static const struct { const int *v; int n; } layouts[] = {
+      {l21, 2}, {l312, 3}, {l114, 3}, {l5, 1}};
+  const struct gcoll_topo *topo[64];
+  for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
+    for (int n = 0; n < layouts[i].n; n++) topo[n] = cpu;
+    struct gcoll_plan *p = build_uneven(layouts[i].n, topo, layouts[i].v);
+    assert_verifies(p, "uneven cpu-only");
+    gcoll_plan_free(p);
+  }
+  for (int n = 0; n < 6; n++) topo[n] = h100;
+  struct gcoll_plan *p = build_uneven(6, topo, lgpu);
+  assert_verifies(p, "uneven dgx-h100");
+  gcoll_plan_free(p);
+  for (int n = 0; n < 7; n++) topo[n] = n % 3 == 0 ? h100 : n % 3 == 1 ? pcie : cpu;
+  p = build_uneven(7, topo, lmix);
+  assert_verifies(p, "uneven mixed");
+  gcoll_plan_free(p);
+  /* Many nodes, counts 1..5 in an irregular pattern; any node order. */
+  int counts[64];
+  for (int n = 0; n < 64; n++) {
+    topo[n] = n % 5 == 4 ? pcie : cpu;
+    counts[n] = 1 + (n * 7 + n / 3) % 4;
+  }
+  p = build_uneven(64, topo, counts);
+  assert_verifies(p, "64 uneven nodes");
+  unsigned long long seed = 5;
+  for (int round = 0; round < 20; round++) {
+    for (int i = p->nnodes - 1; i > 0; i--) {
+      int j = (int)(test_rand(&seed) % (unsigned)(i + 1)), t = p->ring_node_order[i];
+      p->ring_node_order[i] = p->ring_node_order[j];
+      p->ring_node_order[j] = t;
+    }
+    assert_verifies(p, "64 uneven nodes, permuted node order");
+  }
   gcoll_plan_free(p);
 }
 
@@ -340,6 +414,85 @@ static const struct corruption corruptions[] = {
     {"tuning nvls reduce", 1, 0, m_tuning_nvls_reduce, "reduce row 1 uses nvls"},
 };
 
+/* ---- uneven nodes: what must still be refused ------------------------------ */
+
+static void identity(int *v, int n) {
+  for (int i = 0; i < n; i++) v[i] = i;
+}
+
+/* A class whose local_ranks disagrees with its nodes' rank ranges, with its
+ * ring and chains still permutations of the new count, so only the node
+ * invariants can catch it. */
+static void set_nlocal(struct gcoll_plan *p, int k, int nlocal) {
+  struct gcoll_plan_class *c = &p->classes[k];
+  c->nlocal = nlocal;
+  c->graph.nlocal = nlocal;
+  for (int s = 0; s < c->graph.nchannels; s++) {
+    identity(c->graph.ch[s].ring, nlocal);
+    identity(c->graph.ch[s].chain, nlocal);
+  }
+}
+static void u_nlocal_short(struct gcoll_plan *p) { set_nlocal(p, 0, 2); }
+static void u_nlocal_long(struct gcoll_plan *p) { set_nlocal(p, 1, 2); }
+/* Every rank still in exactly one node, but nodes out of rank order. */
+static void u_first_ranks_reversed(struct gcoll_plan *p) {
+  static const int first[] = {4, 3, 1, 0};  /* 3, 1, 2 and 1 ranks */
+  memcpy(p->node_first_rank, first, sizeof(first));
+}
+/* Node 1 (1 rank) given the 3-rank class. */
+static void u_node_class_bigger(struct gcoll_plan *p) { p->node_class[1] = 0; }
+/* Node 0 (3 ranks) given the 1-rank class. */
+static void u_node_class_smaller(struct gcoll_plan *p) { p->node_class[0] = 1; }
+/* Nodes 1 and 2 swap classes: ranges no longer follow each other. */
+static void u_node_classes_swapped(struct gcoll_plan *p) {
+  p->node_class[1] = 2;
+  p->node_class[2] = 1;
+}
+static void u_first_rank_even(struct gcoll_plan *p) {
+  for (int n = 0; n < p->nnodes; n++) p->node_first_rank[n] = 2 * n;  /* as if 2 per node */
+}
+static void u_ring_dup(struct gcoll_plan *p) { p->classes[2].graph.ch[0].ring[1] = 0; }
+static void u_chain_range(struct gcoll_plan *p) { p->classes[0].graph.ch[1].chain[2] = 3; }
+static void u_t2_parent(struct gcoll_plan *p) { p->t2_parent[0] = -1; }
+static void u_order_dup(struct gcoll_plan *p) { p->ring_node_order[3] = p->ring_node_order[0]; }
+
+static const struct {
+  const char *label;
+  mutate_fn fn;
+  const char *needle;
+} uneven_corruptions[] = {
+    {"class local_ranks 3 -> 2", u_nlocal_short, "rank 2 belongs to no node"},
+    {"class local_ranks 1 -> 2", u_nlocal_long, "duplicate rank 4 in node 2"},
+    {"nodes in reverse rank order", u_first_ranks_reversed,
+     "node 1 starts at rank 3, expected 7 (node ranks must follow"},
+    {"1-rank node with the 3-rank class", u_node_class_bigger, "duplicate rank"},
+    {"3-rank node with the 1-rank class", u_node_class_smaller, "belongs to no node"},
+    {"classes of nodes 1 and 2 swapped", u_node_classes_swapped, "duplicate rank 4 in node 2"},
+    {"first ranks of an even layout", u_first_rank_even, "duplicate rank"},
+    {"ring of the 2-rank class", u_ring_dup, "class 'cpu-only-3' ring order 0"},
+    {"chain of the 3-rank class", u_chain_range, "class 'cpu-only' tree chain 1"},
+    {"t2 with two roots", u_t2_parent, "tree t2"},
+    {"node order twice", u_order_dup, "not a permutation"},
+};
+
+static void test_uneven_corruptions_rejected(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof(uneven_corruptions) / sizeof(uneven_corruptions[0]); i++) {
+    struct gcoll_plan *p = build_uneven_cpu();
+    assert_verifies(p, uneven_corruptions[i].label);
+    uneven_corruptions[i].fn(p);
+    char err[512] = "";
+    if (gcoll_plan_verify(p, err, sizeof(err)) != -1)
+      fail_msg("'%s' not detected", uneven_corruptions[i].label);
+    if (getenv("GCOLL_TEST_VERBOSE")) fprintf(stderr, "%s: %s\n", uneven_corruptions[i].label, err);
+    if (strstr(err, uneven_corruptions[i].needle) == NULL)
+      fail_msg("'%s': message lacks '%s': %s", uneven_corruptions[i].label,
+               uneven_corruptions[i].needle, err);
+    assert_null(strchr(err, '\n'));
+    gcoll_plan_free(p);
+  }
+}
+
 static void test_corruptions_rejected(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof(corruptions) / sizeof(corruptions[0]); i++) {
@@ -451,6 +604,52 @@ struct text_damage {
   const char *needle; /* in the reader's or verify's message */
 };
 
+/* On the 3,1,2,1 cpu-only plan: a class's local_ranks that disagrees with
+ * its ring, chains or nodes' rank ranges is refused by the reader, with the
+ * file and line. */
+static const struct text_damage uneven_damages[] = {
+    {"cpu-only-2:", "local_ranks: 1", "local_ranks: 2", 1, "local_ranks is 2"},
+    {"cpu-only-3:", "local_ranks: 2", "local_ranks: 1", 1, "local_ranks is 1"},
+    {"nodes:", "topology: cpu-only-2, ranks: 3}", "topology: cpu-only, ranks: 3}", 1,
+     "not a multiple of local_ranks 3"},
+    {"nodes:", "topology: cpu-only-3, ranks: 4-5}", "topology: cpu-only-2, ranks: 4-5}", 1,
+     "hold 2"},
+    {"nodes:", "ranks: 3}", "ranks: 3-4}", 1, "hold 2"},
+    {"nodes:", "ranks: 4-5}", "ranks: 5-6}", 1, "not contiguous"},
+};
+
+static void test_uneven_damaged_text(void **state) {
+  (void)state;
+  struct gcoll_plan *p = build_uneven_cpu();
+  char *orig = plan_to_yaml(p);
+  /* Undamaged, it reads back and verifies. */
+  char err[512] = "";
+  struct gcoll_plan *q = gcoll_plan_read_mem(orig, strlen(orig), "p.yaml", err, sizeof(err));
+  if (q == NULL) fail_msg("%s", err);
+  assert_verifies(q, "uneven plan read back");
+  assert_int_equal(q->nranks, 7);
+  gcoll_plan_free(q);
+  for (size_t i = 0; i < sizeof(uneven_damages) / sizeof(uneven_damages[0]); i++) {
+    const struct text_damage *d = &uneven_damages[i];
+    char *yaml = strdup(orig);
+    replace_in(&yaml, d->anchor, d->from, d->to);
+    err[0] = '\0';
+    q = gcoll_plan_read_mem(yaml, strlen(yaml), "p.yaml", err, sizeof(err));
+    if (q != NULL) {
+      int vrc = gcoll_plan_verify(q, err, sizeof(err));
+      gcoll_plan_free(q);
+      fail_msg("uneven damage %zu ('%s' -> '%s') read without error (verify %d: %s)", i,
+               d->from, d->to, vrc, err);
+    }
+    if (getenv("GCOLL_TEST_VERBOSE")) fprintf(stderr, "%s\n", err);
+    if (strncmp(err, "p.yaml:", 7) != 0 || strstr(err, d->needle) == NULL)
+      fail_msg("uneven damage %zu: expected p.yaml:LINE and '%s', got: %s", i, d->needle, err);
+    free(yaml);
+  }
+  free(orig);
+  gcoll_plan_free(p);
+}
+
 /* On a 6-node dgx-h100 plan. */
 static const struct text_damage damages[] = {
     {"t1:", "root: 0", "root: 1", 0, "rooted at node 0"},
@@ -543,6 +742,9 @@ static void test_damaged_t1_parent(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_built_plans_verify),
+      cmocka_unit_test(test_uneven_plans_verify),
+      cmocka_unit_test(test_uneven_corruptions_rejected),
+      cmocka_unit_test(test_uneven_damaged_text),
       cmocka_unit_test(test_permuted_node_order_verifies),
       cmocka_unit_test(test_corruptions_rejected),
       cmocka_unit_test(test_tree_allreduce_allowed),
