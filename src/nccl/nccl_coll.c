@@ -1,6 +1,9 @@
 /* NCCL's collectives, send/recv and groups on gcoll's. Buffers and stream
- * go through: gcoll runs device buffers on its CUDA executor, on the
- * caller's stream. The shim refuses what gcoll cannot run (device memory
+ * go through: gcoll runs collectives on device buffers on its CUDA
+ * executor, on the caller's stream; ncclSend/ncclRecv on device buffers
+ * are staged through the host FIFOs by the calling thread after the
+ * stream is synchronized, and return when done (blocking, unlike NCCL's
+ * enqueue; comm_p2p.c). The shim refuses what gcoll cannot run (device memory
  * that gcoll's executor cannot reach, pre-mul-sum on device buffers, fp8)
  * before gcoll sees the call, and resolves pre-mul-sum ops. A
  * refusal inside a group poisons the group like gcoll's own refusals, so

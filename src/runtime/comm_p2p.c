@@ -29,7 +29,39 @@
  * thread and a dead peer (the transports set the word) end it. A send is
  * complete when its last step is in the FIFO: the buffer is free again, and
  * a message that fits the connection's free slots does not wait for the
- * receiver. */
+ * receiver.
+ *
+ * Device buffers (builds with CUDA: memory the CUDA executor owns). No
+ * kernel moves them: the calling thread stages them through the same host
+ * FIFOs, so the wire format, the transports and the peer are those of host
+ * buffers, and a device buffer on one side meets host memory on the other.
+ * Such an operation takes a stream (the caller's CUstream, or NULL for the
+ * legacy default stream); a host buffer with a stream is refused, as with
+ * collectives (a NULL buffer of count 0 touches nothing and goes with any
+ * stream, as NCCL programs pass it). Before touching device memory a run (1) picks a context per
+ * GPU: the caller's current one when it is on that GPU (its legacy stream
+ * is what a NULL stream means), else the GPU's primary context, retained
+ * for the run and made current on the calling thread; (2) waits for the
+ * device collectives its communicators queued earlier (all of a
+ * communicator's operations run in call order, whatever streams they name,
+ * as with NCCL), and (3) synchronizes each distinct stream its device
+ * operations name, so earlier work on the stream that produces a send
+ * buffer, or still reads a receive buffer, is done. The progress loop then
+ * copies with the driver's synchronous cuMemcpyDtoH (device send buffer
+ * into a FIFO slot) and cuMemcpyHtoD (FIFO slot into a device receive
+ * buffer) where a host operation uses memcpy; self send/recv between two
+ * device buffers goes through a bounded host bounce buffer. At the end the
+ * legacy stream of each GPU written to is synchronized (a copy from
+ * pageable memory may return before its DMA is done) and the caller's
+ * current context is current again. So the call BLOCKS until the data is
+ * in place, unlike NCCL's asynchronous enqueue on the stream: work the
+ * caller queues on the stream afterwards sees the received data, and the
+ * send buffer may be reused at once. Whether an operation is on device
+ * memory is decided once per call, so host-buffer operations copy exactly
+ * as before. A failed driver call fails the run with
+ * gcollUnhandledCudaError and the driver's error text. */
+#include "config.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +72,9 @@
 #include "runtime/comm.h"
 #include "runtime/comm_p2p.h"
 #include "runtime/proxy.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda_loader.h"
+#endif
 
 #define P2P_MAGIC 0x50325047u /* "GP2P" */
 #define P2P_HEADER_BYTES 64u
@@ -84,6 +119,8 @@ struct op_run {
   struct p2p_header hdr;
   gcollResult_t mismatch;   /* receiver: a size mismatch, reported at the end */
   char why[384];
+  struct p2p_gpu *gpu;      /* the run's driver state for a device buffer; NULL: host */
+  int gpu_dev;              /* the buffer's GPU, an index into gpu->devs */
 };
 
 static struct p2p_conn *conn_of(struct gcollComm *comm, const struct gcoll_p2p_op *op) {
@@ -171,6 +208,219 @@ static gcollResult_t try_attach(struct gcollComm *comm, int peer, struct p2p_con
   return gcollSuccess;
 }
 
+/* ---- device buffers ---------------------------------------------------------- */
+
+enum gpu_dir { GPU_DTOH, GPU_HTOD };
+
+#ifdef HAVE_CUDA
+/* Self send/recv between two device buffers goes through a host buffer of
+ * at most this (the loader has no device-to-device copy). */
+#define P2P_BOUNCE_BYTES ((size_t)1 << 20)
+
+struct p2p_gpu_dev {
+  int ordinal;
+  gcoll_cu_device dev;
+  gcoll_cu_context ctx;     /* the caller's current context when on this GPU, else the
+                               GPU's primary context, retained for the run */
+  int retained;
+  int wrote;                /* host-to-device copies were made */
+};
+
+struct p2p_gpu {
+  const struct gcoll_cuda_api *cu;
+  gcoll_cu_context prev;    /* the caller's current context, current again at the end */
+  struct p2p_gpu_dev *devs; /* the GPUs of the run's device buffers */
+  int ndevs;
+  int current;              /* the devs entry whose context is current; -1: unknown */
+};
+
+static gcoll_cu_result gpu_use(struct p2p_gpu *g, int d) {
+  if (g->current == d) return GCOLL_CU_SUCCESS;
+  gcoll_cu_result res = g->cu->ctx_set_current(g->devs[d].ctx);
+  g->current = res == GCOLL_CU_SUCCESS ? d : -1;
+  return res;
+}
+
+/* One synchronous copy of n bytes between host memory and r's device
+ * buffer (src for GPU_DTOH, dst for GPU_HTOD). */
+static gcollResult_t gpu_copy(const struct op_run *r, void *dst, const void *src, size_t n,
+                              enum gpu_dir dir) {
+  struct p2p_gpu *g = r->gpu;
+  struct p2p_gpu_dev *d = &g->devs[r->gpu_dev];
+  gcoll_cu_result res = gpu_use(g, r->gpu_dev);
+  if (res == GCOLL_CU_SUCCESS && dir == GPU_DTOH)
+    res = g->cu->memcpy_dtoh(dst, (gcoll_cu_deviceptr)(uintptr_t)src, n);
+  else if (res == GCOLL_CU_SUCCESS) {
+    d->wrote = 1;
+    res = g->cu->memcpy_htod((gcoll_cu_deviceptr)(uintptr_t)dst, src, n);
+  }
+  if (res == GCOLL_CU_SUCCESS) return gcollSuccess;
+  const struct gcoll_p2p_op *op = r->op;
+  return gcoll_fail(gcollUnhandledCudaError, "%s %s rank %d: %s of %zu bytes %s device buffer "
+                    "%p (GPU %d): %s", op->is_send ? "gcollSend" : "gcollRecv",
+                    op->is_send ? "to" : "from", op->peer,
+                    dir == GPU_DTOH ? "cuMemcpyDtoH" : "cuMemcpyHtoD", n,
+                    dir == GPU_DTOH ? "from" : "into", dir == GPU_DTOH ? src : (const void *)dst,
+                    d->ordinal, gcoll_cuda_result_text(g->cu, res));
+}
+
+/* A self send s meets its receive q, one of them or both on device memory:
+ * one copy, or two per chunk through a host bounce between two device
+ * buffers, back to front when the destination lies above the source (an
+ * overlap then stays right, as with memmove). */
+static gcollResult_t gpu_self_copy(const struct op_run *s, const struct op_run *q) {
+  const char *src = s->op->sendbuf;
+  char *dst = q->op->recvbuf;
+  size_t bytes = s->op->bytes;
+  if (s->gpu == NULL) return gpu_copy(q, dst, src, bytes, GPU_HTOD);
+  if (q->gpu == NULL) return gpu_copy(s, dst, src, bytes, GPU_DTOH);
+  size_t chunk = bytes < P2P_BOUNCE_BYTES ? bytes : P2P_BOUNCE_BYTES;
+  char *bounce = malloc(chunk);
+  if (bounce == NULL)
+    return gcoll_fail(gcollSystemError, "gcollSend to self (rank %d): out of memory for a "
+                      "%zu-byte bounce buffer", s->op->peer, chunk);
+  int backward = (uintptr_t)dst > (uintptr_t)src;
+  gcollResult_t rc = gcollSuccess;
+  for (size_t done = 0, k; done < bytes && rc == gcollSuccess; done += k) {
+    k = bytes - done < chunk ? bytes - done : chunk;
+    size_t at = backward ? bytes - done - k : done;
+    rc = gpu_copy(s, bounce, src + at, k, GPU_DTOH);
+    if (rc == gcollSuccess) rc = gpu_copy(q, dst + at, bounce, k, GPU_HTOD);
+  }
+  free(bounce);
+  return rc;
+}
+
+/* Before a run with device buffers: the driver, a context for each GPU
+ * (the caller's, or the primary one retained), the communicators' earlier
+ * device collectives done, and each distinct (GPU, stream) of the device
+ * operations synchronized. *out stays NULL for a run on host memory only;
+ * otherwise gpu_end must follow, whatever this returns. */
+static gcollResult_t gpu_begin(struct op_run *runs, int n, struct gcollComm **comms,
+                               int ncomms, const char *what, struct p2p_gpu **out) {
+  *out = NULL;
+  int any = 0;
+  for (int i = 0; i < n && !any; i++) any = runs[i].op->device >= 0;
+  if (!any) return gcollSuccess;
+  char err[512];
+  const struct gcoll_cuda_api *cu = gcoll_cuda_api_get(err, sizeof(err));
+  if (cu == NULL)
+    return gcoll_fail(gcollUnhandledCudaError, "%s: device buffers, but no CUDA driver: %s", what,
+                      err);
+  struct p2p_gpu *g = calloc(1, sizeof(*g));
+  if (g != NULL && (g->devs = calloc((size_t)n, sizeof(*g->devs))) == NULL) {
+    free(g);
+    g = NULL;
+  }
+  if (g == NULL) return gcoll_fail(gcollSystemError, "%s: out of memory", what);
+  g->cu = cu;
+  g->current = -1;
+  /* The caller's context serves its own GPU (its legacy stream is the one
+   * a NULL stream means); a thread without one gets the primary context. */
+  gcoll_cu_device prev_dev = -1;
+  if (cu->ctx_get_current(&g->prev) != GCOLL_CU_SUCCESS) g->prev = NULL;
+  if (g->prev != NULL && cu->ctx_get_device(&prev_dev) != GCOLL_CU_SUCCESS) prev_dev = -1;
+  *out = g;
+  for (int i = 0; i < n; i++) {
+    int ordinal = runs[i].op->device, d = 0;
+    if (ordinal < 0) continue;
+    while (d < g->ndevs && g->devs[d].ordinal != ordinal) d++;
+    if (d == g->ndevs) {
+      struct p2p_gpu_dev *gd = &g->devs[d];
+      gd->ordinal = ordinal;
+      if (g->prev != NULL && prev_dev >= 0 &&
+          cu->device_get(&gd->dev, ordinal) == GCOLL_CU_SUCCESS && gd->dev == prev_dev) {
+        gd->ctx = g->prev;
+      } else {
+        if (gcoll_cuda_use_device(cu, ordinal, &gd->dev, &gd->ctx, err, sizeof(err)) != 0)
+          return gcoll_fail(gcollUnhandledCudaError, "%s: %s", what, err);
+        gd->retained = 1;
+        g->current = d;
+      }
+      g->ndevs++;
+    }
+    runs[i].gpu = g;
+    runs[i].gpu_dev = d;
+  }
+  for (int c = 0; c < ncomms; c++) {
+    struct gcollComm *comm = comms[c];
+    struct gcoll_exec *e = comm->exec[GCOLL_EXEC_CUDA].e;
+    int uses = 0;
+    for (int i = 0; i < n && e != NULL && !uses; i++)
+      uses = runs[i].gpu != NULL && runs[i].op->comm == comm;
+    if (!uses) continue;
+    g->current = -1; /* the executor makes its own context current */
+    gcollResult_t rc = comm->exec[GCOLL_EXEC_CUDA].ops->wait(e, err, sizeof(err));
+    if (rc != gcollSuccess) return gcoll_comm_explain(comm, what, rc, err);
+  }
+  for (int i = 0; i < n; i++) {
+    const struct op_run *r = &runs[i];
+    int seen = r->gpu == NULL;
+    for (int j = 0; j < i && !seen; j++)
+      seen = runs[j].gpu != NULL && runs[j].gpu_dev == r->gpu_dev &&
+             runs[j].op->stream == r->op->stream;
+    if (seen) continue;
+    gcoll_cu_result res = gpu_use(g, r->gpu_dev);
+    if (res == GCOLL_CU_SUCCESS) res = cu->stream_synchronize(r->op->stream);
+    if (res != GCOLL_CU_SUCCESS)
+      return gcoll_fail(gcollUnhandledCudaError, "%s: %s %s rank %d: cuStreamSynchronize of %s "
+                        "on GPU %d: %s", what, r->op->is_send ? "gcollSend" : "gcollRecv",
+                        r->op->is_send ? "to" : "from", r->op->peer,
+                        r->op->stream != NULL ? "its stream" : "the legacy default stream",
+                        g->devs[r->gpu_dev].ordinal, gcoll_cuda_result_text(cu, res));
+  }
+  return gcollSuccess;
+}
+
+/* After the run: the copies into device memory complete (one from pageable
+ * memory may return before its DMA is done; they run on the legacy
+ * stream), the caller's context current again, the contexts released. */
+static gcollResult_t gpu_end(struct p2p_gpu *g, gcollResult_t rc, const char *what) {
+  if (g == NULL) return rc;
+  for (int d = 0; d < g->ndevs && rc == gcollSuccess; d++) {
+    if (!g->devs[d].wrote) continue;
+    gcoll_cu_result res = gpu_use(g, d);
+    if (res == GCOLL_CU_SUCCESS) res = g->cu->stream_synchronize(NULL);
+    if (res != GCOLL_CU_SUCCESS)
+      rc = gcoll_fail(gcollUnhandledCudaError, "%s: cuStreamSynchronize after the copies to GPU "
+                      "%d: %s", what, g->devs[d].ordinal, gcoll_cuda_result_text(g->cu, res));
+  }
+  if (g->current < 0 || g->devs[g->current].ctx != g->prev) g->cu->ctx_set_current(g->prev);
+  for (int d = 0; d < g->ndevs; d++)
+    if (g->devs[d].retained) g->cu->primary_ctx_release(g->devs[d].dev);
+  free(g->devs);
+  free(g);
+  return rc;
+}
+#else
+/* Without CUDA no buffer is device memory: these never see one. */
+struct p2p_gpu {
+  int none;
+};
+
+static gcollResult_t gpu_copy(const struct op_run *r, void *dst, const void *src, size_t n,
+                              enum gpu_dir dir) {
+  (void)r, (void)dst, (void)src, (void)n, (void)dir;
+  return gcoll_fail(gcollInternalError, "send/recv: a device buffer in a build without CUDA");
+}
+
+static gcollResult_t gpu_self_copy(const struct op_run *s, const struct op_run *q) {
+  return gpu_copy(s, q->op->recvbuf, s->op->sendbuf, s->op->bytes, GPU_DTOH);
+}
+
+static gcollResult_t gpu_begin(struct op_run *runs, int n, struct gcollComm **comms,
+                               int ncomms, const char *what, struct p2p_gpu **out) {
+  (void)runs, (void)n, (void)comms, (void)ncomms, (void)what;
+  *out = NULL;
+  return gcollSuccess;
+}
+
+static gcollResult_t gpu_end(struct p2p_gpu *g, gcollResult_t rc, const char *what) {
+  (void)g, (void)what;
+  return rc;
+}
+#endif
+
 /* ---- moving messages -------------------------------------------------------- */
 
 /* Bytes [off, off+n) of the stream header || data into dst. */
@@ -184,29 +434,46 @@ static void stream_out(char *dst, uint64_t off, size_t n, const struct p2p_heade
   if (n > 0) memcpy(dst, data + (off - P2P_HEADER_BYTES), n);
 }
 
-static int send_steps(struct gcollComm *comm, struct op_run *r) {
+/* stream_out from r's device send buffer: the header from the host, the
+ * data with one driver copy. */
+static gcollResult_t stream_out_device(const struct op_run *r, char *dst, size_t n) {
+  uint64_t off = r->off;
+  if (off < P2P_HEADER_BYTES) {
+    size_t k = P2P_HEADER_BYTES - off < n ? P2P_HEADER_BYTES - off : n;
+    memcpy(dst, (const char *)&r->hdr + off, k);
+    dst += k, off += k, n -= k;
+  }
+  if (n == 0) return gcollSuccess;
+  return gpu_copy(r, dst, (const char *)r->op->sendbuf + (off - P2P_HEADER_BYTES), n, GPU_DTOH);
+}
+
+static gcollResult_t send_steps(struct gcollComm *comm, struct op_run *r, int *moved) {
   struct gcoll_fifo *f = r->pc->c.fifo;
   uint64_t total = P2P_HEADER_BYTES + r->op->bytes;
   if (r->off == 0)
     r->hdr = (struct p2p_header){.magic = P2P_MAGIC, .sender = comm->rank, .seq = r->pc->seq,
                                  .bytes = r->op->bytes};
-  int moved = 0;
   while (r->off < total) {
     uint64_t tail = atomic_load_explicit(&f->tail, memory_order_relaxed);
     if (tail - atomic_load_explicit(&f->head, memory_order_acquire) >= GCOLL_STEPS) break;
     size_t n = total - r->off < f->slot_bytes ? (size_t)(total - r->off) : (size_t)f->slot_bytes;
-    stream_out(gcoll_fifo_simple_slot(f, tail), r->off, n, &r->hdr, r->op->sendbuf);
+    char *slot = gcoll_fifo_simple_slot(f, tail);
+    if (r->gpu == NULL) stream_out(slot, r->off, n, &r->hdr, r->op->sendbuf);
+    else {
+      gcollResult_t rc = stream_out_device(r, slot, n);
+      if (rc != gcollSuccess) return rc;
+    }
     f->nbytes[gcoll_fifo_slot(tail)] = (uint32_t)n;
     f->proto[gcoll_fifo_slot(tail)] = GCOLL_PROTO_SIMPLE;
     atomic_store_explicit(&f->tail, tail + 1, memory_order_release);
     r->off += n;
-    moved = 1;
+    *moved = 1;
   }
   if (r->off == total) {
     r->done = 1;
     r->pc->seq++;
   }
-  return moved;
+  return gcollSuccess;
 }
 
 /* The header of a message: who, which and how big; a size other than the
@@ -266,7 +533,12 @@ static gcollResult_t recv_steps(struct gcollComm *comm, struct op_run *r, int *m
         data += P2P_HEADER_BYTES - off;
         off = P2P_HEADER_BYTES;
       }
-      if (k > 0) memcpy((char *)r->op->recvbuf + (off - P2P_HEADER_BYTES), data, k);
+      char *to = (char *)r->op->recvbuf + (off - P2P_HEADER_BYTES);
+      if (k > 0 && r->gpu == NULL) memcpy(to, data, k);
+      else if (k > 0) {
+        gcollResult_t rc = gpu_copy(r, to, data, k, GPU_HTOD);
+        if (rc != gcollSuccess) return rc;
+      }
     }
     atomic_store_explicit(&f->head, head + 1, memory_order_release);
     r->off += n;
@@ -299,7 +571,12 @@ static gcollResult_t run_self(struct op_run *runs, int n) {
       return gcoll_fail(gcollInvalidUsage, "gcollRecv of %zu bytes from self (rank %d) met a "
                         "gcollSend of %zu bytes: counts and types must agree", q->bytes, q->peer,
                         s->bytes);
-    if (s->bytes > 0) memmove(q->recvbuf, s->sendbuf, s->bytes);
+    if (s->bytes > 0 && runs[i].gpu == NULL && runs[j].gpu == NULL)
+      memmove(q->recvbuf, s->sendbuf, s->bytes);
+    else if (s->bytes > 0) {
+      gcollResult_t rc = gpu_self_copy(&runs[i], &runs[j]);
+      if (rc != gcollSuccess) return rc;
+    }
     runs[i].done = runs[j].done = 1;
   }
   for (int j = 0; j < n; j++)
@@ -338,7 +615,7 @@ static gcollResult_t progress_round(struct op_run *runs, int n, uint64_t deadlin
     if (r->op->is_send && r->pc->state == CONN_WAIT_ADDR)
       rc = try_attach(comm, r->op->peer, r->pc, deadline_ms, moved);
     if (rc == gcollSuccess && r->pc->state == CONN_READY) {
-      if (r->op->is_send) *moved |= send_steps(comm, r);
+      if (r->op->is_send) rc = send_steps(comm, r, moved);
       else rc = recv_steps(comm, r, moved);
     }
     if (rc != gcollSuccess) return rc;
@@ -385,8 +662,8 @@ static gcollResult_t prepare(struct op_run *runs, const struct gcoll_p2p_op *ops
   return run_self(runs, n);
 }
 
-static gcollResult_t run_locked(struct op_run *runs, const struct gcoll_p2p_op *ops, int n,
-                                struct gcollComm **comms, int ncomms, const char *what) {
+static gcollResult_t run_ops(struct op_run *runs, const struct gcoll_p2p_op *ops, int n,
+                             struct gcollComm **comms, int ncomms, const char *what) {
   gcollResult_t rc = prepare(runs, ops, n);
   if (rc != gcollSuccess) return rc;
   uint64_t timeout_ms = 0;
@@ -431,6 +708,17 @@ static gcollResult_t run_locked(struct op_run *runs, const struct gcoll_p2p_op *
   return gcollSuccess;
 }
 
+/* Device buffers are made ready before anything moves (self copies
+ * included), and the caller's CUDA state restored after. */
+static gcollResult_t run_locked(struct op_run *runs, const struct gcoll_p2p_op *ops, int n,
+                                struct gcollComm **comms, int ncomms, const char *what) {
+  for (int i = 0; i < n; i++) runs[i].op = &ops[i];
+  struct p2p_gpu *gpu = NULL;
+  gcollResult_t rc = gpu_begin(runs, n, comms, ncomms, what, &gpu);
+  if (rc == gcollSuccess) rc = run_ops(runs, ops, n, comms, ncomms, what);
+  return gpu_end(gpu, rc, what);
+}
+
 gcollResult_t gcoll_p2p_run(const struct gcoll_p2p_op *ops, int n, const char *what) {
   struct op_run *runs = calloc((size_t)n, sizeof(*runs));
   struct gcollComm **comms = calloc((size_t)n, sizeof(*comms));
@@ -452,20 +740,12 @@ gcollResult_t gcoll_p2p_run(const struct gcoll_p2p_op *ops, int n, const char *w
 
 /* ---- the API ------------------------------------------------------------------ */
 
+/* The arguments, and where the buffer is: *device gets its GPU when it is
+ * device memory (the CUDA executor's), -1 for host memory. */
 static gcollResult_t check_p2p(struct gcollComm *comm, const char *name, const void *buf,
                                size_t count, gcollDataType_t type, int peer, void *stream,
-                               size_t *bytes) {
+                               size_t *bytes, int *device) {
   if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "%s: comm is NULL", name);
-  if (stream != NULL)
-    return gcoll_fail(gcollInvalidUsage, "%s: stream must be NULL: send and receive run on host "
-                                         "memory only in this version", name);
-  /* The host copies would touch device memory (a fault on a GPU). */
-  const struct gcoll_exec_ops *cuda = gcoll_exec_ops_of(GCOLL_EXEC_CUDA);
-  int device = -1;
-  if (cuda != NULL && buf != NULL && count > 0 && cuda->owns(buf, &device))
-    return gcoll_fail(gcollInvalidUsage, "%s: the buffer is device memory (GPU %d): send and "
-                                         "receive run on host memory only in this version",
-                      name, device);
   size_t size = gcoll_dtype_size(type);
   if (size == 0)
     return gcoll_fail(gcollInvalidArgument, "%s: datatype %d is not a gcollDataType_t", name,
@@ -477,6 +757,20 @@ static gcollResult_t check_p2p(struct gcollComm *comm, const char *name, const v
     return gcoll_fail(gcollInvalidArgument, "%s: count %zu overflows the buffer size", name, count);
   if (buf == NULL && count > 0)
     return gcoll_fail(gcollInvalidArgument, "%s: buffer is NULL with count %zu", name, count);
+  /* Device memory is staged by the driver's copies; host threads must not
+   * touch it (a fault on a GPU). A NULL buffer of count 0 touches nothing
+   * and goes with any stream (as NCCL programs pass it). */
+  const struct gcoll_exec_ops *cuda = gcoll_exec_ops_of(GCOLL_EXEC_CUDA);
+  *device = -1;
+  if (cuda != NULL && buf != NULL && cuda->owns(buf, device)) {
+    if (*device < 0) *device = comm->cuda_device >= 0 ? comm->cuda_device : 0;
+  } else {
+    *device = -1;
+    if (stream != NULL && buf != NULL)
+      return gcoll_fail(gcollInvalidUsage, "%s: a stream with a host buffer: send and receive on "
+                                           "host memory block and run on no stream (pass NULL, or "
+                                           "a device buffer)", name);
+  }
   int aborted = atomic_load(&comm->abort_word);
   if (aborted == gcollRemoteError)
     return gcoll_fail(gcollRemoteError, "%s: rank %d died or closed its connection earlier", name,
@@ -495,19 +789,23 @@ static gcollResult_t post(const struct gcoll_p2p_op *op, const char *name) {
 gcollResult_t gcollSend(const void *sendbuff, size_t count, gcollDataType_t datatype, int peer,
                         gcollComm_t comm, void *stream) {
   size_t bytes = 0;
-  gcollResult_t rc = check_p2p(comm, "gcollSend", sendbuff, count, datatype, peer, stream, &bytes);
+  int device = -1;
+  gcollResult_t rc = check_p2p(comm, "gcollSend", sendbuff, count, datatype, peer, stream, &bytes,
+                               &device);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
   struct gcoll_p2p_op op = {.comm = comm, .is_send = 1, .peer = peer, .sendbuf = sendbuff,
-                            .bytes = bytes};
+                            .bytes = bytes, .device = device, .stream = stream};
   return post(&op, "gcollSend");
 }
 
 gcollResult_t gcollRecv(void *recvbuff, size_t count, gcollDataType_t datatype, int peer,
                         gcollComm_t comm, void *stream) {
   size_t bytes = 0;
-  gcollResult_t rc = check_p2p(comm, "gcollRecv", recvbuff, count, datatype, peer, stream, &bytes);
+  int device = -1;
+  gcollResult_t rc = check_p2p(comm, "gcollRecv", recvbuff, count, datatype, peer, stream, &bytes,
+                               &device);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
   struct gcoll_p2p_op op = {.comm = comm, .is_send = 0, .peer = peer, .recvbuf = recvbuff,
-                            .bytes = bytes};
+                            .bytes = bytes, .device = device, .stream = stream};
   return post(&op, "gcollRecv");
 }

@@ -17,6 +17,8 @@ struct gcoll_p2p_op {
   const void *sendbuf;   /* is_send */
   void *recvbuf;         /* !is_send */
   size_t bytes;
+  int device;            /* the buffer is CUDA device memory of this GPU; -1: host memory */
+  void *stream;          /* the caller's CUstream (device buffers only; NULL: legacy stream) */
 };
 
 /* Runs ops concurrently until every one completed: a failure of one ends

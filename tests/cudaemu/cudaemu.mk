@@ -8,6 +8,7 @@ EXTRA_DIST += tests/cudaemu/cudaemu_kernels.cu tests/cudaemu/test_emu_gpu_check.
 	tests/cudaemu/emu_lib.sh tests/cudaemu/test_emu_p2p.sh \
 	tests/cudaemu/test_emu_comm.sh \
 	tests/cudaemu/cudaemu.mk
+EXTRA_DIST += tests/cudaemu/test_emu_sendrecv.sh
 
 if HAVE_CUDA
 check_LTLIBRARIES = tests/cudaemu/libcudaemu.la
@@ -59,6 +60,8 @@ EXTRA_tests_cudaemu_test_cudaemu_DEPENDENCIES = tests/cudaemu/libcudaemu.la
 TESTS += tests/cudaemu/test_emu_gpu_check.sh
 # The communicator on device buffers, through gcollrun and real processes.
 TESTS += tests/cudaemu/test_emu_comm.sh
+# Send/recv on device buffers, staged through the host FIFOs.
+TESTS += tests/cudaemu/test_emu_sendrecv.sh
 # The p2p transport: FIFOs in GPU memory through CUDA IPC.
 TESTS += tests/cudaemu/test_emu_p2p.sh
 endif

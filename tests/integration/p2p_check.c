@@ -20,10 +20,33 @@
  *   p2p_check die          rank 1 SIGKILLs itself; rank 0, waiting to
  *                          receive from it, fails with gcollRemoteError
  *                          naming rank 1
+ *   p2p_check --device exchange
+ *                          the same on CUDA device memory of GPU 0 (the
+ *                          driver $GCOLL_CUDA_DRIVER names, e.g. the
+ *                          emulator; tests/cudaemu/test_emu_sendrecv.sh):
+ *                          every datatype at sizes 0, 1, primes and many
+ *                          FIFO slots, as a ring and as all-pairs (self
+ *                          included) in groups, on a stream and on the
+ *                          legacy stream; device send to host receive and
+ *                          host send to device receive; self send/recv
+ *                          between every memory pair, past the bounce
+ *                          buffer, overlapping; stream order (a send buffer
+ *                          written, a receive buffer still being cleared,
+ *                          by work queued on a non-blocking stream just
+ *                          before the call; the received data read by work
+ *                          queued after it); the result of a device
+ *                          allreduce queued just before, sent on another
+ *                          stream; with two GPUs, a call on GPU 0's
+ *                          buffers while GPU 1's context is current (which
+ *                          it must stay); a host buffer with a stream
+ *                          refused; a failing driver copy reported
  *
  * Every byte sent is a function of (sender, receiver, message index, element
  * index, seed), so the receiver recomputes what it must get without any
  * communication. Prints one line per rank and exits 1 on any difference. */
+#include "config.h"
+
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +58,9 @@
 #include "gcoll.h"
 #include "check_util.h"
 #include "kernels/reduce.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda_loader.h"
+#endif
 
 /* count elements of esize bytes: what src sends dst as message msg. One
  * hash per 8 bytes keeps checking megabytes cheap on a loaded machine. */
@@ -252,6 +278,399 @@ static int exchange(gcollComm_t comm) {
   return wrong ? 1 : 0;
 }
 
+/* ---- device buffers (--device) ------------------------------------------------- */
+
+#ifdef HAVE_CUDA
+static const struct gcoll_cuda_api *cu;
+static void *dstream;             /* this rank's non-blocking CUstream */
+/* Stream-ordered calls the loader does not have, from the same driver. */
+static int (*htod_async)(gcoll_cu_deviceptr dst, const void *src, size_t n, void *stream);
+static int (*dtoh_async)(void *dst, gcoll_cu_deviceptr src, size_t n, void *stream);
+static int (*memset_async)(gcoll_cu_deviceptr dst, unsigned char v, size_t n, void *stream);
+
+#define DPTR(p) ((gcoll_cu_deviceptr)(uintptr_t)(p))
+
+static void cuda_or_die(gcoll_cu_result r, const char *what) {
+  if (r == GCOLL_CU_SUCCESS) return;
+  fprintf(stderr, "rank %d: --device: %s: %s\n", rank, what, gcoll_cuda_result_text(cu, r));
+  exit(2);
+}
+
+/* GPU 0's primary context current on this thread, a non-blocking stream,
+ * and the async calls from $GCOLL_CUDA_DRIVER (the library gcoll loads). */
+static void dev_open(void) {
+  char err[256];
+  int ndev = 0;
+  gcoll_cu_device dev;
+  gcoll_cu_context ctx;
+  const char *path = getenv("GCOLL_CUDA_DRIVER");
+  void *h = path != NULL ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+  if (h != NULL) {
+    *(void **)&htod_async = dlsym(h, "cuMemcpyHtoDAsync_v2");
+    *(void **)&dtoh_async = dlsym(h, "cuMemcpyDtoHAsync_v2");
+    *(void **)&memset_async = dlsym(h, "cuMemsetD8Async");
+  }
+  if (htod_async == NULL || dtoh_async == NULL || memset_async == NULL) {
+    fprintf(stderr, "rank %d: --device: no async copies in $GCOLL_CUDA_DRIVER (%s)\n", rank,
+            path != NULL ? path : "unset");
+    exit(2);
+  }
+  if (gcoll_cuda_probe(&ndev, err, sizeof(err)) != GCOLL_CUDA_AVAILABLE ||
+      (cu = gcoll_cuda_api_get(err, sizeof(err))) == NULL ||
+      gcoll_cuda_use_device(cu, 0, &dev, &ctx, err, sizeof(err)) != 0) {
+    fprintf(stderr, "rank %d: --device: %s\n", rank, err);
+    exit(2);
+  }
+  cuda_or_die(cu->stream_create((gcoll_cu_stream *)&dstream, GCOLL_CU_STREAM_NON_BLOCKING),
+              "cuStreamCreate");
+}
+
+static unsigned char *dev_alloc(size_t bytes) {
+  gcoll_cu_deviceptr p = 0;
+  cuda_or_die(cu->mem_alloc(&p, bytes), "cuMemAlloc");
+  cuda_or_die(cu->memset_d8(p, 0, bytes), "cuMemsetD8");
+  return (unsigned char *)(uintptr_t)p;
+}
+
+/* A checked exchange's buffers: device blocks and their host twins. */
+struct dbufs {
+  unsigned char *dsend, *drecv;   /* device, nranks blocks of cap */
+  unsigned char *hsend, *hrecv;   /* host, the same */
+  unsigned char *got, *scratch;   /* host, one block */
+  size_t cap, blocks;
+};
+
+/* Message msg of count elements from rank to dst in block blk of the
+ * send buffer, in device memory or host memory; the address to send. */
+static unsigned char *put_send(struct dbufs *b, int on_dev, int blk, size_t count, size_t es,
+                               int dst, uint64_t msg, uint64_t seed) {
+  unsigned char *h = b->hsend + (size_t)blk * b->cap;
+  fill(h, count, es, rank, dst, msg, seed);
+  if (!on_dev) return h;
+  unsigned char *d = b->dsend + (size_t)blk * b->cap;
+  cuda_or_die(cu->memcpy_htod(DPTR(d), h, count * es), "cuMemcpyHtoD");
+  return d;
+}
+
+/* Block blk of the receive buffer, set to 0xa5 for bytes + 64 (the 64
+ * bytes after the message must stay so). */
+static unsigned char *put_recv(struct dbufs *b, int on_dev, int blk, size_t bytes) {
+  if (!on_dev) return memset(b->hrecv + (size_t)blk * b->cap, 0xa5, bytes + 64);
+  unsigned char *d = b->drecv + (size_t)blk * b->cap;
+  cuda_or_die(cu->memset_d8(DPTR(d), 0xa5, bytes + 64), "cuMemsetD8");
+  return d;
+}
+
+/* Wrong bytes in what arrived at p (device or host memory), against what
+ * src generated, and in the 64 bytes after it. */
+static long check_recv(struct dbufs *b, int on_dev, const unsigned char *p, size_t count,
+                       size_t es, int src, uint64_t msg, uint64_t seed) {
+  size_t bytes = count * es;
+  if (on_dev) cuda_or_die(cu->memcpy_dtoh(b->got, DPTR(p), bytes + 64), "cuMemcpyDtoH");
+  else memcpy(b->got, p, bytes + 64);
+  long wrong = wrong_bytes(b->got, count, es, src, rank, msg, seed, b->scratch);
+  for (size_t i = 0; i < 64; i++) wrong += b->got[bytes + i] != 0xa5;
+  return wrong;
+}
+
+/* Ring in a group: send to next, receive from prev. mode 0: device
+ * buffers on the stream; 1: device buffers on the legacy stream (NULL);
+ * 2: mixed, even ranks send from device memory and receive into host
+ * memory, odd ranks the other way round (so device send meets host
+ * receive and host send meets device receive). */
+static long dev_ring(gcollComm_t comm, struct dbufs *b, gcollDataType_t t, size_t count,
+                     int mode, uint64_t seed) {
+  size_t es = gcoll_dtype_size(t), bytes = count * es;
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  int send_dev = mode < 2 || rank % 2 == 0, recv_dev = mode < 2 || rank % 2 == 1;
+  void *stream = mode == 1 ? NULL : dstream;
+  unsigned char *out = put_send(b, send_dev, 0, count, es, next, 3, seed);
+  unsigned char *in = put_recv(b, recv_dev, 0, bytes);
+  gcollGroupStart();
+  gcollResult_t rc = gcollSend(out, count, t, next, comm, send_dev ? stream : NULL);
+  gcollResult_t rc2 = gcollRecv(in, count, t, prev, comm, recv_dev ? stream : NULL);
+  gcollResult_t rc3 = gcollGroupEnd();
+  char what[128];
+  snprintf(what, sizeof(what), "device ring (%s) %s count %zu",
+           mode == 0 ? "stream" : mode == 1 ? "legacy stream" : "mixed", gcoll_dtype_name(t),
+           count);
+  if (check_gcoll(rc, what) || check_gcoll(rc2, what) || check_gcoll(rc3, what)) return -1;
+  long wrong = check_recv(b, recv_dev, in, count, es, prev, 3, seed);
+  if (wrong) fprintf(stderr, "rank %d: %s: %ld wrong bytes\n", rank, what, wrong);
+  return wrong;
+}
+
+/* All pairs in a group, self included, device buffers on the stream,
+ * posted in a rank-dependent order. */
+static long dev_alltoall(gcollComm_t comm, struct dbufs *b, gcollDataType_t t, size_t count,
+                         uint64_t seed) {
+  size_t es = gcoll_dtype_size(t), bytes = count * es;
+  unsigned char *out[64], *in[64];
+  for (int p = 0; p < nranks; p++) {
+    out[p] = put_send(b, 1, p, count, es, p, 4, seed);
+    in[p] = put_recv(b, 1, p, bytes);
+  }
+  gcollResult_t rc = gcollGroupStart();
+  for (int k = 0; k < nranks && rc == gcollSuccess; k++) {
+    int to = (rank + k) % nranks, from = (rank + nranks - k) % nranks;
+    if (rank % 2) {
+      rc = gcollRecv(in[from], count, t, from, comm, dstream);
+      if (rc == gcollSuccess) rc = gcollSend(out[to], count, t, to, comm, dstream);
+    } else {
+      rc = gcollSend(out[to], count, t, to, comm, dstream);
+      if (rc == gcollSuccess) rc = gcollRecv(in[from], count, t, from, comm, dstream);
+    }
+  }
+  gcollResult_t end = gcollGroupEnd();
+  char what[96];
+  snprintf(what, sizeof(what), "device all-pairs %s count %zu", gcoll_dtype_name(t), count);
+  if (check_gcoll(rc, what) || check_gcoll(end, what)) return -1;
+  long wrong = 0;
+  for (int p = 0; p < nranks; p++) wrong += check_recv(b, 1, in[p], count, es, p, 4, seed);
+  if (wrong) fprintf(stderr, "rank %d: %s: %ld wrong bytes\n", rank, what, wrong);
+  return wrong;
+}
+
+/* Self send/recv in one group for every pair of memory kinds, device to
+ * device past the 1 MiB bounce buffer; then device to device within one
+ * buffer, overlapping, upwards and downwards (both must read the source
+ * as it was before the call, as memmove). */
+static long dev_self(gcollComm_t comm, struct dbufs *b, uint64_t seed) {
+  static const size_t counts[4] = {300001, 4099, 7, 0};   /* in int64: 2.4 MB first */
+  long wrong = 0;
+  gcollResult_t rc = gcollGroupStart();
+  unsigned char *in[4];
+  for (int k = 0; k < 4 && rc == gcollSuccess; k++) {
+    int send_dev = k != 2, recv_dev = k != 1;   /* dd, dh, hd, dd */
+    unsigned char *out = put_send(b, send_dev, k, counts[k], 8, rank, 50 + (uint64_t)k, seed);
+    in[k] = put_recv(b, recv_dev, k, counts[k] * 8);
+    rc = gcollSend(out, counts[k], gcollInt64, rank, comm, send_dev ? dstream : NULL);
+    if (rc == gcollSuccess)
+      rc = gcollRecv(in[k], counts[k], gcollInt64, rank, comm, recv_dev ? dstream : NULL);
+  }
+  gcollResult_t end = gcollGroupEnd();
+  if (check_gcoll(rc, "device self") || check_gcoll(end, "device self")) return -1;
+  for (int k = 0; k < 4; k++)
+    wrong += check_recv(b, k != 1, in[k], counts[k], 8, rank, 50 + (uint64_t)k, seed);
+  /* Overlaps: 2.4 MB moved by +1000 and by -1000 bytes inside block 0. */
+  size_t n = counts[0] * 8;
+  for (int up = 0; up < 2; up++) {
+    unsigned char *base = b->dsend, *src = base + (up ? 0 : 1000), *dst = base + (up ? 1000 : 0);
+    fill(b->hsend, counts[0], 8, rank, rank, 60 + (uint64_t)up, seed);
+    cuda_or_die(cu->memcpy_htod(DPTR(src), b->hsend, n), "cuMemcpyHtoD");
+    gcollGroupStart();
+    gcollRecv(dst, counts[0], gcollInt64, rank, comm, dstream);
+    gcollSend(src, counts[0], gcollInt64, rank, comm, dstream);
+    if (check_gcoll(gcollGroupEnd(), "device self, overlapping")) return -1;
+    cuda_or_die(cu->memcpy_dtoh(b->got, DPTR(dst), n), "cuMemcpyDtoH");
+    long w = wrong_bytes(b->got, counts[0], 8, rank, rank, 60 + (uint64_t)up, seed, b->scratch);
+    if (w) fprintf(stderr, "rank %d: self copy moved %s: %ld wrong\n", rank, up ? "up" : "down", w);
+    wrong += w;
+  }
+  if (wrong) fprintf(stderr, "rank %d: device self: %ld wrong\n", rank, wrong);
+  return wrong;
+}
+
+/* Stream order on a non-blocking stream (which the driver's synchronous
+ * copies do not wait for): just before the ring, the stream gets a long
+ * copy, then (sender) the message into the send buffer, (receiver) a
+ * clearing of the receive buffer; after it, the received data is read by
+ * a copy on the stream. Without the stream synchronized first, the send
+ * would read the old contents and the clearing would land on what
+ * arrived. */
+static long dev_stream_order(gcollComm_t comm, struct dbufs *b, unsigned char *djunk,
+                             unsigned char *hjunk, size_t junk, uint64_t seed) {
+  size_t count = 30011, es = 4, bytes = count * es;   /* many 4 KiB steps */
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  unsigned char *out = b->dsend, *in = b->drecv;
+  cuda_or_die(cu->memset_d8(DPTR(out), 0x11, bytes), "cuMemsetD8");
+  put_recv(b, 1, 0, bytes);
+  fill(b->hsend, count, es, rank, next, 7, seed);
+  cuda_or_die(htod_async(DPTR(djunk), hjunk, junk, dstream), "cuMemcpyHtoDAsync");
+  cuda_or_die(htod_async(DPTR(out), b->hsend, bytes, dstream), "cuMemcpyHtoDAsync");
+  cuda_or_die(htod_async(DPTR(djunk), hjunk, junk, dstream), "cuMemcpyHtoDAsync");
+  cuda_or_die(memset_async(DPTR(in), 0x5a, bytes, dstream), "cuMemsetD8Async");
+  gcollGroupStart();
+  gcollSend(out, count, gcollUint32, next, comm, dstream);
+  gcollRecv(in, count, gcollUint32, prev, comm, dstream);
+  if (check_gcoll(gcollGroupEnd(), "stream order")) return -1;
+  memset(b->got, 0, bytes + 64);
+  cuda_or_die(dtoh_async(b->got, DPTR(in), bytes + 64, dstream), "cuMemcpyDtoHAsync");
+  cuda_or_die(cu->stream_synchronize(dstream), "cuStreamSynchronize");
+  long wrong = wrong_bytes(b->got, count, es, prev, rank, 7, seed, b->scratch);
+  for (size_t i = 0; i < 64; i++) wrong += b->got[bytes + i] != 0xa5;
+  if (wrong) fprintf(stderr, "rank %d: stream order: %ld wrong bytes\n", rank, wrong);
+  return wrong;
+}
+
+/* A ring on device buffers of GPU 0 called while GPU 1's context is
+ * current (an emulator with two devices): the run makes GPU 0's primary
+ * context current for its copies and leaves GPU 1's current. 0 when there
+ * is one GPU only. */
+static long dev_other_context(gcollComm_t comm, struct dbufs *b, uint64_t seed) {
+  int ndev = 0;
+  gcoll_cu_device dev1;
+  gcoll_cu_context mine = NULL, other = NULL, during = NULL;
+  if (cu->device_get_count(&ndev) != GCOLL_CU_SUCCESS || ndev < 2) return 0;
+  size_t count = 9973, es = 2;
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  unsigned char *out = put_send(b, 1, 0, count, es, next, 9, seed);
+  unsigned char *in = put_recv(b, 1, 0, count * es);
+  cuda_or_die(cu->ctx_get_current(&mine), "cuCtxGetCurrent");
+  cuda_or_die(cu->device_get(&dev1, 1), "cuDeviceGet");
+  cuda_or_die(cu->primary_ctx_retain(&other, dev1), "cuDevicePrimaryCtxRetain");
+  cuda_or_die(cu->ctx_set_current(other), "cuCtxSetCurrent");
+  gcollGroupStart();
+  gcollSend(out, count, gcollFloat16, next, comm, dstream);
+  gcollRecv(in, count, gcollFloat16, prev, comm, NULL);
+  gcollResult_t rc = gcollGroupEnd();
+  cu->ctx_get_current(&during);
+  cuda_or_die(cu->ctx_set_current(mine), "cuCtxSetCurrent");
+  if (check_gcoll(rc, "ring on GPU 0 with GPU 1 current")) return -1;
+  long wrong = check_recv(b, 1, in, count, es, prev, 9, seed);
+  if (wrong || during != other)
+    fprintf(stderr, "rank %d: ring on GPU 0 with GPU 1 current: %ld wrong bytes; context after "
+            "%p, GPU 1's %p\n", rank, wrong, (void *)during, (void *)other);
+  cu->primary_ctx_release(dev1);
+  printf("rank %d: ring on GPU 0 with GPU 1's context current: %s\n", rank,
+         wrong || during != other ? "FAILED" : "ok");
+  return wrong + (during != other);
+}
+
+/* A device allreduce queued on the stream (it returns once queued), its
+ * result then sent on the legacy stream: the send must come after the
+ * communicator's earlier collective. */
+static long dev_after_collective(gcollComm_t comm, struct dbufs *b, uint64_t seed) {
+  size_t count = 50021, bytes = count * 4;
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  uint32_t *want = (uint32_t *)b->scratch, *part = (uint32_t *)b->hrecv;
+  memset(want, 0, bytes);
+  for (int r = 0; r < nranks; r++) {   /* the sum, wrapping, in rank order */
+    fill((unsigned char *)part, count, 4, r, 0, 8, seed);
+    for (size_t i = 0; i < count; i++) want[i] += part[i];
+  }
+  unsigned char *mine = put_send(b, 1, 0, count, 4, 0, 8, seed), *sum = b->dsend + b->cap;
+  unsigned char *in = put_recv(b, 1, 0, bytes);
+  if (check_gcoll(gcollAllReduce(mine, sum, count, gcollUint32, gcollSum, comm, dstream),
+                  "device allreduce before a send"))
+    return -1;
+  gcollGroupStart();
+  gcollSend(sum, count, gcollUint32, next, comm, NULL);
+  gcollRecv(in, count, gcollUint32, prev, comm, NULL);
+  if (check_gcoll(gcollGroupEnd(), "send of an allreduce's result")) return -1;
+  cuda_or_die(cu->memcpy_dtoh(b->got, DPTR(in), bytes), "cuMemcpyDtoH");
+  long wrong = 0;
+  for (size_t i = 0; i < bytes; i++) wrong += b->got[i] != ((unsigned char *)want)[i];
+  if (wrong) fprintf(stderr, "rank %d: send after a device allreduce: %ld wrong bytes\n", rank,
+                     wrong);
+  return wrong;
+}
+
+/* A host buffer with a stream is refused, alone or in a group (which is
+ * then not run); a failing driver copy fails the call in one line; a NULL
+ * buffer of count 0 goes with a stream, over connections still in step. */
+static long dev_refusals(gcollComm_t comm, struct dbufs *b) {
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  long bad = 0;
+  gcollResult_t rc = gcollSend(b->hsend, 16, gcollFloat, next, comm, dstream);
+  bad += rc != gcollInvalidUsage || strstr(gcollGetLastError(NULL), "host buffer") == NULL;
+  printf("rank %d: host send buffer with a stream: %s: %s\n", rank, gcollGetErrorString(rc),
+         gcollGetLastError(NULL));
+  rc = gcollRecv(b->hrecv, 0, gcollFloat, prev, comm, dstream);
+  bad += rc != gcollInvalidUsage || strstr(gcollGetLastError(NULL), "host buffer") == NULL;
+  printf("rank %d: host receive buffer with a stream: %s: %s\n", rank, gcollGetErrorString(rc),
+         gcollGetLastError(NULL));
+  gcollGroupStart();
+  gcollSend(b->dsend, 16, gcollFloat, next, comm, dstream);
+  gcollRecv(b->hrecv, 16, gcollFloat, prev, comm, dstream);
+  bad += gcollGroupEnd() != gcollInvalidUsage;
+  /* A driver copy that fails (a send buffer running past its allocation)
+   * fails the call with the driver's error in one line. */
+  gcollGroupStart();
+  gcollSend(b->dsend + b->cap * b->blocks - 16, 64, gcollInt8, rank, comm, dstream);
+  gcollRecv(b->hrecv, 64, gcollInt8, rank, comm, NULL);
+  rc = gcollGroupEnd();
+  const char *why = gcollGetLastError(NULL);
+  bad += rc != gcollUnhandledCudaError || strstr(why, "cuMemcpyDtoH") == NULL ||
+         strstr(why, "CUDA_ERROR_INVALID_VALUE") == NULL || strchr(why, '\n') != NULL;
+  printf("rank %d: send past the end of a device buffer: %s: %s\n", rank,
+         gcollGetErrorString(rc), why);
+  /* Then (the connections still in step) a NULL buffer of count 0 goes
+   * with a stream. */
+  gcollGroupStart();
+  gcollSend(NULL, 0, gcollFloat, next, comm, dstream);
+  gcollRecv(NULL, 0, gcollFloat, prev, comm, dstream);
+  bad += check_gcoll(gcollGroupEnd(), "NULL buffers of count 0 with a stream") != 0;
+  if (bad) fprintf(stderr, "rank %d: device refusals: %ld wrong\n", rank, bad);
+  return bad;
+}
+
+static int dev_exchange(gcollComm_t comm) {
+  static const size_t sizes[] = {0, 1, 7, 13, 4099, 65537};
+  const int nsizes = 6;
+  if (nranks > 64) return 2;
+  dev_open();
+  struct dbufs b;
+  b.cap = 300001 * 8 + 2048;   /* dev_self's largest, with room to overlap */
+  b.blocks = nranks < 4 ? 4 : (size_t)nranks;
+  b.dsend = dev_alloc(b.cap * b.blocks);
+  b.drecv = dev_alloc(b.cap * b.blocks);
+  b.hsend = xmalloc(b.cap * b.blocks);
+  b.hrecv = xmalloc(b.cap * b.blocks);
+  b.got = xmalloc(b.cap);
+  b.scratch = xmalloc(b.cap);
+  size_t junk = 32u << 20;
+  unsigned char *djunk = dev_alloc(junk), *hjunk = xmalloc(junk);
+  long wrong = 0, calls = 0, w;
+  uint64_t seed = 4242;
+  double t0 = now_s();
+  for (int t = 0; t < gcollNumTypes; t++)
+    for (int s = 0; s < nsizes; s++) {
+      /* The largest size is about many steps, not types: two types. */
+      if (s == nsizes - 1 && t != gcollInt8 && t != gcollFloat64) continue;
+      int mode = (int)(calls % 3);
+      w = dev_ring(comm, &b, (gcollDataType_t)t, sizes[s], mode, seed + (uint64_t)calls++);
+      if (w < 0) return 1;
+      wrong += w;
+      if ((w = dev_alltoall(comm, &b, (gcollDataType_t)t, sizes[s], seed + (uint64_t)calls++)) < 0)
+        return 1;
+      wrong += w;
+    }
+  /* Every ring mode at a multi-step size. */
+  for (int mode = 0; mode < 3; mode++) {
+    w = dev_ring(comm, &b, gcollBfloat16, 20011, mode, seed + (uint64_t)calls++);
+    if (w < 0) return 1;
+    wrong += w;
+  }
+  if ((w = dev_self(comm, &b, seed + (uint64_t)calls++)) < 0) return 1;
+  wrong += w;
+  for (int k = 0; k < 3; k++) {
+    if ((w = dev_stream_order(comm, &b, djunk, hjunk, junk, seed + (uint64_t)calls++)) < 0)
+      return 1;
+    wrong += w;
+  }
+  if ((w = dev_after_collective(comm, &b, seed + (uint64_t)calls++)) < 0) return 1;
+  wrong += w;
+  if ((w = dev_other_context(comm, &b, seed + (uint64_t)calls++)) < 0) return 1;
+  wrong += w;
+  wrong += dev_refusals(comm, &b);
+  printf("rank %d: device: %ld exchanges, %ld wrong bytes, %.2f s\n", rank, calls, wrong,
+         now_s() - t0);
+  free(b.hsend);
+  free(b.hrecv);
+  free(b.got);
+  free(b.scratch);
+  free(hjunk);
+  return wrong ? 1 : 0;
+}
+#else
+static int dev_exchange(gcollComm_t comm) {
+  (void)comm;
+  fprintf(stderr, "p2p_check: --device: this build has no CUDA\n");
+  return 2;
+}
+#endif
+
 /* ---- failures ----------------------------------------------------------------- */
 
 static int mismatch(gcollComm_t comm) {
@@ -408,9 +827,11 @@ static int die(gcollComm_t comm) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
+  int on_device = argc >= 2 && strcmp(argv[1], "--device") == 0;
+  if (on_device) argc--, argv++;
+  if (argc < 2 || (on_device && strcmp(argv[1], "exchange") != 0)) {
     fprintf(stderr, "usage: p2p_check exchange | mismatch | norecv fresh|big | badargs | abort | "
-                    "die\n");
+                    "die | --device exchange\n");
     return 2;
   }
   gcollComm_t comm;
@@ -422,7 +843,8 @@ int main(int argc, char **argv) {
   gcollCommUserRank(comm, &rank);
   gcollCommCount(comm, &nranks);
   int status;
-  if (strcmp(argv[1], "exchange") == 0) status = exchange(comm);
+  if (on_device) status = dev_exchange(comm);
+  else if (strcmp(argv[1], "exchange") == 0) status = exchange(comm);
   else if (strcmp(argv[1], "mismatch") == 0) status = mismatch(comm);
   else if (strcmp(argv[1], "norecv") == 0 && argc == 3) status = norecv(comm, argv[2]);
   else if (strcmp(argv[1], "badargs") == 0) status = badargs(comm);

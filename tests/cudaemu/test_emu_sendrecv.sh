@@ -1,0 +1,65 @@
+#!/bin/bash
+# gcollSend/gcollRecv on device buffers, on the emulated GPU (libcudaemu.so
+# through $GCOLL_CUDA_DRIVER), with real processes under gcollrun: the
+# calling thread stages device memory through the host FIFOs with the
+# driver's copies. `p2p_check --device exchange` compares every received
+# byte with what the sender generated (a function of sender, receiver,
+# message and seed): every datatype, sizes 0, 1, primes and messages of
+# many FIFO slots (GCOLL_SLOT_BYTES=4096), ring and all-pairs in groups,
+# self send/recv, device send to host receive and back, stream order
+# against work queued just before and after, the result of a queued device
+# allreduce, and a host buffer with a stream refused; over shm, and over
+# net/socket and the proxy between virtual nodes; with two emulated GPUs, a
+# call on GPU 0's buffers while GPU 1's context is current.
+set -u
+top_builddir=${top_builddir:-.}
+EMU=$top_builddir/tests/cudaemu/.libs/libcudaemu.so
+RUN=$top_builddir/gcollrun
+CHECK=$top_builddir/tests/integration/p2p_check
+if [ ! -f "$EMU" ]; then
+  echo "skipped: no $EMU (built by make check in builds with the CUDA toolkit)"
+  exit 77
+fi
+for f in "$RUN" "$CHECK"; do
+  [ -x "$f" ] || { echo "test_emu_sendrecv.sh: $f is not built" >&2; exit 99; }
+done
+export GCOLL_CUDA_DRIVER=$EMU GCOLL_TIMEOUT=${GCOLL_TIMEOUT:-30}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gcoll-emu-sr.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { echo "ok: $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+
+# device NAME SLOT-BYTES GCOLLRUN-ARGS...: every rank reports 0 wrong bytes
+# and the refusals, and exits 0.
+device() {
+  local name=$1 slot=$2; shift 2
+  local n=$2 start=$SECONDS
+  GCOLL_SLOT_BYTES=$slot timeout 120 "$RUN" "$@" "$CHECK" --device exchange >"$tmp/out" 2>&1
+  local rc=$?
+  local good=$(grep -c '^rank [0-9]*: device: [0-9]* exchanges, 0 wrong bytes' "$tmp/out")
+  local refused=$(grep -c '^rank [0-9]*: host send buffer with a stream: invalid usage.*a stream with a host buffer' "$tmp/out")
+  if [ $rc -eq 0 ] && [ "$good" -eq "$n" ] && [ "$refused" -eq "$n" ]; then
+    ok "$name: $(grep -m1 '^rank 0: device:' "$tmp/out") ($((SECONDS - start)) s)"
+  else
+    bad "$name: exit $rc, $good of $n ranks right, $refused refusals"
+    tail -30 "$tmp/out"
+  fi
+}
+
+device "1 rank (self only)" 4096 -n 1
+device "2 ranks, 4 KiB slots" 4096 -n 2
+device "3 ranks, 4 KiB slots" 4096 -n 3
+device "4 ranks, 4 KiB slots" 4096 -n 4
+device "4 ranks on 2 virtual nodes (shm + net/socket), 4 KiB slots" 4096 -n 4 --nodes 2
+device "3 ranks, each its own node (net/socket only), 4 KiB slots" 4096 -n 3 --nodes 3
+device "2 ranks, default slots" 131072 -n 2
+GCOLL_CUDAEMU_DEVICES=2 device "3 ranks, 2 GPUs" 4096 -n 3
+if [ "$(grep -c "^rank [0-9]*: ring on GPU 0 with GPU 1's context current: ok" "$tmp/out")" -eq 3 ]; then
+  ok "... GPU 1's context still current after calls on GPU 0's buffers, on every rank"
+else
+  bad "... calls on GPU 0's buffers with GPU 1's context current"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
