@@ -11,7 +11,10 @@ libnccl_la_LDFLAGS = $(AM_LDFLAGS) -version-info 2:0:0 -R $(libdir) \
 	-Wl,--version-script=$(srcdir)/src/nccl/nccl.map
 EXTRA_libnccl_la_DEPENDENCIES = src/nccl/nccl.map
 EXTRA_DIST += src/nccl/nccl.map tests/nccl/test_nccl_abi.sh tests/nccl/nccl_host_check.c \
-	tests/nccl/nccl_abi_layout.c tests/nccl/fake_libcuda.c
+	tests/nccl/nccl_abi_layout.c tests/nccl/fake_libcuda.c \
+	tests/nccl/nccl_groups_check.c tests/nccl/test_nccl_groups.sh
 
 # Compiled by the test itself against the system's nccl.h (skipped without one).
 TESTS += tests/nccl/test_nccl_abi.sh
+# PyTorch's communicators (world, 2-D mesh groups from fresh ids) replayed.
+TESTS += tests/nccl/test_nccl_groups.sh

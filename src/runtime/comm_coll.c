@@ -127,17 +127,29 @@ static void choose(const struct gcollComm *comm, const struct call *c, size_t by
   if (hc->algo == GCOLL_ALGO_TREE && hc->nchannels < 2 && comm->nchannels >= 2) hc->nchannels = 2;
 }
 
-/* After a deadline: was it because some rank died? The bootstrap may know
- * even when the dead rank was not one of our peers. */
-static int lost_rank(struct gcollComm *comm) {
+/* After a deadline or a step out of protocol: was it because some rank
+ * died? A transport of ours may see it (the shm proxy checks peers every
+ * ~100 ms), or the bootstrap may know, even of a rank that was not our
+ * peer. Asked for up to wait_ms: a step out of protocol comes at once
+ * from a peer killed half-way through it, and the death shows a few
+ * hundred ms later on a busy host; after a deadline a short look is
+ * enough, and a longer one would blame peers that just finished. */
+static int lost_rank(struct gcollComm *comm, unsigned wait_ms) {
   char value[16], err[256];
-  size_t len = 0;
-  uint64_t deadline = gcoll_bootstrap_now_ms() + 500;
-  if (gcoll_bootstrap_get(comm->bs, GCOLL_BOOTSTRAP_LOST_RANK_KEY, value, sizeof(value) - 1, &len,
-                          deadline, err, sizeof(err)) != 0)
-    return -1;
-  value[len] = '\0';
-  return atoi(value);
+  uint64_t end = gcoll_bootstrap_now_ms() + wait_ms;
+  for (;;) {
+    int seen = atomic_load(&comm->failed_peer);
+    if (seen >= 0) return seen;
+    size_t len = 0;
+    uint64_t now = gcoll_bootstrap_now_ms();
+    if (now >= end) return -1;
+    uint64_t step = now + 100 < end ? now + 100 : end;
+    if (gcoll_bootstrap_get(comm->bs, GCOLL_BOOTSTRAP_LOST_RANK_KEY, value, sizeof(value) - 1, &len,
+                            step, err, sizeof(err)) == 0) {
+      value[len] = '\0';
+      return atoi(value);
+    }
+  }
 }
 
 gcollResult_t gcoll_comm_explain(struct gcollComm *comm, const char *what, gcollResult_t rc,
@@ -148,7 +160,8 @@ gcollResult_t gcoll_comm_explain(struct gcollComm *comm, const char *what, gcoll
   /* A deadline, or a step out of protocol (a peer killed half-way through
    * a step), is most often a peer's death that no transport of ours saw
    * yet: the bootstrap may know. */
-  int lost = rc == gcollSystemError || rc == gcollInternalError ? lost_rank(comm) : -1;
+  int lost = rc == gcollSystemError ? lost_rank(comm, 500)
+             : rc == gcollInternalError ? lost_rank(comm, 2000) : -1;
   if (lost >= 0) {
     atomic_store(&comm->abort_word, (int)gcollRemoteError);
     atomic_store(&comm->failed_peer, lost);

@@ -173,6 +173,40 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
   return gcollSuccess;
 }
 
+/* Every rank must cut a collective into the same channels, and the caps
+ * can differ (nodes with different rank counts or CPUs, cgroups that give
+ * tasks different cores, GCOLL_MAX_NCHANNELS set on some ranks only): rank
+ * 0's cap is the job's. Rank 0 publishes it before the connection fence,
+ * the others read it after (agree_channel_cap). */
+#define CHANNEL_CAP_KEY "init/channel-cap"
+
+static gcollResult_t publish_channel_cap(struct gcollComm *comm) {
+  char err[512], value[16];
+  if (comm->rank != 0 || comm->nranks == 1) return gcollSuccess;
+  snprintf(value, sizeof(value), "%d", comm->max_run_channels);
+  if (gcoll_bootstrap_put(comm->bs, CHANNEL_CAP_KEY, value, strlen(value) + 1, err,
+                          sizeof(err)) != 0)
+    return gcoll_fail(gcollSystemError, "%s", err);
+  return gcollSuccess;
+}
+
+static gcollResult_t agree_channel_cap(struct gcollComm *comm) {
+  char err[512], value[16];
+  size_t len = 0;
+  if (comm->rank == 0 || comm->nranks == 1) return gcollSuccess;
+  if (gcoll_bootstrap_get(comm->bs, CHANNEL_CAP_KEY, value, sizeof(value), &len,
+                          gcoll_bootstrap_deadline(comm->bs), err, sizeof(err)) != 0)
+    return gcoll_fail(gcollRemoteError, "channel cap from rank 0: %s", err);
+  int cap = len > 0 && value[len - 1] == '\0' ? atoi(value) : 0;
+  if (cap < 1 || cap > comm->nchannels)
+    return gcoll_fail(gcollRemoteError, "rank 0 sent a malformed channel cap");
+  if (cap != comm->max_run_channels)
+    gcoll_log_info(comm, "runs at most %d channels at once, rank 0's cap (its own: %d)", cap,
+                   comm->max_run_channels);
+  comm->max_run_channels = cap;
+  return gcollSuccess;
+}
+
 /* The plan must be this job's: same rank count as the bootstrap, and (on
  * real nodes, not gcollrun's virtual ones) this rank's node. */
 static gcollResult_t check_job(struct gcollComm *comm, const char *path, int check_host) {
@@ -294,7 +328,9 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
     goto fail;
   comm->timeout_ms = comm->bs->timeout_ms;
   if ((rc = check_job(comm, a->plan_path, a->check_host)) != gcollSuccess ||
-      (rc = gcoll_comm_connect(comm)) != gcollSuccess)
+      (rc = publish_channel_cap(comm)) != gcollSuccess ||
+      (rc = gcoll_comm_connect(comm)) != gcollSuccess ||
+      (rc = agree_channel_cap(comm)) != gcollSuccess)
     goto fail;
   /* The host executor reads its FIFOs: not when they are in GPU memory. */
   if (!comm->fifos_on_device && (rc = gcoll_comm_executor(comm, GCOLL_EXEC_HOST)) != gcollSuccess)

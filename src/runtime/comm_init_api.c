@@ -3,11 +3,15 @@
  *   gcollCommInitAll     every rank a thread of this process; bootstrap
  *                        "local", plan computed here.
  *   gcollGetUniqueId +   the root hosts the TCP key-value store gcollrun
- *   gcollCommInitRank    uses, on a thread of its own; rank 0 computes the
- *                        plan and shares its path through the store.
+ *   gcollCommInitRank    uses, on a thread of its own; the members agree
+ *                        on a plan through it (comm_members.c): the
+ *                        launcher's when they are its ranks, else one
+ *                        computed for them. Any number of such
+ *                        communicators coexist, under a launcher or not:
+ *                        each has its own store and key.
  *
- * Both compute a cpu-only plan (comm_plan_local.c) and end in
- * gcoll_comm_init_with(), the same path gcollCommInitFromPlan takes. */
+ * Both end in gcoll_comm_init_with(), the same path gcollCommInitFromPlan
+ * takes. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -18,13 +22,13 @@
 #include "runtime/kvs_thread.h"
 #include "runtime/comm.h"
 #include "runtime/comm_init_paths.h"
+#include "runtime/comm_members.h"
 #include "runtime/kvs_proto.h"
 #include "runtime/net_tcp.h"
 
 /* Enough randomness that another job on the host cannot guess the key that
  * names our shm segments and authenticates our store. */
 #define JOB_KEY_BYTES 16
-#define PLAN_KEY "init/plan"
 #define UID_MAGIC "gcoll-uid1"
 /* Threads of one process: more would not be a sensible job. */
 #define MAX_LOCAL_RANKS 4096
@@ -128,17 +132,32 @@ gcollResult_t gcollCommInitAll(gcollComm_t *comms, int ndev, const int *devlist)
 
 /* ---- gcollGetUniqueId ---------------------------------------------------- */
 
+static int env_set(const char *name) {
+  const char *v = getenv(name);
+  return v != NULL && *v != '\0';
+}
+
+/* Whether a communicator's members may run on other hosts: a launcher
+ * (its plan, or Slurm) started this process, GCOLL_NODES asks for several
+ * nodes, or torchrun's world is larger than this host's share of it. */
+static int members_may_be_remote(void) {
+  const char *nodes = getenv("GCOLL_NODES");
+  const char *world = getenv("WORLD_SIZE"), *local = getenv("LOCAL_WORLD_SIZE");
+  return env_set("GCOLL_PLAN") || env_set("SLURM_STEP_ID") ||
+         (nodes != NULL && *nodes != '\0' && strcmp(nodes, "1") != 0) ||
+         (world != NULL && local != NULL && strcmp(world, local) != 0);
+}
+
 gcollResult_t gcollGetUniqueId(gcollUniqueId *id) {
   if (id == NULL) return gcoll_fail(gcollInvalidArgument, "gcollGetUniqueId: id is NULL");
   char err[512], key[2 * JOB_KEY_BYTES + 1], ip[64];
   uint16_t port = 0;
   if (gcoll_random_hex(key, JOB_KEY_BYTES, err, sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "job key: %s", err);
-  /* Ranks share this host unless GCOLL_NODES says the job spans several:
-   * then where ranks on other hosts reach it, as the socket transport
-   * listens; else loopback, which no other host can even reach. */
-  const char *nodes = getenv("GCOLL_NODES");
-  if (nodes == NULL || *nodes == '\0' || strcmp(nodes, "1") == 0)
+  /* Where members on other hosts reach it, as the socket transport
+   * listens, when they may be elsewhere; else loopback, which no other
+   * host can even reach. */
+  if (!members_may_be_remote())
     snprintf(ip, sizeof(ip), "127.0.0.1");
   else if (gcoll_tcp_pick_ipv4(ip, sizeof(ip), err, sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "bootstrap store: %s", err);
@@ -175,73 +194,32 @@ static gcollResult_t parse_uid(const gcollUniqueId *id, char *addr, size_t addrl
   return gcollSuccess;
 }
 
-/* GCOLL_NODES=K: K virtual nodes on this host (as gcollrun --nodes K). */
-static gcollResult_t nodes_from_env(int nranks, int *nnodes) {
-  *nnodes = 1;
-  if (getenv("GCOLL_NODES") == NULL) return gcollSuccess;
-  long v;
-  char err[256];
-  if (gcoll_bootstrap_env_int("GCOLL_NODES", 1, nranks, &v, err, sizeof(err)) != 0 ||
-      nranks % v != 0)
-    return gcoll_fail(gcollInvalidArgument, "GCOLL_NODES must divide the %d ranks", nranks);
-  *nnodes = (int)v;
-  return gcollSuccess;
-}
-
-/* Rank 0 computes the plan and publishes its path, or "!" and the reason it
- * could not, so that the others fail at once instead of at the deadline. */
-static gcollResult_t publish_plan(struct gcoll_bootstrap *bs, char *dir, size_t dirlen,
-                                  char *path, size_t pathlen) {
-  char err[1024], value[4300];
-  int nnodes;
-  gcollResult_t rc = nodes_from_env(bs->nranks, &nnodes);
-  if (rc != gcollSuccess)
-    snprintf(value, sizeof(value), "!%s", gcollGetLastError(NULL));
-  else if (gcoll_local_plan_write(bs->nranks, nnodes, NULL, getenv("GCOLL_PLAN_DIR"), dir,
-                                  dirlen, path, pathlen, err, sizeof(err)) != 0) {
-    rc = gcoll_fail(gcollInvalidUsage, "plan for %d ranks: %s", bs->nranks, err);
-    snprintf(value, sizeof(value), "!rank 0: %s", gcollGetLastError(NULL));
-  } else {
-    snprintf(value, sizeof(value), "%s", path);
-  }
-  if (gcoll_bootstrap_put(bs, PLAN_KEY, value, strlen(value) + 1, err, sizeof(err)) != 0 &&
-      rc == gcollSuccess)
-    rc = gcoll_fail(gcollSystemError, "%s", err);
-  return rc;
-}
-
-static gcollResult_t fetch_plan(struct gcoll_bootstrap *bs, char *path, size_t pathlen) {
-  char err[1024];
-  size_t len = 0;
-  if (gcoll_bootstrap_get(bs, PLAN_KEY, path, pathlen, &len, gcoll_bootstrap_deadline(bs), err,
-                          sizeof(err)) != 0)
-    return gcoll_fail(gcollRemoteError, "plan from rank 0: %s", err);
-  if (len == 0 || path[len - 1] != '\0')
-    return gcoll_fail(gcollRemoteError, "plan from rank 0: malformed path");
-  if (path[0] == '!') return gcoll_fail(gcollRemoteError, "%s", path + 1);
-  return gcollSuccess;
-}
-
 gcollResult_t gcollCommInitRank(gcollComm_t *comm, int nranks, gcollUniqueId id, int rank) {
   if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "gcollCommInitRank: comm is NULL");
   *comm = NULL;
   if (nranks < 1 || nranks > GCOLL_MAX_RANKS || rank < 0 || rank >= nranks)
     return gcoll_fail(gcollInvalidArgument, "gcollCommInitRank: rank %d of %d ranks", rank,
                       nranks);
-  char addr[300], key[KVS_MAX_JOB_KEY + 1], err[1024], dir[4096] = "", path[4200];
+  char addr[300], key[KVS_MAX_JOB_KEY + 1], err[1024];
   gcollResult_t rc = parse_uid(&id, addr, sizeof(addr), key, sizeof(key));
   if (rc != gcollSuccess) return rc;
-  struct gcoll_comm_init_args a = {.plan_path = path, .rank = rank, .job_key = key,
+  struct gcoll_members_plan *plan = calloc(1, sizeof(*plan));
+  if (plan == NULL) return gcoll_fail(gcollSystemError, "out of memory");
+  struct gcoll_comm_init_args a = {.plan_path = plan->path, .rank = rank, .job_key = key,
                                    .check_host = 0};
-  if (gcoll_bootstrap_tcp_open(&a.bs, addr, key, rank, nranks, err, sizeof(err)) != 0)
+  if (gcoll_bootstrap_tcp_open(&a.bs, addr, key, rank, nranks, err, sizeof(err)) != 0) {
+    free(plan);
     return gcoll_fail(gcollSystemError, "%s", err);
-  rc = rank == 0 ? publish_plan(a.bs, dir, sizeof(dir), path, sizeof(path))
-                 : fetch_plan(a.bs, path, sizeof(path));
-  if (rc != gcollSuccess)
+  }
+  rc = gcoll_members_plan(a.bs, rank, nranks, plan);
+  if (rc != gcollSuccess) {
     gcoll_bootstrap_close(a.bs);
-  else
+  } else {
+    a.check_host = plan->from_launcher;
     rc = gcoll_comm_init_with(comm, &a);
-  /* Init ends in a barrier, so every rank has read the plan by now. */
-  gcoll_local_plan_remove(dir);
+  }
+  /* Init ends in a barrier, so every rank has read its plan by now. */
+  gcoll_local_plan_remove(plan->dir);
+  free(plan);
   return rc;
 }

@@ -9,7 +9,7 @@
  *                                group; against a serial reference
  *   nccl_host_check refusals     under gcollrun: what the library refuses
  *                                (fp8, a stream, bad/destroyed/foreign ops,
- *                                bad configs, a rank that is not the job's)
+ *                                bad configs, 0 ranks)
  *                                gives NCCL's result and one line of reason,
  *                                and the communicator still works afterwards
  *   nccl_host_check auto N       no launcher: N processes, ncclGetUniqueId
@@ -24,7 +24,10 @@
  *   nccl_host_check device       under gcollrun, with $GCOLL_CUDA_DRIVER (the
  *                                emulated GPU): the matrix's collectives on
  *                                device buffers and a stream, as a CUDA
- *                                program calls them (pre-mul-sum refused)
+ *                                program calls them (pre-mul-sum refused);
+ *                                ncclSend/ncclRecv rings on device buffers
+ *                                and the stream, and from device memory
+ *                                into host memory
  *   nccl_host_check devmem MODE  with the test's fake libcuda.so.1: buffers the
  *                                "driver" calls device memory are refused,
  *                                managed memory is used (MODE refuse), or
@@ -428,11 +431,51 @@ static long memalloc_check(ncclComm_t comm) {
   return wrong;
 }
 
+/* ncclSend/ncclRecv in a group on device buffers and the stream, as a
+ * ring; per type one more where even ranks receive into host memory
+ * (stream 0), so device sends meet host receives. Wrong bytes, -1 when a
+ * call failed. */
+static long device_sendrecv(ncclComm_t comm, struct bufs *b, long *calls) {
+  static const ncclDataType_t types[] = {ncclInt8, ncclFloat16, ncclBfloat16, ncclFloat64};
+  static const size_t counts[] = {0, 1, 7, 4097};
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  long wrong = 0;
+  for (int t = 0; t < 4; t++)
+    for (int c = 0; c < 5; c++) {
+      int mixed = c == 4;
+      size_t n = counts[mixed ? 3 : c], bytes = n * gcoll_dtype_size((gcollDataType_t)types[t]);
+      uint64_t seed = 555 + (uint64_t)(*calls)++;
+      int recv_host = mixed && rank % 2 == 0;
+      fill(b->send, 0, n, types[t], ncclSum, rank * 1000 + next, seed);
+      fill(b->expect, 0, n, types[t], ncclSum, prev * 1000 + rank, seed);
+      memset(b->recv, 0xa5, bytes + 64);
+      if (gpu_copy(b, 1)) return -1;
+      void *out = (void *)(uintptr_t)gpu.send;
+      void *in = recv_host ? (void *)b->recv : (void *)(uintptr_t)gpu.recv;
+      ncclResult_t rc = ncclGroupStart();
+      if (rc == ncclSuccess) rc = ncclSend(out, n, types[t], next, comm, gpu.stream);
+      if (rc == ncclSuccess) rc = ncclRecv(in, n, types[t], prev, comm, recv_host ? 0 : gpu.stream);
+      ncclResult_t end = ncclGroupEnd();
+      char what[96];
+      snprintf(what, sizeof(what), "device send/recv ring %s count %zu%s",
+               gcoll_dtype_name((gcollDataType_t)types[t]), n, mixed ? " (host receives)" : "");
+      if (check_nccl(rc != ncclSuccess ? rc : end, what) || (!recv_host && gpu_copy(b, 0)))
+        return -1;
+      long w = 0;
+      for (size_t k = 0; k < bytes; k++) w += b->recv[k] != b->expect[k];
+      for (size_t k = 0; k < 64; k++) w += b->recv[bytes + k] != 0xa5;
+      if (w) fprintf(stderr, "rank %d: %s: %ld wrong bytes\n", rank, what, w);
+      wrong += w;
+    }
+  return wrong;
+}
+
 static int device_mode(ncclComm_t comm) {
   struct bufs b;
   bufs_alloc(&b);
-  long calls = 0, wrong = -1, mem_wrong = -1;
+  long calls = 0, wrong = -1, mem_wrong = -1, sr_calls = 0, sr_wrong = -1;
   if (gpu_open(&b) == 0) wrong = builtin_matrix(comm, &b, &calls);
+  if (wrong == 0) sr_wrong = device_sendrecv(comm, &b, &sr_calls);
   if (wrong == 0) mem_wrong = memalloc_check(comm);
   int refused = 0;
   if (wrong == 0) {
@@ -448,15 +491,31 @@ static int device_mode(ncclComm_t comm) {
     }
   }
   bufs_free(&b);
-  printf("rank %d: %ld calls on device buffers, %ld wrong; ncclMemAlloc'd and registered: %ld "
-         "wrong; pre-mul-sum on device %s\n", rank, calls, wrong, mem_wrong,
+  printf("rank %d: %ld calls on device buffers, %ld wrong; %ld send/recv rings on device "
+         "buffers, %ld wrong; ncclMemAlloc'd and registered: %ld wrong; pre-mul-sum on device "
+         "%s\n", rank, calls, wrong, sr_calls, sr_wrong, mem_wrong,
          refused ? "refused" : "NOT refused");
-  return wrong != 0 || mem_wrong != 0 || !refused;
+  return wrong != 0 || sr_wrong != 0 || mem_wrong != 0 || !refused;
 }
 
 static int env_int(const char *name) {
   const char *s = getenv(name);
   return s ? atoi(s) : -1;
+}
+
+/* The communicator's id as NCCL programs share it: rank 0 makes it and
+ * sends it to the others (nccl-tests with MPI_Bcast, PyTorch through its
+ * store); here a broadcast over gcoll's own communicator on the launcher's
+ * plan stands in for MPI. */
+static int launcher_id(ncclUniqueId *id) {
+  gcollComm_t world;
+  memset(id, 0, sizeof(*id));
+  if (check_gcoll(gcollCommInitFromPlan(&world, NULL, -1), "gcollCommInitFromPlan")) return -1;
+  int rc = rank == 0 ? check_nccl(ncclGetUniqueId(id), "ncclGetUniqueId") : 0;
+  if (check_gcoll(gcollBroadcast(id, id, sizeof(*id), gcollUint8, 0, world, NULL), "id broadcast"))
+    rc = -1;
+  gcollCommDestroy(world);
+  return rc;
 }
 
 static int matrix(int device) {
@@ -467,13 +526,13 @@ static int matrix(int device) {
     fprintf(stderr, "nccl_host_check matrix: run me under gcollrun (GCOLL_RANK, GCOLL_NRANKS)\n");
     return 2;
   }
-  /* A program's usual start: an id (unused under a launcher) and a config
-   * asking for non-blocking init, which gcoll accepts and runs blocking. */
+  /* A program's usual start: rank 0's id and a config asking for
+   * non-blocking init, which gcoll accepts and runs blocking. */
   ncclUniqueId id;
   ncclComm_t comm;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  if (check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId") ||
+  if (launcher_id(&id) ||
       check_nccl(ncclCommInitRankConfig(&comm, nranks, id, rank, &config), "init"))
     return 3;
   int r = -1, n = -1, dev = -1;
@@ -537,7 +596,7 @@ static int refusals(void) {
   }
   ncclUniqueId id;
   ncclComm_t comm = NULL;
-  ncclGetUniqueId(&id);
+  if (launcher_id(&id)) return 3;
   /* Before the real init: nothing collective happens in these. */
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.magic = 0x12345678;
@@ -547,10 +606,8 @@ static int refusals(void) {
   config2.blocking = 5;
   expect_refusal(ncclCommInitRankConfig(&comm, nranks, id, rank, &config2), ncclInvalidArgument,
                  "blocking", "config with blocking 5");
-  expect_refusal(ncclCommInitRank(&comm, nranks, id, (rank + 1) % nranks), ncclInvalidArgument,
-                 "GCOLL_RANK", "another rank than the launcher's");
-  expect_refusal(ncclCommInitRank(&comm, nranks + 1, id, rank), ncclInvalidArgument,
-                 "GCOLL_NRANKS", "another rank count than the launcher's");
+  expect_refusal(ncclCommInitRank(&comm, 0, id, rank), ncclInvalidArgument, "rank",
+                 "a communicator of 0 ranks");
   if (comm != NULL) {
     printf("rank %d: a refused init left a communicator\n", rank);
     refusal_failures++;
@@ -824,8 +881,7 @@ static int abort_test(void) {
   if (check_loaded_library()) return 1;
   ncclUniqueId id;
   ncclComm_t comm;
-  ncclGetUniqueId(&id);
-  if (check_nccl(ncclCommInitRank(&comm, nranks, id, rank), "init")) return 3;
+  if (launcher_id(&id) || check_nccl(ncclCommInitRank(&comm, nranks, id, rank), "init")) return 3;
   if (rank != 0) {
     sleep(3);
     ncclCommDestroy(comm);

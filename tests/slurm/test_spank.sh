@@ -239,6 +239,32 @@ check "another user's directory under the step's old name is ignored: the tasks 
 check "... and its content is neither read as a plan nor replaced" \
   grep -q '^after the step: their data$' <<<"$out"
 
+# --- NCCL communicators as PyTorch makes them, under the plugin's plan --------
+# nccl_groups_check (tests/nccl) replays torch.distributed on libnccl.so.2:
+# two world communicators, then a 2-D mesh of groups from fresh ids, each
+# id passed through a directory the tasks share (PyTorch's store).
+inc=${CUDA_HOME:-/usr/local/cuda}/include
+if [[ -f $inc/nccl.h ]] &&
+   cc -std=gnu11 -pthread -I"$inc" "$srcdir/tests/nccl/nccl_groups_check.c" -o "$tmp/groups" \
+     "$builddir/.libs/libnccl.so.2" -Wl,-rpath,"$builddir/.libs" 2>"$tmp/cc.out"; then
+  use_plugin
+  mkdir -m 755 "$tmp/store1" "$tmp/store2"
+  out=$(run_srun 120 --gcoll=plan -N2 -n4 --ntasks-per-node=2 "$tmp/groups" "$tmp/store1" 2)
+  check "srun --gcoll=plan: world x2 and a 2x2 mesh of NCCL communicators, 0 wrong" \
+    test "$(count ', 0 wrong; finalize+destroy ok; abort ok' "$out")" = 4
+  # torchrun inside srun: one task per node starts the ranks (RANK and
+  # WORLD_SIZE as torchrun sets them); the Slurm tasks are not the ranks,
+  # so every communicator gets a plan computed for its members.
+  spawn='for i in 0 1 2; do RANK=$((SLURM_PROCID * 3 + i)) WORLD_SIZE=$((SLURM_NTASKS * 3)) \
+    LOCAL_RANK=$i "$0" "$1" 3 & done; wait'
+  out=$(run_srun 120 --gcoll=plan -N2 --ntasks-per-node=1 bash -c "$spawn" "$tmp/groups" \
+    "$tmp/store2")
+  check "torchrun-style (3 ranks per srun task, 2 nodes): world x2 and a 3x2 mesh, 0 wrong" \
+    test "$(count ', 0 wrong; finalize+destroy ok; abort ok' "$out")" = 6
+else
+  echo "skipped: NCCL communicator cases (no $inc/nccl.h)"
+fi
+
 # --- --gcoll=FILE: a given plan, checked against the step --------------------
 "$plan_tool" generate -q --topo cpu-only --hosts 'n[1-2]' -k 2 -o "$tmp/given.yaml"
 "$plan_tool" generate -q --topo cpu-only --hosts 'n[3-4]' -k 2 -o "$tmp/other.yaml"

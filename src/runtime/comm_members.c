@@ -1,0 +1,252 @@
+/* Which plan a communicator made from a unique id runs on.
+ *
+ * PyTorch (and everything built on it) makes a communicator per process
+ * group from a fresh id: the world, then tensor-, data- and pipeline-
+ * parallel groups, each a subset of the job in its own rank order; under
+ * `srun torchrun` the NCCL ranks are not even the Slurm tasks. So the id's
+ * members say who they are through the id's own store, and rank 0 decides
+ * for all of them:
+ *   - the launcher's plan (GCOLL_PLAN, from gcollrun or the SPANK plugin)
+ *     when the members are exactly the launcher's ranks in its order: the
+ *     plan computed at job start, GPU topology and all;
+ *   - otherwise a plan for the members computed here, one node per
+ *     distinct node name (the launcher plan's node when there is one, else
+ *     the host, or GCOLL_NODES's virtual nodes), with that node's member
+ *     count. Each member computes it itself from the same counts (the plan
+ *     builder is deterministic), so nothing but a line of text travels and
+ *     no file needs a shared filesystem. These plans are cpu-only: which
+ *     GPUs a subset drives is not known yet (issue 22), and host-memory
+ *     FIFOs carry device buffers too.
+ * Members of one node must be contiguous in rank order, since plans keep
+ * each node's ranks together; other orders are refused in one line naming
+ * the node.
+ *
+ * Rank 0 reads nranks member records (one round trip each), every other
+ * rank one record back: O(nranks) at rank 0, O(1) elsewhere. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gcoll_plan.h"
+#include "graph/plan.h"
+#include "runtime/comm.h"
+#include "runtime/comm_init_paths.h"
+#include "runtime/comm_members.h"
+
+#define MEMBER_KEY "members/%d"
+#define CHOICE_KEY "members/plan"
+#define CHOICE_MAX 8192
+#define NODE_MAX GCOLL_PLAN_HOST_MAX
+
+struct member {
+  int launcher_rank, launcher_nranks; /* -1 without a launcher plan */
+  char node[NODE_MAX];
+};
+
+static void short_host(char *out, size_t len) {
+  if (gethostname(out, len) != 0) snprintf(out, len, "localhost");
+  out[len - 1] = '\0';
+  char *dot = strchr(out, '.');
+  if (dot != NULL) *dot = '\0';
+}
+
+/* This process's launcher rank: GCOLL_RANK, else Slurm's task id. */
+static int launcher_rank(void) {
+  static const char *const names[] = {"GCOLL_RANK", "SLURM_PROCID"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    const char *v = getenv(names[i]);
+    char *end;
+    if (v == NULL || *v == '\0') continue;
+    errno = 0;
+    long r = strtol(v, &end, 10);
+    if (*end == '\0' && errno == 0 && r >= 0 && r < GCOLL_MAX_RANKS) return (int)r;
+  }
+  return -1;
+}
+
+/* Who this member is, for rank 0's decision. */
+static gcollResult_t describe_self(struct member *m, int rank, int nranks) {
+  m->launcher_rank = m->launcher_nranks = -1;
+  const char *plan = getenv("GCOLL_PLAN");
+  int lr = launcher_rank();
+  if (plan != NULL && *plan != '\0' && lr >= 0) {
+    struct gcoll_rank_view *view = malloc(sizeof(*view));
+    char err[512];
+    if (view == NULL) return gcoll_fail(gcollSystemError, "out of memory");
+    if (gcoll_plan_load_rank_view(plan, lr, view, err, sizeof(err)) != 0) {
+      free(view);
+      return gcoll_fail(gcollInvalidUsage, "the launcher's plan (GCOLL_PLAN): %s", err);
+    }
+    m->launcher_rank = lr;
+    m->launcher_nranks = view->nranks;
+    snprintf(m->node, sizeof(m->node), "%s", view->host);
+    free(view);
+    return gcollSuccess;
+  }
+  char host[NODE_MAX - 16];
+  short_host(host, sizeof(host));
+  const char *nodes = getenv("GCOLL_NODES");
+  long k = nodes != NULL && *nodes != '\0' ? strtol(nodes, NULL, 10) : 1;
+  if (k > 1) {
+    /* Virtual nodes of this host, as gcollrun --nodes K makes them. */
+    if (k > nranks || nranks % k != 0)
+      return gcoll_fail(gcollInvalidArgument, "GCOLL_NODES must divide the %d ranks", nranks);
+    snprintf(m->node, sizeof(m->node), "%s-v%ld", host, rank / (nranks / k));
+  } else {
+    snprintf(m->node, sizeof(m->node), "%s", host);
+  }
+  return gcollSuccess;
+}
+
+static int parse_member(const char *s, struct member *m) {
+  int used = 0;
+  return sscanf(s, "%d %d %63s%n", &m->launcher_rank, &m->launcher_nranks, m->node, &used) == 3 &&
+         s[used] == '\0' && m->launcher_rank >= -1 && m->launcher_nranks >= -1;
+}
+
+/* Rank 0: the choice line every member acts on. "L": the launcher's plan;
+ * "P N c0 c1 ...": a plan of N nodes with these member counts; "!why". */
+static void decide(const struct member *all, int nranks, char *choice, size_t len) {
+  int launcher = all[0].launcher_nranks == nranks;
+  for (int r = 0; r < nranks && launcher; r++) launcher = all[r].launcher_rank == r;
+  if (launcher) {
+    snprintf(choice, len, "L");
+    return;
+  }
+  int nnodes = 0;
+  size_t at = (size_t)snprintf(choice, len, "P ");
+  size_t counts_at = at;
+  int count = 0;
+  for (int r = 0; r < nranks; r++) {
+    if (r > 0 && strcmp(all[r].node, all[r - 1].node) == 0) {
+      count++;
+      continue;
+    }
+    for (int q = 0; q < r; q++)
+      if (strcmp(all[q].node, all[r].node) == 0) {
+        snprintf(choice, len, "!ranks %d and %d of this communicator are on node %s but rank %d, "
+                 "between them, is not: gcoll plans need each node's ranks contiguous (order the "
+                 "group's ranks by node)", q, r, all[r].node, r - 1);
+        return;
+      }
+    if (r > 0) at += (size_t)snprintf(choice + at, at < len ? len - at : 0, " %d", count);
+    nnodes++;
+    count = 1;
+  }
+  at += (size_t)snprintf(choice + at, at < len ? len - at : 0, " %d", count);
+  if (at >= len) {
+    snprintf(choice, len, "!%d nodes: too many for one plan line", nnodes);
+    return;
+  }
+  /* The node count goes first: rewrite with it in front. */
+  char *counts = strdup(choice + counts_at);
+  if (counts == NULL) {
+    snprintf(choice, len, "!out of memory");
+    return;
+  }
+  snprintf(choice, len, "P %d%s", nnodes, counts);
+  free(counts);
+}
+
+/* Acts on a "P N c0 c1 ..." line: writes that plan into a private dir. */
+static gcollResult_t write_members_plan(const char *line, int nranks, char *dir, size_t dirlen,
+                                        char *path, size_t pathlen) {
+  const char *p = line + 1;
+  char *end;
+  long nnodes = strtol(p, &end, 10);
+  if (end == p || nnodes < 1 || nnodes > nranks)
+    return gcoll_fail(gcollRemoteError, "rank 0 sent a malformed plan choice");
+  int *counts = calloc((size_t)nnodes, sizeof(*counts));
+  if (counts == NULL) return gcoll_fail(gcollSystemError, "out of memory");
+  long total = 0;
+  for (long i = 0; i < nnodes; i++) {
+    p = end;
+    long c = strtol(p, &end, 10);
+    if (end == p || c < 1 || c > nranks) {
+      free(counts);
+      return gcoll_fail(gcollRemoteError, "rank 0 sent a malformed plan choice");
+    }
+    counts[i] = (int)c;
+    total += c;
+  }
+  gcollResult_t rc = gcollSuccess;
+  char err[1024];
+  if (total != nranks || *end != '\0')
+    rc = gcoll_fail(gcollRemoteError, "rank 0 sent a malformed plan choice");
+  else if (gcoll_local_plan_write_nodes((int)nnodes, counts, NULL, getenv("GCOLL_PLAN_DIR"), dir,
+                                        dirlen, path, pathlen, err, sizeof(err)) != 0)
+    rc = gcoll_fail(gcollInvalidUsage, "plan for %d ranks on %ld nodes: %s", nranks, nnodes, err);
+  free(counts);
+  return rc;
+}
+
+gcollResult_t gcoll_members_plan(struct gcoll_bootstrap *bs, int rank, int nranks,
+                                 struct gcoll_members_plan *out) {
+  char err[1024], key[64], value[32 + NODE_MAX];
+  out->dir[0] = '\0';
+  out->from_launcher = 0;
+  struct member me;
+  gcollResult_t rc = describe_self(&me, rank, nranks);
+  /* A member that cannot describe itself still says so, so that rank 0
+   * does not wait for it until the deadline. */
+  if (rc != gcollSuccess)
+    snprintf(value, sizeof(value), "!");
+  else
+    snprintf(value, sizeof(value), "%d %d %s", me.launcher_rank, me.launcher_nranks, me.node);
+  snprintf(key, sizeof(key), MEMBER_KEY, rank);
+  if (gcoll_bootstrap_put(bs, key, value, strlen(value) + 1, err, sizeof(err)) != 0)
+    return rc != gcollSuccess ? rc : gcoll_fail(gcollSystemError, "%s", err);
+  if (rc != gcollSuccess) return rc;
+
+  char *choice = calloc(1, CHOICE_MAX);
+  if (choice == NULL) return gcoll_fail(gcollSystemError, "out of memory");
+  uint64_t deadline = gcoll_bootstrap_deadline(bs);
+  if (rank == 0) {
+    struct member *all = calloc((size_t)nranks, sizeof(*all));
+    if (all == NULL) rc = gcoll_fail(gcollSystemError, "out of memory");
+    for (int r = 0; rc == gcollSuccess && r < nranks; r++) {
+      size_t len = 0;
+      snprintf(key, sizeof(key), MEMBER_KEY, r);
+      if (gcoll_bootstrap_get(bs, key, value, sizeof(value), &len, deadline, err, sizeof(err)) != 0)
+        snprintf(choice, CHOICE_MAX, "!rank %d of the communicator: %s", r, err);
+      else if (len == 0 || value[len - 1] != '\0' || !parse_member(value, &all[r]))
+        snprintf(choice, CHOICE_MAX, "!rank %d of the communicator could not say where it runs "
+                 "(its own error says why)", r);
+      else
+        continue;
+      break;
+    }
+    if (rc == gcollSuccess && choice[0] == '\0') decide(all, nranks, choice, CHOICE_MAX);
+    free(all);
+    if (rc == gcollSuccess &&
+        gcoll_bootstrap_put(bs, CHOICE_KEY, choice, strlen(choice) + 1, err, sizeof(err)) != 0)
+      rc = gcoll_fail(gcollSystemError, "%s", err);
+  } else {
+    size_t len = 0;
+    if (gcoll_bootstrap_get(bs, CHOICE_KEY, choice, CHOICE_MAX, &len, deadline, err,
+                            sizeof(err)) != 0)
+      rc = gcoll_fail(gcollRemoteError, "plan choice from rank 0: %s", err);
+    else if (len == 0 || choice[len - 1] != '\0')
+      rc = gcoll_fail(gcollRemoteError, "rank 0 sent a malformed plan choice");
+  }
+  if (rc == gcollSuccess) {
+    if (choice[0] == '!') {
+      rc = gcoll_fail(gcollInvalidUsage, "%s", choice + 1);
+    } else if (strcmp(choice, "L") == 0) {
+      snprintf(out->path, sizeof(out->path), "%s", getenv("GCOLL_PLAN"));
+      out->from_launcher = 1;
+    } else if (choice[0] == 'P') {
+      rc = write_members_plan(choice, nranks, out->dir, sizeof(out->dir), out->path,
+                              sizeof(out->path));
+    } else {
+      rc = gcoll_fail(gcollRemoteError, "rank 0 sent a malformed plan choice");
+    }
+  }
+  free(choice);
+  return rc;
+}

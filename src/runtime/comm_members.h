@@ -1,0 +1,22 @@
+/* The plan of a communicator made from a unique id (comm_members.c): the
+ * launcher's when its members are the launcher's ranks in order, else one
+ * computed for them. */
+#ifndef GCOLL_RUNTIME_COMM_MEMBERS_H
+#define GCOLL_RUNTIME_COMM_MEMBERS_H
+
+#include "gcoll.h"
+#include "runtime/bootstrap.h"
+
+struct gcoll_members_plan {
+  char path[4200];     /* the plan file to load */
+  char dir[4096];      /* a private directory to remove after init, or "" */
+  int from_launcher;   /* path is GCOLL_PLAN */
+};
+
+/* Collective over the members of bs (the id's store): each says where it
+ * runs, rank 0 chooses, every member gets the plan in out. On failure
+ * every member fails with the same line where rank 0 could tell. */
+gcollResult_t gcoll_members_plan(struct gcoll_bootstrap *bs, int rank, int nranks,
+                                 struct gcoll_members_plan *out);
+
+#endif

@@ -1,0 +1,320 @@
+/* PyTorch's calls on NCCL, replayed in C against the real nccl.h and
+ * gcoll's libnccl.so.2 (tests/nccl/test_nccl_groups.sh): what
+ * torch.distributed does for a job with a 2-D device mesh.
+ *
+ *   nccl_groups_check DIR TP
+ *
+ * Every rank of the job (gcollrun, srun, or torchrun-style: the rank and
+ * size come from RANK/WORLD_SIZE, else GCOLL_RANK/GCOLL_NRANKS, else
+ * SLURM_PROCID/SLURM_NTASKS) runs it with a directory they all see, which
+ * stands in for PyTorch's TCPStore: each group's rank 0 creates a unique id
+ * and publishes it there (write + rename), the members poll for it. Then:
+ *   1. the world communicator from a fresh id;
+ *   2. a second world communicator from another id, used interleaved with
+ *      the first (two process groups over the same ranks);
+ *   3. the mesh: tensor-parallel groups of TP consecutive ranks, and
+ *      data-parallel groups of the ranks TP apart, each from its own id,
+ *      the data-parallel ones with ncclCommInitRankConfig(blocking = 0)
+ *      and ncclCommGetAsyncError polled until the init is done;
+ *   4. allreduce (sum, max) and allgather on every communicator, sizes 0,
+ *      1, primes and more than a FIFO slot, against a serial reference of
+ *      the group's inputs; a group call over the tensor- and data-parallel
+ *      communicators at once;
+ *   5. ncclCommFinalize + ncclCommDestroy of the tensor-parallel
+ *      communicator; ncclCommAbort of the data-parallel one from a second
+ *      thread while the first waits in an allreduce that no peer joins.
+ * Inputs are small integers derived from (global rank, index, seed), so
+ * every rank computes every expected value exactly. One line per rank;
+ * exit 1 on any difference. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nccl.h>
+
+static int world_rank = -1, world_size = -1;
+static const char *store_dir;
+static long wrong, calls;
+
+static int env_int(const char *name) {
+  const char *v = getenv(name);
+  if (v == NULL || *v == '\0') return -1;
+  char *end;
+  long x = strtol(v, &end, 10);
+  return *end == '\0' && x >= 0 ? (int)x : -1;
+}
+
+static void job_identity(void) {
+  /* torchrun's first: under `srun torchrun` the launcher's are the agent's. */
+  static const char *const pairs[][2] = {
+      {"RANK", "WORLD_SIZE"}, {"GCOLL_RANK", "GCOLL_NRANKS"}, {"SLURM_PROCID", "SLURM_NTASKS"}};
+  for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+    int r = env_int(pairs[i][0]), n = env_int(pairs[i][1]);
+    if (r >= 0 && n > r) {
+      world_rank = r;
+      world_size = n;
+      return;
+    }
+  }
+  fprintf(stderr, "nccl_groups_check: no rank and size in the environment\n");
+  exit(2);
+}
+
+static int nccl_ok(ncclResult_t rc, ncclComm_t comm, const char *what) {
+  if (rc == ncclSuccess) return 1;
+  fprintf(stderr, "rank %d: %s: %s: %s\n", world_rank, what, ncclGetErrorString(rc),
+          ncclGetLastError(comm));
+  return 0;
+}
+
+/* ---- the "store": ids through files in DIR ------------------------------ */
+
+static void publish_id(const char *name, const ncclUniqueId *id) {
+  char tmp[4300], path[4200];
+  snprintf(path, sizeof(path), "%s/%s.id", store_dir, name);
+  snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, world_rank);
+  FILE *f = fopen(tmp, "wb");
+  if (f == NULL || fwrite(id, sizeof(*id), 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
+    fprintf(stderr, "rank %d: publishing %s: %s\n", world_rank, path, strerror(errno));
+    exit(2);
+  }
+}
+
+static void fetch_id(const char *name, ncclUniqueId *id) {
+  char path[4200];
+  snprintf(path, sizeof(path), "%s/%s.id", store_dir, name);
+  for (int tries = 0; tries < 6000; tries++) {
+    FILE *f = fopen(path, "rb");
+    if (f != NULL) {
+      size_t n = fread(id, sizeof(*id), 1, f);
+      fclose(f);
+      if (n == 1) return;
+    }
+    usleep(10000);
+  }
+  fprintf(stderr, "rank %d: no id at %s after 60 s\n", world_rank, path);
+  exit(2);
+}
+
+/* The group's communicator: its first member makes the id. */
+static ncclComm_t join(const char *name, const int *members, int n, int blocking) {
+  int me = -1;
+  for (int i = 0; i < n; i++)
+    if (members[i] == world_rank) me = i;
+  ncclUniqueId id;
+  if (me == 0) {
+    if (!nccl_ok(ncclGetUniqueId(&id), NULL, "ncclGetUniqueId")) exit(1);
+    publish_id(name, &id);
+  } else {
+    fetch_id(name, &id);
+  }
+  ncclComm_t comm = NULL;
+  ncclResult_t rc;
+  if (blocking) {
+    rc = ncclCommInitRank(&comm, n, id, me);
+  } else {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    rc = ncclCommInitRankConfig(&comm, n, id, me, &config);
+    /* Non-blocking init: in progress until the async error says otherwise. */
+    while (rc == ncclInProgress || rc == ncclSuccess) {
+      ncclResult_t async = ncclSuccess;
+      rc = ncclCommGetAsyncError(comm, &async);
+      if (rc != ncclSuccess) break;
+      rc = async;
+      if (rc != ncclInProgress) break;
+      usleep(1000);
+    }
+  }
+  if (!nccl_ok(rc, comm, name)) exit(1);
+  int count = -1, r = -1;
+  ncclCommCount(comm, &count);
+  ncclCommUserRank(comm, &r);
+  if (count != n || r != me) {
+    fprintf(stderr, "rank %d: %s: comm says rank %d of %d, expected %d of %d\n", world_rank, name,
+            r, count, me, n);
+    exit(1);
+  }
+  return comm;
+}
+
+/* ---- checked collectives ----------------------------------------------- */
+
+static float input(int grank, size_t i, unsigned seed) {
+  uint64_t x = (uint64_t)grank * 0x9e3779b97f4a7c15ULL ^ (i + 1) * 0xbf58476d1ce4e5b9ULL ^ seed;
+  x ^= x >> 31;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 29;
+  return (float)((int)(x % 17) - 8);
+}
+
+static const size_t sizes[] = {0, 1, 7, 1021, 40009};
+
+/* Allreduce (sum or max) and allgather over comm, whose members are
+ * members[0..n) in rank order, against the serial reference. */
+static void check_comm(ncclComm_t comm, const int *members, int n, unsigned seed) {
+  size_t max = sizes[sizeof(sizes) / sizeof(sizes[0]) - 1];
+  float *buf = calloc(max * (size_t)n + 1, sizeof(float));
+  float *out = calloc(max * (size_t)n + 1, sizeof(float));
+  if (buf == NULL || out == NULL) exit(2);
+  for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+    size_t count = sizes[s];
+    for (int op = 0; op < 2; op++) {
+      for (size_t i = 0; i < count; i++) buf[i] = input(world_rank, i, seed + (unsigned)s);
+      calls++;
+      if (!nccl_ok(ncclAllReduce(buf, out, count, ncclFloat, op ? ncclMax : ncclSum, comm, NULL),
+                   comm, "ncclAllReduce")) {
+        wrong++;
+        continue;
+      }
+      for (size_t i = 0; i < count; i++) {
+        float want = op ? -1e30f : 0;
+        for (int m = 0; m < n; m++) {
+          float v = input(members[m], i, seed + (unsigned)s);
+          want = op ? (v > want ? v : want) : want + v;
+        }
+        if (out[i] != want) {
+          wrong++;
+          break;
+        }
+      }
+    }
+    for (size_t i = 0; i < count; i++) buf[i] = input(world_rank, i, seed ^ 0x5a5a);
+    calls++;
+    if (!nccl_ok(ncclAllGather(buf, out, count, ncclFloat, comm, NULL), comm, "ncclAllGather")) {
+      wrong++;
+      continue;
+    }
+    for (int m = 0; m < n; m++)
+      for (size_t i = 0; i < count; i++)
+        if (out[(size_t)m * count + i] != input(members[m], i, seed ^ 0x5a5a)) {
+          wrong++;
+          m = n;
+          break;
+        }
+  }
+  free(buf);
+  free(out);
+}
+
+/* One allreduce on each of two communicators inside one group. */
+static void check_group_call(ncclComm_t a, const int *ma, int na, ncclComm_t b, const int *mb,
+                             int nb) {
+  enum { N = 4099 };
+  static float in_a[N], in_b[N], out_a[N], out_b[N];
+  for (int i = 0; i < N; i++) {
+    in_a[i] = input(world_rank, (size_t)i, 77);
+    in_b[i] = input(world_rank, (size_t)i, 78);
+  }
+  calls += 2;
+  ncclGroupStart();
+  ncclAllReduce(in_a, out_a, N, ncclFloat, ncclSum, a, NULL);
+  ncclAllReduce(in_b, out_b, N, ncclFloat, ncclSum, b, NULL);
+  if (!nccl_ok(ncclGroupEnd(), NULL, "ncclGroupEnd over two communicators")) {
+    wrong += 2;
+    return;
+  }
+  for (int i = 0; i < N; i++) {
+    float wa = 0, wb = 0;
+    for (int m = 0; m < na; m++) wa += input(ma[m], (size_t)i, 77);
+    for (int m = 0; m < nb; m++) wb += input(mb[m], (size_t)i, 78);
+    if (out_a[i] != wa || out_b[i] != wb) {
+      wrong++;
+      return;
+    }
+  }
+}
+
+struct stuck {
+  ncclComm_t comm;
+  ncclResult_t rc;
+  double seconds;
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* An allreduce no peer joins: only an abort ends it. */
+static void *stuck_allreduce(void *arg) {
+  struct stuck *s = arg;
+  static float v[64];
+  double t0 = now_s();
+  s->rc = ncclAllReduce(v, v, 64, ncclFloat, ncclSum, s->comm, NULL);
+  s->seconds = now_s() - t0;
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: nccl_groups_check DIR TP\n");
+    return 2;
+  }
+  store_dir = argv[1];
+  int tp = atoi(argv[2]);
+  job_identity();
+  if (tp < 1 || world_size % tp != 0) {
+    fprintf(stderr, "nccl_groups_check: TP %d must divide the %d ranks\n", tp, world_size);
+    return 2;
+  }
+  int dp = world_size / tp;
+  int *world = malloc(sizeof(int) * (size_t)world_size);
+  int *tp_members = malloc(sizeof(int) * (size_t)tp), *dp_members = malloc(sizeof(int) * (size_t)dp);
+  if (world == NULL || tp_members == NULL || dp_members == NULL) return 2;
+  for (int r = 0; r < world_size; r++) world[r] = r;
+  int tp_group = world_rank / tp, dp_group = world_rank % tp;
+  for (int i = 0; i < tp; i++) tp_members[i] = tp_group * tp + i;
+  for (int i = 0; i < dp; i++) dp_members[i] = dp_group + i * tp;
+  char name[64];
+
+  ncclComm_t w1 = join("world", world, world_size, 1);
+  ncclComm_t w2 = join("world-2", world, world_size, 1);
+  check_comm(w1, world, world_size, 1);
+  check_comm(w2, world, world_size, 2);
+  check_comm(w1, world, world_size, 3);
+  snprintf(name, sizeof(name), "tp-%d", tp_group);
+  ncclComm_t tpc = join(name, tp_members, tp, 1);
+  snprintf(name, sizeof(name), "dp-%d", dp_group);
+  ncclComm_t dpc = join(name, dp_members, dp, 0);
+  check_comm(tpc, tp_members, tp, 4);
+  check_comm(dpc, dp_members, dp, 5);
+  check_group_call(tpc, tp_members, tp, dpc, dp_members, dp);
+  check_comm(w1, world, world_size, 6);
+
+  /* Teardown as PyTorch does it: finalize, then destroy. */
+  int finalized = nccl_ok(ncclCommFinalize(tpc), tpc, "ncclCommFinalize") &&
+                  nccl_ok(ncclCommDestroy(tpc), NULL, "ncclCommDestroy");
+  /* The watchdog's abort: the data-parallel group's first member waits in
+   * an allreduce nobody joins; every member aborts from another thread. */
+  struct stuck s = {.comm = dpc, .rc = ncclSuccess, .seconds = 0};
+  pthread_t waiter;
+  int waiting = dp > 1 && dp_members[0] == world_rank;
+  if (waiting) pthread_create(&waiter, NULL, stuck_allreduce, &s);
+  usleep(300000);
+  int aborted = nccl_ok(ncclCommAbort(dpc), NULL, "ncclCommAbort");
+  if (waiting) {
+    pthread_join(waiter, NULL);
+    if (s.rc == ncclSuccess || s.seconds > 10) aborted = 0;
+  }
+  check_comm(w2, world, world_size, 7);
+  int destroyed = nccl_ok(ncclCommDestroy(w2), NULL, "ncclCommDestroy") &&
+                  nccl_ok(ncclCommDestroy(w1), NULL, "ncclCommDestroy");
+  printf("rank %d: world x2, tp group %d (%d ranks), dp group %d (%d ranks): %ld calls, %ld wrong; "
+         "finalize+destroy %s; abort %s%s\n", world_rank, tp_group, tp, dp_group, dp, calls, wrong,
+         finalized ? "ok" : "FAILED", aborted ? "ok" : "FAILED",
+         waiting ? " (ended a waiting allreduce)" : "");
+  free(world);
+  free(tp_members);
+  free(dp_members);
+  return wrong == 0 && finalized && aborted && destroyed ? 0 : 1;
+}

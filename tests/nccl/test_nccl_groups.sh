@@ -1,0 +1,76 @@
+#!/bin/bash
+# PyTorch's use of NCCL through gcoll's libnccl.so.2 (nccl_groups_check.c,
+# compiled against the real nccl.h): under a launcher plan, communicators
+# from fresh unique ids - two over the whole job, then the tensor- and
+# data-parallel groups of a 2-D mesh - with non-blocking init, a group call
+# over two communicators, finalize, and an abort from a second thread.
+# The world communicators must run on the launcher's plan, the groups on
+# plans computed for their members. Skips when nccl.h is missing (77).
+set -u
+top_srcdir=${top_srcdir:-.}
+top_builddir=${top_builddir:-.}
+inc=${CUDA_HOME:-/usr/local/cuda}/include
+if [ ! -f "$inc/nccl.h" ]; then
+  echo "skipped: nccl.h not found (looked in $inc; set CUDA_HOME)"
+  exit 77
+fi
+LIB=$top_builddir/.libs/libnccl.so.2
+RUN=$top_builddir/gcollrun
+PLAN=$top_builddir/gcoll-plan
+for f in "$LIB" "$RUN" "$PLAN"; do
+  [ -e "$f" ] || { echo "test_nccl_groups: $f is not built" >&2; exit 99; }
+done
+export GCOLL_TIMEOUT=${GCOLL_TIMEOUT:-30}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gcoll-groups.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok: $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+mkvar() { sed -n "s/^$1 = //p" "$top_builddir/Makefile" | head -1; }
+CC=$(mkvar CC)
+[ -n "$CC" ] || CC=cc
+PROG=$tmp/nccl_groups_check
+if ! $CC -std=gnu11 $(mkvar WARN_CFLAGS) $(mkvar SAN_CFLAGS) -pthread -I"$inc" \
+     "$top_srcdir/tests/nccl/nccl_groups_check.c" -o "$PROG" "$LIB" \
+     -Wl,-rpath,"$(cd "$top_builddir/.libs" && pwd)" 2>"$tmp/cc.out"; then
+  bad "nccl_groups_check does not compile"; head -20 "$tmp/cc.out"
+  echo "$pass passed, $fail failed"; exit 1
+fi
+
+# mesh NAME RANKS NODES TP LAUNCHER: the replay under gcollrun with a plan
+# made here, so that which communicators joined it can be told from the
+# log: LAUNCHER per rank (the two world ones, and a group that is the
+# whole job in job order), the others on plans computed for them.
+mesh() {
+  local name=$1 n=$2 nodes=$3 tp=$4 per_rank=$5 t0=$SECONDS
+  local dir=$tmp/store-$n-$nodes-$tp
+  mkdir -p "$dir"
+  "$PLAN" generate -q --topo cpu-only --hosts "$(hostname -s)-v[0-$((nodes - 1))]" -k $((n / nodes)) \
+    -o "$tmp/plan.yaml" 2>"$tmp/err" || { bad "$name: gcoll-plan generate"; cat "$tmp/err"; return; }
+  GCOLL_DEBUG=INFO timeout 300 "$RUN" -n "$n" --nodes "$nodes" --plan "$tmp/plan.yaml" \
+    "$PROG" "$dir" "$tp" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  local good=$(grep -c ", 0 wrong; finalize+destroy ok; abort ok" "$tmp/out")
+  local launcher=$(grep -c "joined $tmp/plan.yaml:" "$tmp/err")
+  local computed=$(grep -c "joined .*/gcoll-plan\.[A-Za-z0-9]*/plan.yaml:" "$tmp/err")
+  if [ $rc -eq 0 ] && [ "$good" -eq "$n" ] && [ "$launcher" -eq $((per_rank * n)) ] &&
+     [ "$computed" -eq $(((4 - per_rank) * n)) ]; then
+    ok "$name: every rank 0 wrong; $launcher joins on the launcher's plan, $computed on computed plans ($((SECONDS - t0)) s)"
+  else
+    bad "$name: exit $rc, $good of $n ranks right, $launcher launcher-plan and $computed computed-plan joins"
+    tail -n 15 "$tmp/out" "$tmp/err"
+  fi
+}
+
+mesh "4 ranks, 2x2 mesh" 4 1 2 2
+mesh "8 ranks on 2 nodes, tp 2 x dp 4" 8 2 2 2
+mesh "8 ranks on 2 nodes, tp 4 x dp 2 (a tp group per node)" 8 2 4 2
+mesh "6 ranks on 2 nodes, tp 3 x dp 2" 6 2 3 2
+# Data-parallel groups {0,2,4}, {1,3,5}: 2 members on one node, 1 on the other.
+mesh "6 ranks on 2 nodes, tp 2 x dp 3 (groups split 2+1 over the nodes)" 6 2 2 2
+# tp 1: the data-parallel group is the whole job in order: the launcher's plan.
+mesh "3 ranks, tp 1 (single-rank groups) x dp 3" 3 1 1 3
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
