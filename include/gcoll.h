@@ -98,15 +98,26 @@ typedef struct { char internal[128]; } gcollUniqueId;
  * thread holds a lock (the allocator's, say) can hang. */
 gcollResult_t gcollGetUniqueId(gcollUniqueId *id);
 
-/* Joins the job of id as rank of nranks. Rank 0 computes a cpu-only plan
- * (one node, or GCOLL_NODES=K virtual nodes) into a private directory under
- * $GCOLL_PLAN_DIR (default $TMPDIR, then /tmp) and shares its path; the
- * others read that file, so across hosts GCOLL_PLAN_DIR would have to be on
- * a shared filesystem. Collective over all nranks ranks. */
+/* Joins the communicator of id as rank of nranks. The members say where
+ * they run through id's store: they run on the launcher's plan
+ * ($GCOLL_PLAN) when they are its ranks in its order, else on a plan
+ * computed for them (one node per node they run on; each node's members
+ * must have consecutive ranks). Collective over all nranks ranks; any
+ * number of such communicators may coexist in a process and a job. */
 gcollResult_t gcollCommInitRank(gcollComm_t *comm, int nranks, gcollUniqueId id, int rank);
 
+/* As NCCL_SPLIT_NOCOLOR: the rank joins no new communicator. */
+#define GCOLL_SPLIT_NOCOLOR (-1)
+
+/* Splits comm as ncclCommSplit: the ranks of one colour (>= 0) form a new
+ * communicator, ranked by key (ties by rank in comm); GCOLL_SPLIT_NOCOLOR
+ * gives *newcomm = NULL. Collective over every rank of comm; the new
+ * communicator gets its plan as gcollCommInitRank does. */
+gcollResult_t gcollCommSplit(gcollComm_t comm, int color, int key, gcollComm_t *newcomm);
+
 /* Makes ndev communicators of one job in this process, rank i in comms[i]
- * (devlist is ignored on the host and may be NULL). Initialises the ranks
+ * (devlist: the GPU of each, used when their FIFOs go in GPU memory with
+ * GCOLL_TRANSPORT=p2p; may be NULL). Initialises the ranks
  * concurrently on ndev threads; each comm is then used from its own thread
  * (a collective blocks until every rank has called it). */
 gcollResult_t gcollCommInitAll(gcollComm_t *comms, int ndev, const int *devlist);

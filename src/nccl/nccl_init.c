@@ -53,22 +53,22 @@ NCCL_PROFILER_ALIAS(ncclCommInitRank);
  * NCCL_CONFIG_INITIALIZER of a release that has ncclConfig_t, and its size
  * covers the fields read here. Attributes that tune CUDA execution (CTAs,
  * NVLS, collnet, ...) have no meaning on the host and are ignored. */
-static gcollResult_t check_config(const nccl_abi_config *config) {
+static gcollResult_t check_config(const nccl_abi_config *config, const char *what) {
   if (config->magic != NCCL_ABI_CONFIG_MAGIC)
-    return gcoll_fail(gcollInvalidArgument, "ncclCommInitRankConfig: config magic 0x%x is not "
-                                            "NCCL_CONFIG_INITIALIZER's (0x%x)",
+    return gcoll_fail(gcollInvalidArgument, "%s: config magic 0x%x is not "
+                                            "NCCL_CONFIG_INITIALIZER's (0x%x)", what,
                       config->magic, NCCL_ABI_CONFIG_MAGIC);
   if (config->version < NCCL_ABI_CONFIG_MIN_VERSION)
-    return gcoll_fail(gcollInvalidArgument, "ncclCommInitRankConfig: config version %u is older "
-                                            "than ncclConfig_t (%d)",
+    return gcoll_fail(gcollInvalidArgument, "%s: config version %u is older "
+                                            "than ncclConfig_t (%d)", what,
                       config->version, NCCL_ABI_CONFIG_MIN_VERSION);
   size_t need = offsetof(nccl_abi_config, blocking) + sizeof(config->blocking);
   if (config->size < need)
-    return gcoll_fail(gcollInvalidArgument, "ncclCommInitRankConfig: config size %zu is smaller "
-                                            "than its fixed fields (%zu)", config->size, need);
+    return gcoll_fail(gcollInvalidArgument, "%s: config size %zu is smaller "
+                                            "than its fixed fields (%zu)", what, config->size, need);
   int blocking = config->blocking;
   if (blocking != NCCL_ABI_CONFIG_UNDEF_INT && blocking != 0 && blocking != 1)
-    return gcoll_fail(gcollInvalidArgument, "ncclCommInitRankConfig: blocking %d is not 0 or 1",
+    return gcoll_fail(gcollInvalidArgument, "%s: blocking %d is not 0 or 1", what,
                       blocking);
   return gcollSuccess;
 }
@@ -80,12 +80,28 @@ nccl_abi_result_t ncclCommInitRankConfig(struct ncclComm **comm, int nranks,
                                          nccl_abi_config *config) {
   if (comm != NULL) *comm = NULL;
   if (config != NULL) {
-    gcollResult_t rc = check_config(config);
+    gcollResult_t rc = check_config(config, "ncclCommInitRankConfig");
     if (rc != gcollSuccess) return rc;
   }
   return init_rank(comm, nranks, commId, rank);
 }
 NCCL_PROFILER_ALIAS(ncclCommInitRankConfig);
+
+/* The child gets its plan as any communicator from an id does; config is
+ * checked as for init (its sharing hints have nothing to share yet: a
+ * child makes its own connections). */
+nccl_abi_result_t ncclCommSplit(struct ncclComm *comm, int color, int key,
+                                struct ncclComm **newcomm, nccl_abi_config *config) {
+  if (newcomm == NULL) return gcoll_fail(gcollInvalidArgument, "ncclCommSplit: newcomm is NULL");
+  *newcomm = NULL;
+  gcollResult_t rc = nccl_shim_check_comm(comm, "ncclCommSplit");
+  if (rc == gcollSuccess && config != NULL) rc = check_config(config, "ncclCommSplit");
+  gcollComm_t g = NULL;
+  if (rc == gcollSuccess) rc = gcollCommSplit(comm->gcoll, color, key, &g);
+  if (rc != gcollSuccess || g == NULL) return rc;
+  return nccl_shim_wrap(newcomm, g, comm->cuda_device);
+}
+NCCL_PROFILER_ALIAS(ncclCommSplit);
 
 nccl_abi_result_t ncclCommInitAll(struct ncclComm **comms, int ndev, const int *devlist) {
   if (comms == NULL) return gcoll_fail(gcollInvalidArgument, "ncclCommInitAll: comms is NULL");

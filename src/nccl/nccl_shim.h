@@ -119,6 +119,8 @@ nccl_abi_result_t ncclCommInitRankConfig(struct ncclComm **comm, int nranks,
                                          nccl_abi_config *config);
 nccl_abi_result_t ncclCommInitAll(struct ncclComm **comm, int ndev, const int *devlist);
 nccl_abi_result_t ncclCommFinalize(struct ncclComm *comm);
+nccl_abi_result_t ncclCommSplit(struct ncclComm *comm, int color, int key,
+                                struct ncclComm **newcomm, nccl_abi_config *config);
 nccl_abi_result_t ncclCommDestroy(struct ncclComm *comm);
 nccl_abi_result_t ncclCommAbort(struct ncclComm *comm);
 nccl_abi_result_t ncclCommGetAsyncError(struct ncclComm *comm, nccl_abi_result_t *asyncError);

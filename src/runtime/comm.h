@@ -83,6 +83,7 @@ struct gcollComm {
                                           thread's current one, looked up only if p2p
                                           is wanted */
   int fifos_on_device;                 /* some plan edge is p2p: device buffers only */
+  int nsplits;                         /* gcollCommSplit calls so far: names their keys */
   uint64_t timeout_ms;
   char job_key[64];
 };

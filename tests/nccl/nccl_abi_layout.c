@@ -14,6 +14,7 @@
 
 SAME(NCCL_VERSION_CODE, NCCL_ABI_VERSION_CODE);
 SAME(NCCL_CONFIG_UNDEF_INT, NCCL_ABI_CONFIG_UNDEF_INT);
+SAME(NCCL_SPLIT_NOCOLOR, GCOLL_SPLIT_NOCOLOR);
 
 /* Results: gcoll's values are passed through unchanged. */
 SAME(ncclSuccess, gcollSuccess);

@@ -16,11 +16,15 @@
  *      data-parallel groups of the ranks TP apart, each from its own id,
  *      the data-parallel ones with ncclCommInitRankConfig(blocking = 0)
  *      and ncclCommGetAsyncError polled until the init is done;
- *   4. allreduce (sum, max) and allgather on every communicator, sizes 0,
+ *   4. the same groups again with ncclCommSplit of the world communicator
+ *      (tensor-parallel by colour, data-parallel with keys that reverse
+ *      the order), a split that leaves the odd ranks out
+ *      (NCCL_SPLIT_NOCOLOR) and one that gives the whole world back;
+ *   5. allreduce (sum, max) and allgather on every communicator, sizes 0,
  *      1, primes and more than a FIFO slot, against a serial reference of
  *      the group's inputs; a group call over the tensor- and data-parallel
  *      communicators at once;
- *   5. ncclCommFinalize + ncclCommDestroy of the tensor-parallel
+ *   6. ncclCommFinalize + ncclCommDestroy of the tensor-parallel
  *      communicator; ncclCommAbort of the data-parallel one from a second
  *      thread while the first waits in an allreduce that no peer joins.
  * Inputs are small integers derived from (global rank, index, seed), so
@@ -255,6 +259,72 @@ static void *stuck_allreduce(void *arg) {
   return NULL;
 }
 
+static ncclComm_t split(ncclComm_t parent, int color, int key, int want_rank, int want_size,
+                        const char *what) {
+  ncclComm_t c = NULL;
+  if (!nccl_ok(ncclCommSplit(parent, color, key, &c, NULL), parent, what)) return NULL;
+  int r = -1, n = -1;
+  if (c != NULL) {
+    ncclCommUserRank(c, &r);
+    ncclCommCount(c, &n);
+  }
+  if (c == NULL || r != want_rank || n != want_size) {
+    fprintf(stderr, "rank %d: %s: rank %d of %d, expected %d of %d\n", world_rank, what, r, n,
+            want_rank, want_size);
+    if (c != NULL) ncclCommDestroy(c);
+    return NULL;
+  }
+  return c;
+}
+
+/* Returns 1 when every split gave the right members in the right order and
+ * their collectives were right (wrong counts the latter). */
+static int check_splits(ncclComm_t w, const int *world, int tp_group, int dp_group,
+                        const int *tp_members, int tp, const int *dp_members, int dp) {
+  int ok = 1;
+  ncclComm_t c = split(w, tp_group, world_rank, world_rank % tp, tp, "split by tensor-parallel group");
+  if (c == NULL) return 0;
+  check_comm(c, tp_members, tp, 11);
+  ncclCommDestroy(c);
+  /* Keys reverse the data-parallel order: new rank i is member dp-1-i. */
+  int *reversed = malloc(sizeof(int) * (size_t)dp);
+  if (reversed == NULL) return 0;
+  for (int i = 0; i < dp; i++) reversed[i] = dp_members[dp - 1 - i];
+  c = split(w, dp_group, -world_rank, dp - 1 - world_rank / tp, dp,
+            "split by data-parallel group, keys reversed");
+  if (c == NULL) ok = 0;
+  else {
+    check_comm(c, reversed, dp, 12);
+    ncclCommDestroy(c);
+  }
+  free(reversed);
+  /* The odd ranks join nothing; the even ones keep their order. */
+  int nevens = (world_size + 1) / 2;
+  int *evens = malloc(sizeof(int) * (size_t)nevens);
+  if (evens == NULL) return 0;
+  for (int i = 0; i < nevens; i++) evens[i] = 2 * i;
+  if (world_rank % 2) {
+    ncclComm_t none = (ncclComm_t)1;
+    if (!nccl_ok(ncclCommSplit(w, NCCL_SPLIT_NOCOLOR, 0, &none, NULL), w, "split, no colour") ||
+        none != NULL)
+      ok = 0;
+  } else if ((c = split(w, 7, 0, world_rank / 2, nevens, "split of the even ranks")) == NULL) {
+    ok = 0;
+  } else {
+    check_comm(c, evens, nevens, 13);
+    ncclCommDestroy(c);
+  }
+  free(evens);
+  /* One colour, keys in rank order: the world again (the launcher's plan). */
+  if ((c = split(w, 0, 0, world_rank, world_size, "split of the whole world")) == NULL) {
+    ok = 0;
+  } else {
+    check_comm(c, world, world_size, 14);
+    ncclCommDestroy(c);
+  }
+  return ok;
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: nccl_groups_check DIR TP\n");
@@ -291,6 +361,10 @@ int main(int argc, char **argv) {
   check_group_call(tpc, tp_members, tp, dpc, dp_members, dp);
   check_comm(w1, world, world_size, 6);
 
+  /* The same mesh by ncclCommSplit, as PyTorch does for groups of an
+   * eagerly initialised world. */
+  int splits_ok = check_splits(w1, world, tp_group, dp_group, tp_members, tp, dp_members, dp);
+
   /* Teardown as PyTorch does it: finalize, then destroy. */
   int finalized = nccl_ok(ncclCommFinalize(tpc), tpc, "ncclCommFinalize") &&
                   nccl_ok(ncclCommDestroy(tpc), NULL, "ncclCommDestroy");
@@ -310,11 +384,12 @@ int main(int argc, char **argv) {
   int destroyed = nccl_ok(ncclCommDestroy(w2), NULL, "ncclCommDestroy") &&
                   nccl_ok(ncclCommDestroy(w1), NULL, "ncclCommDestroy");
   printf("rank %d: world x2, tp group %d (%d ranks), dp group %d (%d ranks): %ld calls, %ld wrong; "
-         "finalize+destroy %s; abort %s%s\n", world_rank, tp_group, tp, dp_group, dp, calls, wrong,
-         finalized ? "ok" : "FAILED", aborted ? "ok" : "FAILED",
+         "finalize+destroy %s; abort %s; splits %s%s\n", world_rank, tp_group, tp, dp_group, dp,
+         calls, wrong, finalized ? "ok" : "FAILED", aborted ? "ok" : "FAILED",
+         splits_ok ? "ok" : "FAILED",
          waiting ? " (ended a waiting allreduce)" : "");
   free(world);
   free(tp_members);
   free(dp_members);
-  return wrong == 0 && finalized && aborted && destroyed ? 0 : 1;
+  return wrong == 0 && finalized && aborted && destroyed && splits_ok ? 0 : 1;
 }

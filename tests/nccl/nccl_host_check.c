@@ -101,8 +101,8 @@ static int check_loaded_library(void) {
     return -1;
   }
   /* The real NCCL defines it; ours does not: a second, independent sign. */
-  if (dlsym(RTLD_DEFAULT, "ncclCommSplit") != NULL) {
-    fprintf(stderr, "rank %d: ncclCommSplit is defined: a real NCCL is loaded\n", rank);
+  if (dlsym(RTLD_DEFAULT, "ncclCommShrink") != NULL) {
+    fprintf(stderr, "rank %d: ncclCommShrink is defined: a real NCCL is loaded\n", rank);
     return -1;
   }
   int version = 0;

@@ -39,7 +39,7 @@ WARN=$(mkvar WARN_CFLAGS)
 soname=$(readelf -d "$LIB" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 if [ "$soname" = libnccl.so.2 ]; then ok "soname $soname"; else bad "soname is '$soname'"; fi
 
-api="GetVersion GetUniqueId CommInitRank CommInitRankConfig CommInitAll CommFinalize
+api="GetVersion GetUniqueId CommInitRank CommInitRankConfig CommInitAll CommFinalize CommSplit
   CommDestroy CommAbort CommGetAsyncError CommCount CommCuDevice CommUserRank AllReduce
   Broadcast Bcast Reduce AllGather ReduceScatter Send Recv GroupStart GroupEnd GetErrorString
   GetLastError RedOpCreatePreMulSum RedOpDestroy MemAlloc MemFree CommRegister CommDeregister"

@@ -2,8 +2,9 @@
 # PyTorch's use of NCCL through gcoll's libnccl.so.2 (nccl_groups_check.c,
 # compiled against the real nccl.h): under a launcher plan, communicators
 # from fresh unique ids - two over the whole job, then the tensor- and
-# data-parallel groups of a 2-D mesh - with non-blocking init, a group call
-# over two communicators, finalize, and an abort from a second thread.
+# data-parallel groups of a 2-D mesh - and the same groups by
+# ncclCommSplit, with non-blocking init, a group call over two
+# communicators, finalize, and an abort from a second thread.
 # The world communicators must run on the launcher's plan, the groups on
 # plans computed for their members. Skips when nccl.h is missing (77).
 set -u
@@ -40,8 +41,9 @@ fi
 
 # mesh NAME RANKS NODES TP LAUNCHER: the replay under gcollrun with a plan
 # made here, so that which communicators joined it can be told from the
-# log: LAUNCHER per rank (the two world ones, and a group that is the
-# whole job in job order), the others on plans computed for them.
+# log: LAUNCHER per rank (the two world ones, the world split back, and a
+# group that is the whole job in job order), the others on plans computed
+# for them.
 mesh() {
   local name=$1 n=$2 nodes=$3 tp=$4 per_rank=$5 t0=$SECONDS
   local dir=$tmp/store-$n-$nodes-$tp
@@ -51,11 +53,14 @@ mesh() {
   GCOLL_DEBUG=INFO timeout 300 "$RUN" -n "$n" --nodes "$nodes" --plan "$tmp/plan.yaml" \
     "$PROG" "$dir" "$tp" >"$tmp/out" 2>"$tmp/err"
   local rc=$?
-  local good=$(grep -c ", 0 wrong; finalize+destroy ok; abort ok" "$tmp/out")
+  local good=$(grep -c ", 0 wrong; finalize+destroy ok; abort ok; splits ok" "$tmp/out")
   local launcher=$(grep -c "joined $tmp/plan.yaml:" "$tmp/err")
   local computed=$(grep -c "joined .*/gcoll-plan\.[A-Za-z0-9]*/plan.yaml:" "$tmp/err")
+  # Joins per rank: 2 worlds, tp and dp from ids, tp and dp by split, the
+  # world by split, and on even ranks the split of the evens.
+  local total=$((7 * n + (n + 1) / 2))
   if [ $rc -eq 0 ] && [ "$good" -eq "$n" ] && [ "$launcher" -eq $((per_rank * n)) ] &&
-     [ "$computed" -eq $(((4 - per_rank) * n)) ]; then
+     [ $((launcher + computed)) -eq "$total" ]; then
     ok "$name: every rank 0 wrong; $launcher joins on the launcher's plan, $computed on computed plans ($((SECONDS - t0)) s)"
   else
     bad "$name: exit $rc, $good of $n ranks right, $launcher launcher-plan and $computed computed-plan joins"
@@ -63,14 +68,14 @@ mesh() {
   fi
 }
 
-mesh "4 ranks, 2x2 mesh" 4 1 2 2
-mesh "8 ranks on 2 nodes, tp 2 x dp 4" 8 2 2 2
-mesh "8 ranks on 2 nodes, tp 4 x dp 2 (a tp group per node)" 8 2 4 2
-mesh "6 ranks on 2 nodes, tp 3 x dp 2" 6 2 3 2
+mesh "4 ranks, 2x2 mesh" 4 1 2 3
+mesh "8 ranks on 2 nodes, tp 2 x dp 4" 8 2 2 3
+mesh "8 ranks on 2 nodes, tp 4 x dp 2 (a tp group per node)" 8 2 4 3
+mesh "6 ranks on 2 nodes, tp 3 x dp 2" 6 2 3 3
 # Data-parallel groups {0,2,4}, {1,3,5}: 2 members on one node, 1 on the other.
-mesh "6 ranks on 2 nodes, tp 2 x dp 3 (groups split 2+1 over the nodes)" 6 2 2 2
+mesh "6 ranks on 2 nodes, tp 2 x dp 3 (groups split 2+1 over the nodes)" 6 2 2 3
 # tp 1: the data-parallel group is the whole job in order: the launcher's plan.
-mesh "3 ranks, tp 1 (single-rank groups) x dp 3" 3 1 1 3
+mesh "3 ranks, tp 1 (single-rank groups) x dp 3" 3 1 1 4
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

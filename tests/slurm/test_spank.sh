@@ -251,7 +251,7 @@ if [[ -f $inc/nccl.h ]] &&
   mkdir -m 755 "$tmp/store1" "$tmp/store2"
   out=$(run_srun 120 --gcoll=plan -N2 -n4 --ntasks-per-node=2 "$tmp/groups" "$tmp/store1" 2)
   check "srun --gcoll=plan: world x2 and a 2x2 mesh of NCCL communicators, 0 wrong" \
-    test "$(count ', 0 wrong; finalize+destroy ok; abort ok' "$out")" = 4
+    test "$(count ', 0 wrong; finalize+destroy ok; abort ok; splits ok' "$out")" = 4
   # torchrun inside srun: one task per node starts the ranks (RANK and
   # WORLD_SIZE as torchrun sets them); the Slurm tasks are not the ranks,
   # so every communicator gets a plan computed for its members.
@@ -260,7 +260,7 @@ if [[ -f $inc/nccl.h ]] &&
   out=$(run_srun 120 --gcoll=plan -N2 --ntasks-per-node=1 bash -c "$spawn" "$tmp/groups" \
     "$tmp/store2")
   check "torchrun-style (3 ranks per srun task, 2 nodes): world x2 and a 3x2 mesh, 0 wrong" \
-    test "$(count ', 0 wrong; finalize+destroy ok; abort ok' "$out")" = 6
+    test "$(count ', 0 wrong; finalize+destroy ok; abort ok; splits ok' "$out")" = 6
 else
   echo "skipped: NCCL communicator cases (no $inc/nccl.h)"
 fi
