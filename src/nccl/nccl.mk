@@ -18,3 +18,6 @@ EXTRA_DIST += src/nccl/nccl.map tests/nccl/test_nccl_abi.sh tests/nccl/nccl_host
 TESTS += tests/nccl/test_nccl_abi.sh
 # PyTorch's communicators (world, 2-D mesh groups from fresh ids) replayed.
 TESTS += tests/nccl/test_nccl_groups.sh
+# LD_PRELOAD beats a wheel's RPATH to another libnccl.so.2.
+TESTS += tests/nccl/test_nccl_preload.sh
+EXTRA_DIST += tests/nccl/test_nccl_preload.sh
