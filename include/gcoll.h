@@ -115,6 +115,17 @@ gcollResult_t gcollCommInitRank(gcollComm_t *comm, int nranks, gcollUniqueId id,
  * communicator gets its plan as gcollCommInitRank does. */
 gcollResult_t gcollCommSplit(gcollComm_t comm, int color, int key, gcollComm_t *newcomm);
 
+/* gcollCommShrink's flags, as NCCL_SHRINK_DEFAULT and NCCL_SHRINK_ABORT. */
+#define GCOLL_SHRINK_DEFAULT 0x00
+#define GCOLL_SHRINK_ABORT 0x01
+
+/* As ncclCommShrink: comm's ranks not excluded, each calling with the same list, form newcomm. */
+gcollResult_t gcollCommShrink(gcollComm_t comm, const int *exclude, int nexclude,
+                              gcollComm_t *newcomm, int flags);
+
+/* As ncclCommRevoke: running and later calls on comm fail; comm stays for shrink and destroy. */
+gcollResult_t gcollCommRevoke(gcollComm_t comm);
+
 /* Makes ndev communicators of one job in this process, rank i in comms[i]
  * (devlist: the GPU of each, used when their FIFOs go in GPU memory with
  * GCOLL_TRANSPORT=p2p; may be NULL). Initialises the ranks
@@ -166,6 +177,18 @@ gcollResult_t gcollAllGather(const void *sendbuff, void *recvbuff, size_t sendco
 gcollResult_t gcollReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                  gcollDataType_t datatype, gcollRedOp_t op, gcollComm_t comm,
                                  void *stream);
+
+/* As ncclAlltoAll: sendbuff + p * count goes to rank p, rank p's block to recvbuff + p * count. */
+gcollResult_t gcollAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                            gcollDataType_t datatype, gcollComm_t comm, void *stream);
+
+/* As ncclGather: each rank's count elements to root's recvbuff + rank * count (in place there). */
+gcollResult_t gcollGather(const void *sendbuff, void *recvbuff, size_t count,
+                          gcollDataType_t datatype, int root, gcollComm_t comm, void *stream);
+
+/* As ncclScatter: root's sendbuff + p * count to rank p's recvbuff (in place at root's block). */
+gcollResult_t gcollScatter(const void *sendbuff, void *recvbuff, size_t count,
+                           gcollDataType_t datatype, int root, gcollComm_t comm, void *stream);
 
 /* Point-to-point. gcollSend sends count elements of sendbuff to rank
  * peer; gcollRecv receives count elements from rank peer into recvbuff.

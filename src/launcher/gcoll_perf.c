@@ -19,8 +19,9 @@
 #define HUGE_PAGE ((size_t)2 << 20)
 #define PERF_SEED 0x6763f11ba5e5ull
 
-static const char *const coll_names[PERF_NCOLLS] = {"allreduce", "broadcast", "reduce",
-                                                    "allgather", "reducescatter"};
+static const char *const coll_names[PERF_NCOLLS] = {
+    "allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "gather",
+    "scatter"};
 
 const char *perf_coll_name(enum perf_coll c) { return coll_names[c]; }
 
@@ -28,13 +29,18 @@ int perf_coll_has_op(enum perf_coll c) {
   return c == PERF_ALLREDUCE || c == PERF_REDUCE || c == PERF_REDUCESCATTER;
 }
 
-int perf_coll_has_root(enum perf_coll c) { return c == PERF_BROADCAST || c == PERF_REDUCE; }
+int perf_coll_has_root(enum perf_coll c) {
+  return c == PERF_BROADCAST || c == PERF_REDUCE || c == PERF_GATHER || c == PERF_SCATTER;
+}
 
 double perf_busbw_factor(enum perf_coll c, int nranks) {
   switch (c) {
   case PERF_ALLREDUCE: return 2.0 * (nranks - 1) / nranks;
   case PERF_ALLGATHER:
-  case PERF_REDUCESCATTER: return (double)(nranks - 1) / nranks;
+  case PERF_REDUCESCATTER:
+  case PERF_ALLTOALL:
+  case PERF_GATHER:
+  case PERF_SCATTER: return (double)(nranks - 1) / nranks;
   default: return 1.0;
   }
 }
@@ -62,8 +68,9 @@ struct perf_case {
   gcollRedOp_t op;          /* gcollSum for collectives without one */
   int root;                 /* -1 for collectives without one */
   size_t ts;
-  size_t count;             /* the count argument: per rank for allgather
-                               and reducescatter, as in nccl-tests */
+  size_t count;             /* the count argument: per rank (per block) for
+                               allgather, reducescatter, alltoall, gather
+                               and scatter, as in nccl-tests */
   size_t bytes;             /* the largest buffer */
 };
 
@@ -101,9 +108,15 @@ static unsigned char *alloc_touched(size_t bytes) {
   return aligned;
 }
 
+/* Collectives whose buffers are nranks blocks of `count` (on some ranks). */
+static int per_rank_blocks(enum perf_coll c) {
+  return c == PERF_ALLGATHER || c == PERF_REDUCESCATTER || c == PERF_ALLTOALL ||
+         c == PERF_GATHER || c == PERF_SCATTER;
+}
+
 static void case_setup(struct perf_case *c, size_t size, int nranks) {
   c->ts = gcoll_dtype_size(c->type);
-  if (c->coll == PERF_ALLGATHER || c->coll == PERF_REDUCESCATTER) {
+  if (per_rank_blocks(c->coll)) {
     c->count = size / c->ts / (size_t)nranks;
     c->bytes = c->count * c->ts * (size_t)nranks;
   } else {
@@ -113,24 +126,30 @@ static void case_setup(struct perf_case *c, size_t size, int nranks) {
 }
 
 /* Elements of this rank's input and of its whole output buffer. */
+/* (Every rank fills and checks the whole extents, also where gather and
+ * scatter do not use a buffer.) */
 static size_t case_in_elems(const struct perf_case *c, int nranks) {
-  return c->coll == PERF_REDUCESCATTER ? c->count * (size_t)nranks : c->count;
+  int big = c->coll == PERF_REDUCESCATTER || c->coll == PERF_ALLTOALL || c->coll == PERF_SCATTER;
+  return big ? c->count * (size_t)nranks : c->count;
 }
 
 static size_t case_out_elems(const struct perf_case *c, int nranks) {
-  return c->coll == PERF_ALLGATHER ? c->count * (size_t)nranks : c->count;
+  int big = c->coll == PERF_ALLGATHER || c->coll == PERF_ALLTOALL || c->coll == PERF_GATHER;
+  return big ? c->count * (size_t)nranks : c->count;
 }
 
 /* In place follows the API: the rank's block of the big buffer is the small
- * one, for allgather's input and reducescatter's output. */
+ * one, for the input of allgather and gather and the output of
+ * reducescatter and scatter. alltoall has none: its in-place half passes
+ * one buffer as both, which gcoll refuses. */
 static struct perf_bufs case_bufs(const struct perf_ctx *cx, const struct perf_case *c,
                                   int inplace) {
   struct perf_bufs b = {cx->sendbuf, cx->recvbuf};
   if (!inplace) return b;
   unsigned char *own_block = cx->recvbuf + (size_t)cx->rank * c->count * c->ts;
   b.send = b.recv = cx->recvbuf;
-  if (c->coll == PERF_ALLGATHER) b.send = own_block;
-  if (c->coll == PERF_REDUCESCATTER) b.recv = own_block;
+  if (c->coll == PERF_ALLGATHER || c->coll == PERF_GATHER) b.send = own_block;
+  if (c->coll == PERF_REDUCESCATTER || c->coll == PERF_SCATTER) b.recv = own_block;
   return b;
 }
 
@@ -156,8 +175,14 @@ static gcollResult_t run_coll(const struct perf_ctx *cx, const struct perf_case 
     return gcollReduce(b.send, b.recv, c->count, c->type, c->op, c->root, cx->comm, NULL);
   case PERF_ALLGATHER:
     return gcollAllGather(b.send, b.recv, c->count, c->type, cx->comm, NULL);
-  default:
+  case PERF_REDUCESCATTER:
     return gcollReduceScatter(b.send, b.recv, c->count, c->type, c->op, cx->comm, NULL);
+  case PERF_ALLTOALL:
+    return gcollAlltoAll(b.send, b.recv, c->count, c->type, cx->comm, NULL);
+  case PERF_GATHER:
+    return gcollGather(b.send, b.recv, c->count, c->type, c->root, cx->comm, NULL);
+  default:
+    return gcollScatter(b.send, b.recv, c->count, c->type, c->root, cx->comm, NULL);
   }
 }
 
@@ -226,7 +251,7 @@ static void fill_input(struct perf_ctx *cx, const struct perf_case *c, struct pe
 /* The part of this rank's output that holds a result, NULL if none. */
 static unsigned char *result_region(const struct perf_ctx *cx, const struct perf_case *c,
                                     struct perf_bufs b) {
-  if (c->coll == PERF_REDUCE && cx->rank != c->root) return NULL;
+  if ((c->coll == PERF_REDUCE || c->coll == PERF_GATHER) && cx->rank != c->root) return NULL;
   return c->count > 0 ? b.recv : NULL;
 }
 
@@ -253,8 +278,40 @@ static size_t count_wrong_output(struct perf_ctx *cx, const struct perf_case *c,
       wrong += perf_data_wrong_copy(d, b.recv + (size_t)r * n * c->ts, r, 0, n, c->type, c->op);
     return wrong;
   }
-  default:
+  case PERF_REDUCESCATTER:
     return perf_data_wrong_reduced(d, b.recv, (size_t)cx->rank * n, n, c->type, c->op);
+  case PERF_ALLTOALL: {
+    /* Block r: what rank r sent this rank, its input block `rank`. */
+    size_t wrong = 0;
+    for (int r = 0; r < cx->nranks; r++)
+      wrong += perf_data_wrong_copy(d, b.recv + (size_t)r * n * c->ts, r, (size_t)cx->rank * n,
+                                    n, c->type, c->op);
+    return wrong;
+  }
+  case PERF_GATHER: {
+    /* Root: block r is rank r's input. Elsewhere recvbuff is left alone:
+     * untouched, but for the own block that in place is the input. */
+    size_t wrong = 0;
+    for (int r = 0; r < cx->nranks; r++) {
+      unsigned char *blk = b.recv + (size_t)r * n * c->ts;
+      if (cx->rank == c->root || (inplace && r == cx->rank))
+        wrong += perf_data_wrong_copy(d, blk, r, 0, n, c->type, c->op);
+      else
+        wrong += perf_data_wrong_untouched(blk, n, c->type);
+    }
+    return wrong;
+  }
+  default: {
+    /* Scatter: root's input block `rank`. In place, the other blocks of
+     * the buffer (root's input) must not change either. */
+    size_t wrong = perf_data_wrong_copy(d, b.recv, c->root, (size_t)cx->rank * n, n, c->type,
+                                        c->op);
+    for (int r = 0; inplace && r < cx->nranks; r++)
+      if (r != cx->rank)
+        wrong += perf_data_wrong_copy(d, cx->recvbuf + (size_t)r * n * c->ts, cx->rank,
+                                      (size_t)r * n, n, c->type, c->op);
+    return wrong;
+  }
   }
 }
 
@@ -296,6 +353,29 @@ static long long check_case(struct perf_ctx *cx, const struct perf_case *c, stru
   return (long long)total;
 }
 
+/* alltoall in place (one buffer as both): refused on every rank, as NCCL
+ * does, and nothing moved; count 0 is accepted (nothing to move). Counts
+ * ranks that accepted it and elements that changed, over all ranks. */
+static long long check_refused(struct perf_ctx *cx, const struct perf_case *c,
+                               struct perf_bufs b) {
+  fill_input(cx, c, b);
+  sync_buffers(cx, c, 1);
+  gcollResult_t rc = run_coll(cx, c, b);
+  gcollResult_t want = c->count > 0 ? gcollInvalidArgument : gcollSuccess;
+  if (rc != want)
+    fprintf(stderr, PERF_PROG ": rank %d: %s in place, count %zu: returned %s, expected %s: %s\n",
+            cx->rank, perf_coll_name(c->coll), c->count, gcollGetErrorString(rc),
+            gcollGetErrorString(want), rc != gcollSuccess ? gcollGetLastError(cx->comm) : "-");
+  sync_buffers(cx, c, 0);
+  inject_error(cx, c, b);
+  int64_t total = (rc != want) + (int64_t)perf_data_wrong_copy(
+                                     cx->data, b.send, cx->rank, 0, case_in_elems(c, cx->nranks),
+                                     c->type, c->op);
+  rc = agree(cx, &total, gcollInt64, gcollSum);
+  if (rc != gcollSuccess) die(cx, "allreduce of the error count", rc);
+  return (long long)total;
+}
+
 /* ---- the sweep ------------------------------------------------------------- */
 
 static uint64_t case_seed(const struct perf_case *c, size_t size, int inplace) {
@@ -306,6 +386,18 @@ static uint64_t case_seed(const struct perf_case *c, size_t size, int inplace) {
 static void run_mode(struct perf_ctx *cx, const struct perf_case *c, size_t size, int inplace) {
   struct perf_bufs b = case_bufs(cx, c, inplace);
   struct perf_result r;
+  if (inplace && c->coll == PERF_ALLTOALL) {
+    r.time_us = -1;
+    r.algbw = r.busbw = 0;
+    r.wrong = -1;
+    if (cx->o.check) {
+      perf_data_reseed(cx->data, case_seed(c, size, inplace));
+      r.wrong = check_refused(cx, c, b);
+      cx->wrong_total += r.wrong;
+    }
+    if (cx->rank == 0) perf_report_result(&r);
+    return;
+  }
   double sec = time_calls(cx, c, b);
   r.time_us = sec * 1e6;
   r.algbw = sec > 0 ? (double)c->bytes / sec / 1e9 : 0;

@@ -19,6 +19,9 @@ enum perf_coll {
   PERF_REDUCE,
   PERF_ALLGATHER,
   PERF_REDUCESCATTER,
+  PERF_ALLTOALL,
+  PERF_GATHER,
+  PERF_SCATTER,
   PERF_NCOLLS
 };
 
@@ -29,7 +32,7 @@ int perf_coll_has_root(enum perf_coll c);
 double perf_busbw_factor(enum perf_coll c, int nranks);
 
 struct perf_opts {
-  unsigned coll_mask;     /* bit per enum perf_coll */
+  unsigned coll_mask;     /* bit per enum perf_coll, run in enum order */
   unsigned type_mask;     /* bit per gcollDataType_t */
   unsigned op_mask;       /* bit per gcollRedOp_t */
   size_t minbytes, maxbytes;
@@ -108,6 +111,7 @@ void perf_report_header(const struct perf_opts *o, int nranks, int rank);
 void perf_report_collective(enum perf_coll c, int several);
 void perf_report_row_start(size_t bytes, size_t count, gcollDataType_t t, const char *redop,
                            int root);
+/* time_us < 0: not run (alltoall in place): time and bandwidths print N/A. */
 void perf_report_result(const struct perf_result *r);
 void perf_report_row_end(void);
 void perf_report_summary(long long wrong, double avg_busbw);

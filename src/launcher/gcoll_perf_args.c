@@ -21,8 +21,9 @@ static const char usage_text[] =
     "Times gcoll collectives over a range of message sizes and checks the\n"
     "results, like nccl-tests' *_perf programs. Every rank runs it.\n"
     "\n"
-    "  -o, --op COLL          allreduce|broadcast|reduce|allgather|reducescatter|all\n"
-    "                         (default allreduce)\n"
+    "  -o, --op COLL          allreduce|broadcast|reduce|allgather|reducescatter|\n"
+    "                         alltoall|gather|scatter|all, or several separated by\n"
+    "                         commas (default allreduce)\n"
     "  -b, --minbytes SIZE    smallest message (default 32M); K, M, G suffixes\n"
     "  -e, --maxbytes SIZE    largest message (default 32M)\n"
     "  -f, --stepfactor F     multiply the size by F each step (default 2)\n"
@@ -30,7 +31,8 @@ static const char usage_text[] =
     "  -t, --datatype TYPE    int8 uint8 int32 uint32 int64 uint64 half float double\n"
     "                         bfloat16, or all (default float); -d is the same\n"
     "  -r, --redop OP         sum|prod|max|min|avg|all (default sum)\n"
-    "  -R, --root R           root of broadcast and reduce (default 0)\n"
+    "  -R, --root R           root of broadcast, reduce, gather and scatter\n"
+    "                         (default 0)\n"
     "  -w, --warmup_iters N   untimed calls per size (default 5)\n"
     "  -n, --iters N          timed calls per size (default 20)\n"
     "  -c, --check 0|1        check one extra call per size (default 1)\n"
@@ -42,12 +44,16 @@ static const char usage_text[] =
     "                         of GPU (local rank mod GPUs), run by the CUDA kernels\n"
     "  -h, --help             this help\n"
     "\n"
-    "Sizes are the bytes of the largest buffer: for allgather and reducescatter\n"
-    "the full nranks-block buffer, so each rank contributes SIZE/nranks.\n"
-    "time is the mean per call, the slowest rank's; algbw = size/time; busbw\n"
-    "scales algbw by 2(n-1)/n for allreduce, (n-1)/n for allgather and\n"
-    "reducescatter, 1 for broadcast and reduce, as nccl-tests does. #wrong\n"
-    "counts wrong elements over all ranks; the exit status is 1 when any is.\n"
+    "Sizes are the bytes of the largest buffer: for allgather, reducescatter,\n"
+    "alltoall, gather and scatter the full nranks-block buffer, so each block\n"
+    "is SIZE/nranks. time is the mean per call, the slowest rank's; algbw =\n"
+    "size/time; busbw scales algbw by 2(n-1)/n for allreduce, (n-1)/n for\n"
+    "allgather, reducescatter, alltoall, gather and scatter, 1 for broadcast\n"
+    "and reduce, as nccl-tests does. #wrong counts wrong elements over all\n"
+    "ranks; the exit status is 1 when any is. alltoall has no in-place form\n"
+    "(gcoll refuses it, as NCCL does): its in-place half checks that the call\n"
+    "is refused and moves nothing (time and bandwidths N/A; #wrong counts the\n"
+    "ranks that accepted it and the elements it changed).\n"
     "\n"
     "For testing the checker: GCOLL_PERF_INJECT_ERROR=RANK corrupts one result\n"
     "element on that rank before every check.\n";
@@ -96,19 +102,30 @@ static int parse_long(const char *opt, const char *s, long lo, long hi, long *ou
   return PERF_ARGS_OK;
 }
 
+/* "all", one name, or names separated by commas. */
 static int parse_coll(const char *s, unsigned *mask, char *err, size_t errlen) {
-  if (strcmp(s, "all") == 0) {
-    *mask = (1u << PERF_NCOLLS) - 1;
-    return PERF_ARGS_OK;
-  }
-  for (int c = 0; c < PERF_NCOLLS; c++)
-    if (strcmp(s, perf_coll_name((enum perf_coll)c)) == 0) {
-      *mask = 1u << c;
-      return PERF_ARGS_OK;
+  unsigned m = 0;
+  for (const char *p = s;; p++) {
+    size_t len = strcspn(p, ",");
+    int c = 0;
+    if (len == 3 && strncmp(p, "all", 3) == 0) {
+      m |= (1u << PERF_NCOLLS) - 1;
+    } else {
+      while (c < PERF_NCOLLS && !(strlen(perf_coll_name((enum perf_coll)c)) == len &&
+                                  strncmp(p, perf_coll_name((enum perf_coll)c), len) == 0))
+        c++;
+      if (c == PERF_NCOLLS)
+        return bad(err, errlen,
+                   "-o: unknown collective '%.*s' (allreduce, broadcast, reduce, allgather, "
+                   "reducescatter, alltoall, gather, scatter or all, or several separated by "
+                   "commas)", (int)len, p);
+      m |= 1u << c;
     }
-  return bad(err, errlen,
-             "-o: unknown collective '%s' (allreduce, broadcast, reduce, allgather, "
-             "reducescatter or all)", s);
+    p += len;
+    if (*p == '\0') break;
+  }
+  *mask = m;
+  return PERF_ARGS_OK;
 }
 
 static int parse_type(const char *s, unsigned *mask, char *err, size_t errlen) {

@@ -7,10 +7,17 @@
 
 #include "kernels/reduce.h"
 #include "launcher/gcoll_perf.h"
+#include "runtime/settings.h"
 
 static const char *env_or(const char *name, const char *dflt) {
   const char *v = getenv(name);
   return v != NULL && *v != '\0' ? v : dflt;
+}
+
+/* A setting as the communicator sees it (GCOLL_*, else NCCL's). */
+static const char *setting_or(const char *name, const char *dflt) {
+  const char *v = gcoll_setting(name);
+  return v != NULL ? v : dflt;
 }
 
 static void print_sweep(const struct perf_opts *o, int nranks) {
@@ -24,8 +31,8 @@ static void print_sweep(const struct perf_opts *o, int nranks) {
     printf("step: %zu(bytes)", o->stepbytes);
   printf(" warmup iters: %ld iters: %ld validation: %d blocking: 1\n", o->warmup, o->iters,
          o->check);
-  printf("# algo: %s  proto: %s  transport: %s\n", env_or("GCOLL_ALGO", "plan"),
-         env_or("GCOLL_PROTO", "plan"), env_or("GCOLL_TRANSPORT", "plan"));
+  printf("# algo: %s  proto: %s  transport: %s\n", setting_or("GCOLL_ALGO", "plan"),
+         setting_or("GCOLL_PROTO", "plan"), setting_or("GCOLL_TRANSPORT", "plan"));
 }
 
 void perf_report_header(const struct perf_opts *o, int nranks, int rank) {
@@ -62,7 +69,9 @@ void perf_report_row_start(size_t bytes, size_t count, gcollDataType_t t, const 
 
 void perf_report_result(const struct perf_result *r) {
   char time[32], wrong[32];
-  if (r->time_us >= 10000.0)
+  if (r->time_us < 0)
+    snprintf(time, sizeof(time), "N/A");
+  else if (r->time_us >= 10000.0)
     snprintf(time, sizeof(time), "%7.0f", r->time_us);
   else if (r->time_us >= 100.0)
     snprintf(time, sizeof(time), "%7.1f", r->time_us);
@@ -72,7 +81,10 @@ void perf_report_result(const struct perf_result *r) {
     snprintf(wrong, sizeof(wrong), "N/A");
   else
     snprintf(wrong, sizeof(wrong), "%lld", r->wrong);
-  printf("  %7s  %6.2f  %6.2f  %5s", time, r->algbw, r->busbw, wrong);
+  if (r->time_us < 0)
+    printf("  %7s  %6s  %6s  %5s", time, "N/A", "N/A", wrong);
+  else
+    printf("  %7s  %6.2f  %6.2f  %5s", time, r->algbw, r->busbw, wrong);
   fflush(stdout);
 }
 

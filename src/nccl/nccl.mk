@@ -16,8 +16,15 @@ EXTRA_DIST += src/nccl/nccl.map tests/nccl/test_nccl_abi.sh tests/nccl/nccl_host
 
 # Compiled by the test itself against the system's nccl.h (skipped without one).
 TESTS += tests/nccl/test_nccl_abi.sh
+# Every function of the system's nccl.h is defined by libnccl.so.2.
+TESTS += tests/nccl/test_nccl_symbols.sh
+EXTRA_DIST += tests/nccl/test_nccl_symbols.sh
 # PyTorch's communicators (world, 2-D mesh groups from fresh ids) replayed.
 TESTS += tests/nccl/test_nccl_groups.sh
+# ncclCommShrink (after a SIGKILL), ncclCommRevoke, ncclCommInitRankScalable,
+# windows and ncclGroupSimulateEnd through real processes.
+TESTS += tests/nccl/test_nccl_shrink.sh
+EXTRA_DIST += tests/nccl/test_nccl_shrink.sh tests/nccl/nccl_shrink_check.c
 # LD_PRELOAD beats a wheel's RPATH to another libnccl.so.2.
 TESTS += tests/nccl/test_nccl_preload.sh
 EXTRA_DIST += tests/nccl/test_nccl_preload.sh

@@ -1,6 +1,7 @@
 /* NCCL's collectives, send/recv and groups on gcoll's. Buffers and stream
  * go through: gcoll runs collectives on device buffers on its CUDA
- * executor, on the caller's stream; ncclSend/ncclRecv on device buffers
+ * executor, on the caller's stream; ncclSend/ncclRecv (and ncclAlltoAll,
+ * ncclGather, ncclScatter, built on them) on device buffers
  * are staged through the host FIFOs by the calling thread after the
  * stream is synchronized, and return when done (blocking, unlike NCCL's
  * enqueue; comm_p2p.c). The shim refuses what gcoll cannot run (device memory
@@ -149,6 +150,38 @@ nccl_abi_result_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sen
   return gcollAllGather(sendbuff, recvbuff, sendcount, type, comm->gcoll, stream);
 }
 NCCL_PROFILER_ALIAS(ncclAllGather);
+
+/* NCCL 2.28's all-to-all, gather and scatter: gcoll's, on grouped
+ * send/recv (comm_alltoall.c). */
+nccl_abi_result_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                               nccl_abi_datatype_t datatype, struct ncclComm *comm,
+                               void *stream) {
+  gcollDataType_t type;
+  nccl_abi_result_t rc = prepare(comm, "ncclAlltoAll", datatype, stream, sendbuff, recvbuff, &type);
+  if (rc != gcollSuccess) return gcoll_group_note(rc);
+  return gcollAlltoAll(sendbuff, recvbuff, count, type, comm->gcoll, stream);
+}
+NCCL_PROFILER_ALIAS(ncclAlltoAll);
+
+nccl_abi_result_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                             nccl_abi_datatype_t datatype, int root, struct ncclComm *comm,
+                             void *stream) {
+  gcollDataType_t type;
+  nccl_abi_result_t rc = prepare(comm, "ncclGather", datatype, stream, sendbuff, recvbuff, &type);
+  if (rc != gcollSuccess) return gcoll_group_note(rc);
+  return gcollGather(sendbuff, recvbuff, count, type, root, comm->gcoll, stream);
+}
+NCCL_PROFILER_ALIAS(ncclGather);
+
+nccl_abi_result_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                              nccl_abi_datatype_t datatype, int root, struct ncclComm *comm,
+                              void *stream) {
+  gcollDataType_t type;
+  nccl_abi_result_t rc = prepare(comm, "ncclScatter", datatype, stream, sendbuff, recvbuff, &type);
+  if (rc != gcollSuccess) return gcoll_group_note(rc);
+  return gcollScatter(sendbuff, recvbuff, count, type, root, comm->gcoll, stream);
+}
+NCCL_PROFILER_ALIAS(ncclScatter);
 
 nccl_abi_result_t ncclSend(const void *sendbuff, size_t count, nccl_abi_datatype_t datatype,
                            int peer, struct ncclComm *comm, void *stream) {

@@ -1,6 +1,7 @@
-/* The shim's communicator: its life (wrap, finalize, destroy, abort), its
- * queries, and NCCL's error functions. */
+/* The shim's communicator: its life (wrap, finalize, revoke, destroy,
+ * abort), its queries, NCCL's error functions, and ncclGroupSimulateEnd. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "nccl/nccl_shim.h"
 #include "runtime/comm.h"
@@ -25,6 +26,13 @@ nccl_abi_result_t nccl_shim_check_comm(const struct ncclComm *comm, const char *
 }
 
 static void comm_free(struct ncclComm *comm) {
+  /* Windows still registered go with their communicator, as in NCCL. */
+  while (comm->windows != NULL) {
+    struct ncclWindow_vidmem *w = comm->windows;
+    comm->windows = w->next;
+    w->magic = 0;
+    free(w);
+  }
   nccl_shim_redops_free(comm);
   free(comm->scratch);
   free(comm);
@@ -35,6 +43,8 @@ static void comm_free(struct ncclComm *comm) {
 nccl_abi_result_t ncclCommFinalize(struct ncclComm *comm) {
   nccl_abi_result_t rc = nccl_shim_check_comm(comm, "ncclCommFinalize");
   if (rc != gcollSuccess) return rc;
+  if (comm->revoked)   /* nccl.h: "Calling ncclCommFinalize after revoke is invalid" */
+    return gcoll_fail(gcollInvalidArgument, "ncclCommFinalize: the communicator was revoked");
   comm->finalized = 1;
   return gcollSuccess;
 }
@@ -59,11 +69,37 @@ nccl_abi_result_t ncclCommAbort(struct ncclComm *comm) {
 }
 NCCL_PROFILER_ALIAS(ncclCommAbort);
 
+/* NCCL 2.28: "ncclCommRevoke ... marks communicator state as ncclInProgress.
+ * The state will change to ncclSuccess when the communicator is quiescent";
+ * gcollCommRevoke returns quiescent, so a revoke's own mark reads as
+ * success. A peer's death (gcollRemoteError) is still reported. */
 nccl_abi_result_t ncclCommGetAsyncError(struct ncclComm *comm, nccl_abi_result_t *asyncError) {
   if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "ncclCommGetAsyncError: comm is NULL");
-  return gcollCommGetAsyncError(comm->gcoll, asyncError);
+  gcollResult_t rc = gcollCommGetAsyncError(comm->gcoll, asyncError);
+  if (rc == gcollSuccess && comm->revoked && *asyncError == gcollInvalidUsage)
+    *asyncError = gcollSuccess;
+  return rc;
 }
 NCCL_PROFILER_ALIAS(ncclCommGetAsyncError);
+
+/* As NCCL: local, and a NULL comm is success, as for destroy (NCCL 2.31's
+ * behaviour as observed; 2.28's header does not say). Calls
+ * running on comm in other threads return with an error, later ones are
+ * refused (ncclInvalidUsage, or ncclRemoteError once a peer died); comm
+ * stays valid for ncclCommShrink and ncclCommDestroy. ncclCommSplit of a
+ * revoked comm is refused by gcollCommSplit (NCCL allows it). */
+nccl_abi_result_t ncclCommRevoke(struct ncclComm *comm, int revokeFlags) {
+  if (comm == NULL) return gcollSuccess;
+  if (revokeFlags != NCCL_ABI_REVOKE_DEFAULT)
+    return gcoll_fail(gcollInvalidArgument, "ncclCommRevoke: revokeFlags %d must be "
+                                            "NCCL_REVOKE_DEFAULT (0)", revokeFlags);
+  if (comm->revoked)
+    return gcoll_fail(gcollInvalidArgument, "ncclCommRevoke: the communicator was revoked already");
+  gcollResult_t rc = gcollCommRevoke(comm->gcoll);
+  if (rc == gcollSuccess) comm->revoked = 1;
+  return rc;
+}
+NCCL_PROFILER_ALIAS(ncclCommRevoke);
 
 nccl_abi_result_t ncclCommCount(struct ncclComm *const comm, int *count) {
   if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "ncclCommCount: comm is NULL");
@@ -107,3 +143,42 @@ const char *ncclGetLastError(struct ncclComm *comm) {
   return gcollGetLastError(NULL);
 }
 NCCL_PROFILER_ALIAS(ncclGetLastError);
+
+/* Logging follows GCOLL_DEBUG, or NCCL_DEBUG, read from the environment at
+ * every log line: a changed variable already counts, nothing is cached to
+ * reload (nccl.conf files are read once per process, as NCCL reads them). */
+void ncclResetDebugInit(void) {}
+NCCL_PROFILER_ALIAS(ncclResetDebugInit);
+
+/* As NCCL's: closes the group, and the outermost call drops its operations
+ * without running them (a NULL simInfo ends the group for real, as NCCL's
+ * code does). NCCL puts its tuning model's time in estimatedTime; gcoll's
+ * model needs the plan's per-channel bandwidth, which a communicator does
+ * not keep (its rank view has only the chosen algorithm, protocol and
+ * channels), so estimatedTime is NCCL_UNDEF_FLOAT, the initializer's "not
+ * estimated", which NCCL also leaves for a group without collectives. */
+nccl_abi_result_t ncclGroupSimulateEnd(nccl_abi_sim_info *simInfo) {
+  if (simInfo == NULL) return gcollGroupEnd();
+  if (gcoll_group_depth() == 0)
+    return gcoll_fail(gcollInvalidUsage, "ncclGroupSimulateEnd: not in a group (no "
+                                         "ncclGroupStart)");
+  if (gcoll_group_depth() > 1) return gcoll_group_end_unrun();
+  /* The group's error first, then the struct, as NCCL; both drop the group. */
+  gcollResult_t rc = gcoll_group_end_unrun();
+  if (rc != gcollSuccess) return rc;
+  /* A caller's older struct is shorter: only its own bytes are read and written. */
+  nccl_abi_sim_info info;
+  size_t size;
+  memset(&info, 0, sizeof(info));
+  memcpy(&size, &simInfo->size, sizeof(size));
+  if (size > sizeof(info)) size = sizeof(info);
+  memcpy(&info, simInfo, size);
+  if (info.magic != NCCL_ABI_SIM_INFO_MAGIC)
+    return gcoll_fail(gcollInvalidArgument, "ncclGroupSimulateEnd: simInfo magic 0x%x is not "
+                                            "NCCL_SIM_INFO_INITIALIZER's (0x%x)",
+                      info.magic, NCCL_ABI_SIM_INFO_MAGIC);
+  info.estimatedTime = NCCL_ABI_UNDEF_FLOAT;
+  memcpy(simInfo, &info, size);
+  return gcollSuccess;
+}
+NCCL_PROFILER_ALIAS(ncclGroupSimulateEnd);

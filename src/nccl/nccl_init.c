@@ -30,11 +30,11 @@ nccl_abi_result_t ncclGetUniqueId(nccl_abi_unique_id *uniqueId) {
 NCCL_PROFILER_ALIAS(ncclGetUniqueId);
 
 static nccl_abi_result_t init_rank(struct ncclComm **comm, int nranks, nccl_abi_unique_id id,
-                                   int rank) {
-  if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "ncclCommInitRank: comm is NULL");
+                                   int rank, const char *what) {
+  if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "%s: comm is NULL", what);
   *comm = NULL;
   if (nranks < 1 || rank < 0 || rank >= nranks)
-    return gcoll_fail(gcollInvalidArgument, "ncclCommInitRank: rank %d of %d ranks", rank, nranks);
+    return gcoll_fail(gcollInvalidArgument, "%s: rank %d of %d ranks", what, rank, nranks);
   gcollComm_t g = NULL;
   gcollUniqueId gid;
   memcpy(&gid, &id, sizeof(gid));
@@ -45,7 +45,7 @@ static nccl_abi_result_t init_rank(struct ncclComm **comm, int nranks, nccl_abi_
 
 nccl_abi_result_t ncclCommInitRank(struct ncclComm **comm, int nranks, nccl_abi_unique_id commId,
                                    int rank) {
-  return init_rank(comm, nranks, commId, rank);
+  return init_rank(comm, nranks, commId, rank, "ncclCommInitRank");
 }
 NCCL_PROFILER_ALIAS(ncclCommInitRank);
 
@@ -83,7 +83,7 @@ nccl_abi_result_t ncclCommInitRankConfig(struct ncclComm **comm, int nranks,
     gcollResult_t rc = check_config(config, "ncclCommInitRankConfig");
     if (rc != gcollSuccess) return rc;
   }
-  return init_rank(comm, nranks, commId, rank);
+  return init_rank(comm, nranks, commId, rank, "ncclCommInitRankConfig");
 }
 NCCL_PROFILER_ALIAS(ncclCommInitRankConfig);
 
@@ -129,3 +129,59 @@ nccl_abi_result_t ncclCommInitAll(struct ncclComm **comms, int ndev, const int *
   return rc;
 }
 NCCL_PROFILER_ALIAS(ncclCommInitAll);
+
+/* gcollCommShrink: each survivor computes its new rank (the parent's order
+ * without the excluded ranks) and the lowest one's fresh id reaches the
+ * others through the parent's bootstrap; excluded ranks, dead or alive, do
+ * not call. NCCL_SHRINK_ABORT first stops the parent's calls in progress;
+ * the parent then refuses new operations and is still the caller's to
+ * destroy. config is checked as for init (blocking = 0 still blocks; the
+ * sharing hint has nothing to share: the child makes its own connections). */
+nccl_abi_result_t ncclCommShrink(struct ncclComm *comm, int *excludeRanksList,
+                                 int excludeRanksCount, struct ncclComm **newcomm,
+                                 nccl_abi_config *config, int shrinkFlags) {
+  if (newcomm == NULL) return gcoll_fail(gcollInvalidArgument, "ncclCommShrink: newcomm is NULL");
+  *newcomm = NULL;
+  gcollResult_t rc = nccl_shim_check_comm(comm, "ncclCommShrink");
+  if (rc == gcollSuccess && config != NULL) rc = check_config(config, "ncclCommShrink");
+  if (rc == gcollSuccess && shrinkFlags != NCCL_ABI_SHRINK_DEFAULT &&
+      shrinkFlags != NCCL_ABI_SHRINK_ABORT)
+    rc = gcoll_fail(gcollInvalidArgument, "ncclCommShrink: shrinkFlags %d is not "
+                                          "NCCL_SHRINK_DEFAULT (0) or NCCL_SHRINK_ABORT (1)",
+                    shrinkFlags);
+  gcollComm_t g = NULL;
+  if (rc == gcollSuccess)
+    rc = gcollCommShrink(comm->gcoll, excludeRanksList, excludeRanksCount, &g,
+                         shrinkFlags == NCCL_ABI_SHRINK_ABORT ? GCOLL_SHRINK_ABORT
+                                                              : GCOLL_SHRINK_DEFAULT);
+  if (rc != gcollSuccess) return rc;
+  return nccl_shim_wrap(newcomm, g, comm->cuda_device);
+}
+NCCL_PROFILER_ALIAS(ncclCommShrink);
+
+/* NCCL spreads its bootstrap over nId roots to speed up very large inits;
+ * every rank is given all nId ids, in the same order. gcoll joins every
+ * rank through commIds[0]'s store: the ids were made by the root processes
+ * NCCL would use, so the first id's store is alive and reachable by every
+ * rank like any id's, and its load is one plan agreement (O(nranks) small
+ * keys at rank 0, O(1) elsewhere) plus each rank's own connection keys; a
+ * second store would only split the same requests. The other ids are not
+ * read (their stores close once idle for GCOLL_TIMEOUT). */
+nccl_abi_result_t ncclCommInitRankScalable(struct ncclComm **newcomm, int nranks, int myrank,
+                                           int nId, nccl_abi_unique_id *commIds,
+                                           nccl_abi_config *config) {
+  if (newcomm == NULL)
+    return gcoll_fail(gcollInvalidArgument, "ncclCommInitRankScalable: newcomm is NULL");
+  *newcomm = NULL;
+  if (nId < 1 || (nranks >= 1 && nId > nranks))
+    return gcoll_fail(gcollInvalidArgument, "ncclCommInitRankScalable: nId %d is not in 1..%d "
+                                            "(at most one id per rank)", nId, nranks);
+  if (commIds == NULL)
+    return gcoll_fail(gcollInvalidArgument, "ncclCommInitRankScalable: commIds is NULL");
+  if (config != NULL) {
+    gcollResult_t rc = check_config(config, "ncclCommInitRankScalable");
+    if (rc != gcollSuccess) return rc;
+  }
+  return init_rank(newcomm, nranks, commIds[0], myrank, "ncclCommInitRankScalable");
+}
+NCCL_PROFILER_ALIAS(ncclCommInitRankScalable);

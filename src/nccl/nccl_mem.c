@@ -116,3 +116,54 @@ nccl_abi_result_t ncclCommDeregister(struct ncclComm *const comm, void *handle) 
   return gcollSuccess;
 }
 NCCL_PROFILER_ALIAS(ncclCommDeregister);
+
+/* NCCL 2.27's windows: NCCL maps a buffer (of ncclMemAlloc) into every
+ * rank's address space for its symmetric kernels, collectively. gcoll
+ * needs no registration (its transports copy through their FIFOs, so a
+ * window's buffer and any other behave alike), so a window only records
+ * what was registered, on its communicator's list: deregistering checks the
+ * handle against that list (nothing freed is read), and destroy frees what
+ * is left. The call is local; NCCL_WIN_REQUIRED_ALIGNMENT is not required.
+ * Refused as by NCCL: a NULL comm or win, a NULL buff or size 0; and flags
+ * other than NCCL_WIN_COLL_SYMMETRIC (the only one nccl.h 2.28.9 has). */
+#define NCCL_WIN_MAGIC 0x6777696eu /* "gwin" */
+
+nccl_abi_result_t ncclCommWindowRegister(struct ncclComm *comm, void *buff, size_t size,
+                                         struct ncclWindow_vidmem **win, int winFlags) {
+  if (win == NULL) return gcoll_fail(gcollInvalidArgument, "ncclCommWindowRegister: win is NULL");
+  *win = NULL;
+  nccl_abi_result_t rc = nccl_shim_check_comm(comm, "ncclCommWindowRegister");
+  if (rc != gcollSuccess) return rc;
+  if (buff == NULL || size == 0)
+    return gcoll_fail(gcollInvalidArgument, "ncclCommWindowRegister: buff %p with size %zu (a "
+                                            "window needs both)", buff, size);
+  if ((winFlags & ~NCCL_ABI_WIN_COLL_SYMMETRIC) != 0)
+    return gcoll_fail(gcollInvalidArgument, "ncclCommWindowRegister: winFlags 0x%x (known: "
+                                            "NCCL_WIN_COLL_SYMMETRIC = 0x%x)", (unsigned)winFlags,
+                      (unsigned)NCCL_ABI_WIN_COLL_SYMMETRIC);
+  struct ncclWindow_vidmem *w = malloc(sizeof(*w));
+  if (w == NULL) return gcoll_fail(gcollSystemError, "ncclCommWindowRegister: out of memory");
+  *w = (struct ncclWindow_vidmem){.magic = NCCL_WIN_MAGIC, .comm = comm, .buff = buff,
+                                  .size = size, .flags = winFlags, .next = comm->windows};
+  comm->windows = w;
+  *win = w;
+  return gcollSuccess;
+}
+NCCL_PROFILER_ALIAS(ncclCommWindowRegister);
+
+/* A NULL window is nothing to deregister, as in NCCL. */
+nccl_abi_result_t ncclCommWindowDeregister(struct ncclComm *comm, struct ncclWindow_vidmem *win) {
+  if (comm == NULL)
+    return gcoll_fail(gcollInvalidArgument, "ncclCommWindowDeregister: comm is NULL");
+  if (win == NULL) return gcollSuccess;
+  for (struct ncclWindow_vidmem **p = &comm->windows; *p != NULL; p = &(*p)->next) {
+    if (*p != win) continue;
+    *p = win->next;
+    win->magic = 0;
+    free(win);
+    return gcollSuccess;
+  }
+  return gcoll_fail(gcollInvalidArgument, "ncclCommWindowDeregister: %p is not a window of this "
+                                          "communicator", (void *)win);
+}
+NCCL_PROFILER_ALIAS(ncclCommWindowDeregister);

@@ -35,7 +35,12 @@
  *  - ncclGetVersion is the NCCL ABI level implemented (22809), not gcoll's
  *    version (gcollGetVersion).
  *  - ncclCommFinalize only makes later calls fail: every call completed
- *    before it returned. */
+ *    before it returned.
+ *  - ncclCommShrink is gcollCommShrink, ncclCommRevoke gcollCommRevoke;
+ *    ncclCommInitRankScalable joins through commIds[0] only (nccl_init.c).
+ *  - ncclCommWindowRegister returns a checked handle: gcoll needs no
+ *    registration (nccl_mem.c). ncclGroupSimulateEnd drops the group
+ *    without running it; estimatedTime is NCCL_UNDEF_FLOAT (nccl_comm.c). */
 #ifndef GCOLL_NCCL_SHIM_H
 #define GCOLL_NCCL_SHIM_H
 
@@ -63,6 +68,37 @@ enum {
 };
 
 struct nccl_abi_unique_id_layout { char internal[128]; };
+
+/* Flags of ncclCommShrink, ncclCommRevoke and ncclCommWindowRegister, and
+ * ncclSimInfo_t's (NCCL_SIM_INFO_INITIALIZER). */
+#define NCCL_ABI_SHRINK_DEFAULT 0x00
+#define NCCL_ABI_SHRINK_ABORT 0x01
+#define NCCL_ABI_REVOKE_DEFAULT 0x00
+#define NCCL_ABI_WIN_DEFAULT 0x00
+#define NCCL_ABI_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_ABI_WIN_REQUIRED_ALIGNMENT 4096
+#define NCCL_ABI_SIM_INFO_MAGIC 0x74685283u
+#define NCCL_ABI_UNDEF_FLOAT (-1.0f)
+
+/* ncclSimInfo_v22200. */
+struct nccl_abi_sim_info_layout {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  float estimatedTime;
+};
+
+/* ncclWindow_t points at one: gcoll needs no registration, so a window
+ * only records what was registered, on its communicator's list. */
+struct ncclComm;
+struct ncclWindow_vidmem {
+  unsigned int magic;
+  const struct ncclComm *comm;
+  void *buff;
+  size_t size;
+  int flags;
+  struct ncclWindow_vidmem *next;
+};
 
 /* ncclConfig_v22800: fields a caller's older header lacks are past its
  * `size`, and are never read. */
@@ -96,6 +132,7 @@ typedef ncclScalarResidence_t nccl_abi_residence_t;
 typedef ncclUniqueId nccl_abi_unique_id;
 typedef ncclConfig_t nccl_abi_config;
 typedef cudaStream_t nccl_abi_stream_t;
+typedef ncclSimInfo_t nccl_abi_sim_info;
 #else
 /* gcoll's results have NCCL's values; NCCL's enums are int-sized (ncclMaxRedOp
  * makes sure of it for ops), so int passes them unchanged. */
@@ -106,6 +143,7 @@ typedef int nccl_abi_residence_t;
 typedef struct nccl_abi_unique_id_layout nccl_abi_unique_id;
 typedef struct nccl_abi_config_layout nccl_abi_config;
 typedef void *nccl_abi_stream_t;   /* cudaStream_t: a pointer */
+typedef struct nccl_abi_sim_info_layout nccl_abi_sim_info;
 #endif
 
 /* The exported API (nccl.h's names and argument types). */
@@ -150,6 +188,15 @@ nccl_abi_result_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t
 nccl_abi_result_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                 nccl_abi_datatype_t datatype, struct ncclComm *comm,
                                 nccl_abi_stream_t stream);
+nccl_abi_result_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                               nccl_abi_datatype_t datatype, struct ncclComm *comm,
+                               nccl_abi_stream_t stream);
+nccl_abi_result_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                             nccl_abi_datatype_t datatype, int root, struct ncclComm *comm,
+                             nccl_abi_stream_t stream);
+nccl_abi_result_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                              nccl_abi_datatype_t datatype, int root, struct ncclComm *comm,
+                              nccl_abi_stream_t stream);
 nccl_abi_result_t ncclSend(const void *sendbuff, size_t count, nccl_abi_datatype_t datatype,
                            int peer, struct ncclComm *comm, nccl_abi_stream_t stream);
 nccl_abi_result_t ncclRecv(void *recvbuff, size_t count, nccl_abi_datatype_t datatype, int peer,
@@ -161,6 +208,18 @@ nccl_abi_result_t ncclMemFree(void *ptr);
 nccl_abi_result_t ncclCommRegister(struct ncclComm *const comm, void *buff, size_t size,
                                    void **handle);
 nccl_abi_result_t ncclCommDeregister(struct ncclComm *const comm, void *handle);
+nccl_abi_result_t ncclCommShrink(struct ncclComm *comm, int *excludeRanksList,
+                                 int excludeRanksCount, struct ncclComm **newcomm,
+                                 nccl_abi_config *config, int shrinkFlags);
+nccl_abi_result_t ncclCommRevoke(struct ncclComm *comm, int revokeFlags);
+nccl_abi_result_t ncclCommInitRankScalable(struct ncclComm **newcomm, int nranks, int myrank,
+                                           int nId, nccl_abi_unique_id *commIds,
+                                           nccl_abi_config *config);
+nccl_abi_result_t ncclCommWindowRegister(struct ncclComm *comm, void *buff, size_t size,
+                                         struct ncclWindow_vidmem **win, int winFlags);
+nccl_abi_result_t ncclCommWindowDeregister(struct ncclComm *comm, struct ncclWindow_vidmem *win);
+nccl_abi_result_t ncclGroupSimulateEnd(nccl_abi_sim_info *simInfo);
+void ncclResetDebugInit(void);
 
 /* One pre-mul-sum op: handle NCCL_ABI_NUM_OPS + its index in the comm's table. */
 struct nccl_premulsum {
@@ -174,6 +233,8 @@ struct ncclComm {
   gcollComm_t gcoll;
   int cuda_device;
   int finalized;               /* ncclCommFinalize was called: no new operations */
+  int revoked;                 /* ncclCommRevoke was called */
+  struct ncclWindow_vidmem *windows;   /* registered, freed by destroy/abort */
   struct nccl_premulsum *ops;
   int nops, ops_cap;
   /* Scaled inputs of pre-mul-sum collectives: grows to the largest call

@@ -84,6 +84,7 @@ struct gcollComm {
                                           is wanted */
   int fifos_on_device;                 /* some plan edge is p2p: device buffers only */
   int nsplits;                         /* gcollCommSplit calls so far: names their keys */
+  int nshrinks;                        /* gcollCommShrink calls so far: names their keys */
   uint64_t timeout_ms;
   char job_key[64];
 };
@@ -148,6 +149,9 @@ gcollResult_t gcoll_group_enqueue_coll(const struct gcoll_coll_op *op);
 
 /* Nesting depth of gcollGroupStart on this thread (comm_group.c). */
 int gcoll_group_depth(void);
+/* Ends this thread's group as gcollGroupEnd does but runs nothing: the
+ * outermost call drops what was queued (ncclGroupSimulateEnd). */
+gcollResult_t gcoll_group_end_unrun(void);
 /* Inside a group: remembers the first failed call, so that gcollGroupEnd
  * runs nothing and returns it. Returns rc. */
 gcollResult_t gcoll_group_note(gcollResult_t rc);

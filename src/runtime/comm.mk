@@ -1,7 +1,18 @@
 # The communicator: plan loading, connections, the collective API.
 libgcoll_la_SOURCES += src/runtime/comm.h src/runtime/comm_init.c \
 	src/runtime/comm_connect.c src/runtime/comm_coll.c src/runtime/errors.c \
-	src/runtime/comm_members.c src/runtime/comm_members.h src/runtime/comm_split.c
+	src/runtime/comm_members.c src/runtime/comm_members.h src/runtime/comm_split.c \
+	src/runtime/comm_alltoall.c
+
+# ncclCommShrink / ncclCommRevoke on gcoll's communicator.
+libgcoll_la_SOURCES += src/runtime/comm_shrink.c
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_shrink
+TESTS += tests/unit/test_shrink
+tests_unit_test_shrink_SOURCES = tests/unit/test_shrink.c
+tests_unit_test_shrink_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_shrink_LDADD = $(UNIT_LDADD)
+endif
 
 check_PROGRAMS += tests/integration/coll_check
 tests_integration_coll_check_SOURCES = tests/integration/coll_check.c tests/integration/check_util.h

@@ -36,6 +36,7 @@
 #include "runtime/comm.h"
 #include "runtime/fifo_devmem.h"
 #include "runtime/proxy.h"
+#include "runtime/settings.h"
 
 /* Connection purposes, part of the connection id. */
 enum conn_kind { CONN_RING = 0, CONN_TREE_UP = 1, CONN_TREE_DOWN = 2 };
@@ -163,6 +164,13 @@ static gcollResult_t start_ib(struct gcollComm *comm, const struct gcoll_transpo
       (forced < 0 && !job_spans_nodes(comm)))
     return gcollSuccess;
   char err[512];
+  /* GCOLL_IB_DISABLE (NCCL_IB_DISABLE, NCCL_NET=Socket); GCOLL_TRANSPORT wins. */
+  const char *off = gcoll_setting("GCOLL_IB_DISABLE");
+  if (forced < 0 && off != NULL && strcmp(off, "0") != 0) {
+    gcoll_setting_origin("GCOLL_IB_DISABLE", err, sizeof(err));
+    gcoll_log_info(comm, "net/ib not started (%s); cross-node edges use net/socket", err);
+    return gcollSuccess;
+  }
   if (ops->init(&comm->transport[GCOLL_TRANSPORT_IB], cfg, err, sizeof(err)) == 0) {
     gcoll_log_info(comm, "net/ib side channel listens on %s",
                    comm->transport[GCOLL_TRANSPORT_IB]->listen_addr);
@@ -176,7 +184,7 @@ static gcollResult_t start_ib(struct gcollComm *comm, const struct gcoll_transpo
 }
 
 static int p2p_disabled(void) {
-  const char *v = getenv("GCOLL_P2P_DISABLE");
+  const char *v = gcoll_setting("GCOLL_P2P_DISABLE");
   return v != NULL && *v != '\0' && strcmp(v, "0") != 0;
 }
 

@@ -170,3 +170,18 @@ gcollResult_t gcollGroupEnd(void) {
   group_reset();
   return rc;
 }
+
+/* ncclGroupSimulateEnd: the group closes as with gcollGroupEnd, but its
+ * operations are dropped, not run (a refused call's error is still the
+ * result, as NCCL reports the group's error before simulating). */
+gcollResult_t gcoll_group_end_unrun(void) {
+  if (group.depth == 0)
+    return gcoll_fail(gcollInvalidUsage, "group end without a matching group start");
+  if (--group.depth > 0) return gcollSuccess;
+  gcollResult_t rc = gcollSuccess;
+  if (group.error != gcollSuccess)
+    rc = gcoll_fail(group.error, "ncclGroupSimulateEnd: the group was dropped, a call in it "
+                    "failed: %s", group.reason);
+  group_reset();
+  return rc;
+}

@@ -15,13 +15,14 @@
 #include "runtime/comm.h"
 #include "runtime/comm_init_paths.h"
 #include "runtime/proxy.h"
+#include "runtime/settings.h"
 
 #define DEFAULT_SLOT_BYTES (128u << 10)
 
-/* Reads an optional enum-valued variable; -1 when unset. Case does not
+/* Reads an optional enum-valued setting; -1 when unset. Case does not
  * matter, as with NCCL_PROTO=Simple. */
 static int env_choice(const char *name, int (*from_name)(const char *), int *out) {
-  const char *v = getenv(name);
+  const char *v = gcoll_setting(name);
   char lower[32];
   *out = -1;
   if (v == NULL || *v == '\0') return 0;
@@ -37,20 +38,19 @@ static int env_choice(const char *name, int (*from_name)(const char *), int *out
 static gcollResult_t read_tuning_env(struct gcollComm *comm) {
   if (env_choice("GCOLL_ALGO", gcoll_algo_from_name, &comm->force_algo) != 0)
     return gcoll_fail(gcollInvalidArgument, "GCOLL_ALGO='%s': expected ring or tree",
-                      getenv("GCOLL_ALGO"));
+                      gcoll_setting("GCOLL_ALGO"));
   if (env_choice("GCOLL_PROTO", gcoll_proto_from_name, &comm->force_proto) != 0)
     return gcoll_fail(gcollInvalidArgument, "GCOLL_PROTO='%s': expected simple or ll",
-                      getenv("GCOLL_PROTO"));
+                      gcoll_setting("GCOLL_PROTO"));
   comm->slot_bytes = DEFAULT_SLOT_BYTES;
-  if (getenv("GCOLL_SLOT_BYTES") != NULL) {
-    long v;
-    char err[256];
-    if (gcoll_bootstrap_env_int("GCOLL_SLOT_BYTES", 4096, 16L << 20, &v, err, sizeof(err)) != 0 ||
-        v % 64 != 0)
-      return gcoll_fail(gcollInvalidArgument,
-                        "GCOLL_SLOT_BYTES must be a multiple of 64 from 4096 to 16777216");
-    comm->slot_bytes = (size_t)v;
-  }
+  /* NCCL_BUFFSIZE arrives here already translated to a valid slot size. */
+  long v;
+  char err[256];
+  int rc = gcoll_setting_long("GCOLL_SLOT_BYTES", 4096, 16L << 20, &v, err, sizeof(err));
+  if (rc < 0 || (rc == 0 && v % 64 != 0))
+    return gcoll_fail(gcollInvalidArgument,
+                      "GCOLL_SLOT_BYTES must be a multiple of 64 from 4096 to 16777216");
+  if (rc == 0) comm->slot_bytes = (size_t)v;
   return gcollSuccess;
 }
 

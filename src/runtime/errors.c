@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtime/comm.h"
+#include "runtime/settings.h"
 
 static _Thread_local char last_error[512];
 
@@ -41,7 +42,7 @@ gcollResult_t gcoll_fail(gcollResult_t result, const char *fmt, ...) {
 }
 
 void gcoll_log_info(const struct gcollComm *comm, const char *fmt, ...) {
-  const char *level = getenv("GCOLL_DEBUG");
+  const char *level = gcoll_setting("GCOLL_DEBUG");
   if (level == NULL || (strcmp(level, "INFO") != 0 && strcmp(level, "TRACE") != 0)) return;
   char line[512];
   va_list ap;

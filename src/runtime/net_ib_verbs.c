@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/settings.h"
+
 /* RTS timers: ack timeout 4.096 us * 2^14 = 67 ms, 7 retries, so a dead
  * peer's HCA fails our writes within about half a second; RNR retries are
  * unbounded (7) because every receive is reposted by our own proxy. */
@@ -47,7 +49,7 @@ static int is_ipv4_mapped(const union ibv_gid *g) {
 }
 
 static int pick_gid_index(struct gcoll_ib_dev *d, int ethernet, char *err, size_t errlen) {
-  const char *v = getenv("GCOLL_IB_GID_INDEX");
+  const char *v = gcoll_setting("GCOLL_IB_GID_INDEX");
   if (v != NULL && *v != '\0') {
     char *end;
     long idx = strtol(v, &end, 10);
@@ -78,7 +80,7 @@ static int pick_gid_index(struct gcoll_ib_dev *d, int ethernet, char *err, size_
 /* Opens the device GCOLL_IB_HCA names, or the first with an active port. */
 static int open_device(struct gcoll_ib_dev *d, struct ibv_port_attr *pa, char *err,
                        size_t errlen) {
-  const char *want = getenv("GCOLL_IB_HCA");
+  const char *want = gcoll_setting("GCOLL_IB_HCA");
   char name[IBV_SYSFS_NAME_MAX] = "";
   unsigned long want_port = 0;
   if (want != NULL && *want != '\0') {
@@ -118,10 +120,14 @@ static int open_device(struct gcoll_ib_dev *d, struct ibv_port_attr *pa, char *e
   }
   ibv_free_device_list(list);
   if (d->ctx != NULL) return 0;
-  if (name[0] != '\0')
-    snprintf(err, errlen, "no RDMA device: GCOLL_IB_HCA='%.64s' names no device with an active port",
-             want);
-  else
+  if (name[0] != '\0') {
+    char from[512];
+    gcoll_setting_origin("GCOLL_IB_HCA", from, sizeof(from));
+    snprintf(err, errlen,
+             "no RDMA device: GCOLL_IB_HCA='%.64s'%s%.300s%s names no device with an active port",
+             want, strchr(from, '=') ? " (from " : "", strchr(from, '=') ? from : "",
+             strchr(from, '=') ? ")" : "");
+  } else
     snprintf(err, errlen, "no RDMA device with an active port (%d devices found)", n);
   return -1;
 }

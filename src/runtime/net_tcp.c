@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/settings.h"
 #include "runtime/transport.h"
 
 void gcoll_tcp_backoff(uint64_t *backoff_ms) {
@@ -118,14 +119,78 @@ int gcoll_tcp_choose_interface(const struct ifaddrs *list, struct gcoll_tcp_endp
   return 0;
 }
 
-int gcoll_tcp_pick_address(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen) {
-  const char *v = getenv("GCOLL_SOCKET_IFADDR");
+/* For a list the user gave, any interface that is up with an address
+ * peers can use (no IPv6 link-local or ::1), loopback and bridges included,
+ * as with NCCL_SOCKET_IFNAME; lower is better, -1: unusable or not listed.
+ * IPv4 before IPv6; loopback and bridges last unless the list names the
+ * interfaces to use (an exclusion list did not choose them). */
+static int listed_rank(const struct ifaddrs *i, const char *spec, char *err, size_t errlen) {
+  if (i->ifa_addr == NULL || i->ifa_name == NULL || !(i->ifa_flags & IFF_UP)) return -1;
+  int fam = i->ifa_addr->sa_family;
+  if (fam != AF_INET && fam != AF_INET6) return -1;
+  if (fam == AF_INET6) {
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+    if (IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_LOOPBACK(a)) return -1;
+  }
+  int included;
+  if (gcoll_ifname_match(spec, i->ifa_name, &included, err, errlen) != 1) return -1;
+  int host_local = (i->ifa_flags & IFF_LOOPBACK) || host_local_bridge(i->ifa_name);
+  return (fam == AF_INET6 ? 1 : 0) + (host_local && !included ? 2 : 0);
+}
+
+int gcoll_tcp_choose_listed(const struct ifaddrs *list, const char *spec,
+                            struct gcoll_tcp_endpoint *ep, char *name, size_t namelen, char *err,
+                            size_t errlen) {
+  int included;
+  if (gcoll_ifname_match(spec, "", &included, err, errlen) < 0) return -1;
+  const struct ifaddrs *best = NULL;
+  int best_rank = -1;
+  for (const struct ifaddrs *i = list; i != NULL; i = i->ifa_next) {
+    int r = listed_rank(i, spec, err, errlen);
+    if (r >= 0 && (best == NULL || r < best_rank)) {
+      best = i;
+      best_rank = r;
+    }
+  }
+  if (best == NULL) {
+    snprintf(err, errlen, "no interface that is up with a usable address matches '%.64s'", spec);
+    return -1;
+  }
   memset(ep, 0, sizeof(*ep));
-  if (v == NULL || *v == '\0') {
-    struct ifaddrs *ifs = NULL;
-    int found = getifaddrs(&ifs) == 0 && gcoll_tcp_choose_interface(ifs, ep, NULL, 0) == 0;
-    if (ifs != NULL) freeifaddrs(ifs);
-    if (found) return 0;
+  endpoint_from(best->ifa_addr, ep);
+  if (name != NULL && namelen > 0) snprintf(name, namelen, "%s", best->ifa_name);
+  return 0;
+}
+
+/* GCOLL_SOCKET_IFNAME (NCCL_SOCKET_IFNAME) when set, else the default. */
+static int choose_from_host(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen) {
+  const char *spec = gcoll_setting("GCOLL_SOCKET_IFNAME");
+  struct ifaddrs *ifs = NULL;
+  char why[256] = "";
+  int rc;
+  if (getifaddrs(&ifs) != 0) {
+    snprintf(why, sizeof(why), "getifaddrs: %s", strerror(errno));
+    rc = -1;
+  } else if (spec != NULL) {
+    rc = gcoll_tcp_choose_listed(ifs, spec, ep, NULL, 0, why, sizeof(why));
+  } else {
+    rc = gcoll_tcp_choose_interface(ifs, ep, NULL, 0) == 0 ? 0 : 1;
+  }
+  if (ifs != NULL) freeifaddrs(ifs);
+  if (rc < 0 && spec != NULL) {
+    char from[512];
+    gcoll_setting_origin("GCOLL_SOCKET_IFNAME", from, sizeof(from));
+    snprintf(err, errlen, "%s: %s", from, why);
+  }
+  return spec != NULL || rc == 0 ? rc : 1;   /* 1: no choice, use loopback */
+}
+
+int gcoll_tcp_pick_address(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen) {
+  const char *v = gcoll_setting("GCOLL_SOCKET_IFADDR");
+  memset(ep, 0, sizeof(*ep));
+  if (v == NULL) {
+    int rc = choose_from_host(ep, err, errlen);
+    if (rc <= 0) return rc;
     v = "127.0.0.1";   /* a host without a network: only local peers exist */
   }
   if (inet_pton(AF_INET, v, ep->ip) == 1) {

@@ -128,9 +128,11 @@ void gcoll_tcp_format(const struct gcoll_tcp_endpoint *ep, char *buf, size_t len
 
 /* The address to listen on from GCOLL_SOCKET_IFADDR: a numeric IPv4 or
  * IPv6 address or an interface name (its IPv4 address, else its IPv6 one);
- * when unset, gcoll_tcp_choose_interface over this host's interfaces, else
- * 127.0.0.1; port 0. -1 with one line in err when the variable names
- * nothing usable or the unspecified address. */
+ * when unset, gcoll_tcp_choose_listed over this host's interfaces if
+ * GCOLL_SOCKET_IFNAME (NCCL_SOCKET_IFNAME, see runtime/settings.h) is set,
+ * else gcoll_tcp_choose_interface, else 127.0.0.1; port 0. -1 with one
+ * line in err when the setting names nothing usable or the unspecified
+ * address. */
 int gcoll_tcp_pick_address(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen);
 
 /* gcoll_tcp_pick_address as a dotted IPv4 string, for the bootstrap
@@ -147,6 +149,16 @@ struct ifaddrs;
  * the list has none. */
 int gcoll_tcp_choose_interface(const struct ifaddrs *list, struct gcoll_tcp_endpoint *ep,
                                char *name, size_t namelen);
+
+/* As NCCL_SOCKET_IFNAME chooses: the interfaces spec lists (prefixes,
+ * "=name" exact names, "^..." all but those; gcoll_ifname_match) that are
+ * up with an IPv4 or a global IPv6 address, loopback and bridges included;
+ * IPv4 before IPv6, loopback and bridges after others unless the list
+ * names what to use, then list order. 0 with the address (and name), -1
+ * with one line in err when none matches or spec names nothing. */
+int gcoll_tcp_choose_listed(const struct ifaddrs *list, const char *spec,
+                            struct gcoll_tcp_endpoint *ep, char *name, size_t namelen, char *err,
+                            size_t errlen);
 
 /* A non-blocking listening socket on ep's address and an ephemeral port,
  * which it stores in ep->port; the fd, or -1 with one line in err. */

@@ -20,3 +20,17 @@ tests_unit_test_auth_SOURCES = tests/unit/test_auth.c
 tests_unit_test_auth_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_auth_LDADD = $(UNIT_LDADD)
 endif
+
+# Settings: GCOLL_* variables, else NCCL's from the environment and from
+# NCCL's configuration files (settings.h), checked by a unit test and, for
+# the ones that reach a communicator, through real processes.
+libgcoll_la_SOURCES += src/runtime/settings.h src/runtime/settings.c
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_settings
+TESTS += tests/unit/test_settings
+tests_unit_test_settings_SOURCES = tests/unit/test_settings.c
+tests_unit_test_settings_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_settings_LDADD = $(UNIT_LDADD)
+endif
+TESTS += tests/integration/test_nccl_settings.sh
+EXTRA_DIST += tests/integration/test_nccl_settings.sh

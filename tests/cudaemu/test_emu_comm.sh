@@ -4,8 +4,9 @@
 # gcollrun: the CUDA executor chosen by the buffers' memory type, its kernel
 # driving the transports' FIFOs (shm inside a virtual node, net/socket and
 # the proxy between two), checked element by element by gcoll-perf against
-# the serial reference; then a dead peer and an abort while kernels wait,
-# and buffers of mixed memory refused.
+# the serial reference; alltoall, gather and scatter (send/recv staged by
+# the calling thread) on device buffers too; then a dead peer and an abort
+# while kernels wait, and buffers of mixed memory refused.
 set -u
 . "$(dirname "$0")/emu_lib.sh"
 
@@ -23,6 +24,21 @@ done
 perf "8 ranks on 2 virtual nodes, allreduce" -n 8 --nodes 2 -- \
   -o allreduce -t float -b 8 -e 64K -f 8
 perf "8 ranks on 2 virtual nodes, allgather" -n 8 --nodes 2 -- -o allgather -t int8 -b 8 -e 64K -f 8
+# alltoall, gather and scatter on device buffers: 4 KiB FIFO slots (many
+# steps), the last rank as root, shm and net/socket.
+GCOLL_SLOT_BYTES=4096 perf "4 ranks on 2 virtual nodes, alltoall/gather/scatter, every type, root 3" \
+  -n 4 --nodes 2 -- -o alltoall,gather,scatter -t all -b 1 -e 40K -f 13 -R 3
+# The same calls grouped with a device allreduce, in place, NULL unused
+# buffers, every type, counts 0 to 65537 (p2p_check --device colls).
+P2P=$top_builddir/tests/integration/p2p_check
+start=$(date +%s)
+GCOLL_SLOT_BYTES=4096 timeout 300 "$RUN" -n 3 "$P2P" --device colls >"$tmp/out" 2>&1
+if [ $? -eq 0 ] && [ "$(grep -c '^rank [0-2]: device: .* calls, 0 wrong bytes' "$tmp/out")" -eq 3 ]; then
+  ok "device alltoall/gather/scatter, in place and grouped: $(grep '^rank 0: device:' "$tmp/out") ($(($(date +%s) - start)) s)"
+else
+  bad "device alltoall/gather/scatter (p2p_check --device colls)"
+  tail -20 "$tmp/out"
+fi
 
 # Calls on device buffers return once queued: 100 of them (more than the
 # executor's 32 launch slots) back to back, one wait, every result right.

@@ -7,6 +7,26 @@
  *                          several messages to one peer in one group; self
  *                          send/recv; zero-count messages between others;
  *                          a group of two allreduces and a send/recv ring
+ *   p2p_check colls        gcollAlltoAll, gcollGather, gcollScatter: every
+ *                          datatype, counts 0, 1, 7, 13, 4099 and 65537
+ *                          (many FIFO steps), roots 0 and last, out of place
+ *                          and in place (NCCL's positions), NULL buffers
+ *                          where a rank does not use them, every third call
+ *                          in a group with an allreduce and a send/recv
+ *                          ring; all three with an allreduce in one
+ *                          (nested) group; an alltoall grouped behind a
+ *                          receive whose blocking sender reaches its own
+ *                          alltoall only once that receive runs (so a
+ *                          grouped call must only queue); what they
+ *                          refuse, one line each
+ *                          (overlaps, NULL buffers, roots, type, overflow,
+ *                          a stream with host buffers), and a refusal
+ *                          poisoning its group. Unwritten guards, unused
+ *                          buffers and send buffers are checked too
+ *   p2p_check --device colls
+ *                          the same calls on device buffers and a stream
+ *                          (with $GCOLL_CUDA_DRIVER); refused: one buffer
+ *                          of each kind, alltoall in place
  *   p2p_check mismatch     a receive of another size than the send fails with
  *                          gcollInvalidUsage and one line; the next exchange
  *                          between the same ranks still works
@@ -671,6 +691,379 @@ static int dev_exchange(gcollComm_t comm) {
 }
 #endif
 
+/* ---- alltoall, gather, scatter (colls) ------------------------------------------ */
+
+/* Buffers of one collective: where the call runs (host memory, or device
+ * memory with --device) and their host views, where data is made and
+ * checked. Each is nranks blocks of the largest size plus a guard. */
+struct cbufs {
+  unsigned char *send, *recv;     /* passed to the call */
+  unsigned char *hsend, *hrecv;   /* host views (the same as send, recv on the host) */
+  unsigned char *scratch;
+  int32_t *vec;                   /* the grouped allreduce's 3 values */
+  int32_t *hvec;
+  size_t cap;
+  int dev;
+  void *stream;
+};
+
+enum { C_ALLTOALL, C_GATHER, C_SCATTER };
+static const char *const cname[] = {"alltoall", "gather", "scatter"};
+
+/* Host views to the call's buffers (device mode), whole extents. */
+static void cb_put(struct cbufs *b) {
+  if (!b->dev) return;
+#ifdef HAVE_CUDA
+  cuda_or_die(cu->memcpy_htod(DPTR(b->send), b->hsend, b->cap), "cuMemcpyHtoD");
+  cuda_or_die(cu->memcpy_htod(DPTR(b->recv), b->hrecv, b->cap), "cuMemcpyHtoD");
+  cuda_or_die(cu->memcpy_htod(DPTR(b->vec), b->hvec, 3 * sizeof(int32_t)), "cuMemcpyHtoD");
+#endif
+}
+
+/* The call's buffers back to the host views, once the stream is done. */
+static void cb_get(struct cbufs *b) {
+  if (!b->dev) return;
+#ifdef HAVE_CUDA
+  cuda_or_die(cu->stream_synchronize(b->stream), "cuStreamSynchronize");
+  cuda_or_die(cu->memcpy_dtoh(b->hsend, DPTR(b->send), b->cap), "cuMemcpyDtoH");
+  cuda_or_die(cu->memcpy_dtoh(b->hrecv, DPTR(b->recv), b->cap), "cuMemcpyDtoH");
+  cuda_or_die(cu->memcpy_dtoh(b->hvec, DPTR(b->vec), 3 * sizeof(int32_t)), "cuMemcpyDtoH");
+#endif
+}
+
+/* Bytes of [p, p + n) that are not 0xa5. */
+static long not_poison(const unsigned char *p, size_t n) {
+  long wrong = 0;
+  for (size_t i = 0; i < n; i++) wrong += p[i] != 0xa5;
+  return wrong;
+}
+
+/* One alltoall, gather or scatter of count elements of t with root, out of
+ * place or in place, alone or in a group with an allreduce and a send/recv
+ * ring. Block p of what rank s sends is fill(s, p): what a receiver must
+ * hold is known without the implementation. Also checks that what a call
+ * must not write (guards, unused buffers, a send buffer, the blocks around
+ * an in-place result) is unchanged. Wrong bytes, -1 when a call failed. */
+static long one_coll(gcollComm_t comm, struct cbufs *b, int kind, gcollDataType_t t, size_t count,
+                     int root, int in_place, int grouped, uint64_t seed) {
+  size_t es = gcoll_dtype_size(t), blk = count * es, all = blk * (size_t)nranks;
+  int me = rank, is_root = kind == C_ALLTOALL || me == root;
+  memset(b->hsend, 0x5a, b->cap);
+  memset(b->hrecv, 0xa5, b->cap);
+  /* What this rank sends, where the call reads it. */
+  unsigned char *in_src = in_place && kind != C_ALLTOALL ? b->hrecv : b->hsend;
+  if (kind == C_ALLTOALL || (kind == C_SCATTER && is_root))
+    for (int p = 0; p < nranks; p++) fill(in_src + (size_t)p * blk, count, es, me, p, 70, seed);
+  if (kind == C_GATHER)
+    fill(in_place ? b->hrecv + (size_t)me * blk : b->hsend, count, es, me, root, 70, seed);
+  for (int i = 0; i < 3; i++) b->hvec[i] = (i + 1) * (me + 1);
+  cb_put(b);
+  /* The arguments, as NCCL programs pass them: in place, the rank's block
+   * of the big buffer; buffers a rank does not use may be NULL. */
+  const unsigned char *sendp = b->send;
+  unsigned char *recvp = b->recv;
+  if (in_place && kind == C_GATHER) sendp = b->recv + (size_t)me * blk;
+  if (in_place && kind == C_SCATTER) sendp = b->recv, recvp = b->recv + (size_t)me * blk;
+  if (!in_place && kind == C_SCATTER && !is_root && seed % 2) sendp = NULL;
+  if (!in_place && kind == C_GATHER && !is_root && seed % 2) recvp = NULL;
+  int next = (me + 1) % nranks, prev = (me + nranks - 1) % nranks;
+  int32_t token = 1000 + me, got_token = -1;
+  gcollResult_t rc = gcollSuccess, end = gcollSuccess;
+  void *st = b->dev ? b->stream : NULL;
+  if (grouped) {
+    gcollGroupStart();
+    rc = gcollAllReduce(b->vec, b->vec, 3, gcollInt32, gcollSum, comm, st);
+  }
+  if (rc == gcollSuccess) {
+    if (kind == C_ALLTOALL) rc = gcollAlltoAll(sendp, recvp, count, t, comm, st);
+    else if (kind == C_GATHER) rc = gcollGather(sendp, recvp, count, t, root, comm, st);
+    else rc = gcollScatter(sendp, recvp, count, t, root, comm, st);
+  }
+  if (grouped) {
+    /* Host memory, no stream: a send/recv of the same group may differ. */
+    if (rc == gcollSuccess) rc = gcollSend(&token, 1, gcollInt32, next, comm, NULL);
+    if (rc == gcollSuccess) rc = gcollRecv(&got_token, 1, gcollInt32, prev, comm, NULL);
+    end = gcollGroupEnd();
+  }
+  char what[160];
+  snprintf(what, sizeof(what), "%s%s %s count %zu root %d%s%s", b->dev ? "device " : "",
+           cname[kind], gcoll_dtype_name(t), count, kind == C_ALLTOALL ? -1 : root,
+           in_place ? " in place" : "", grouped ? " in a group with an allreduce" : "");
+  if (check_gcoll(rc, what) || check_gcoll(end, what)) return -1;
+  cb_get(b);
+  long wrong = 0;
+  switch (kind) {
+  case C_ALLTOALL:
+    for (int p = 0; p < nranks; p++)
+      wrong += wrong_bytes(b->hrecv + (size_t)p * blk, count, es, p, me, 70, seed, b->scratch);
+    wrong += not_poison(b->hrecv + all, 64);
+    break;
+  case C_GATHER:
+    for (int p = 0; p < nranks; p++) {
+      unsigned char *got = b->hrecv + (size_t)p * blk;
+      if (is_root) wrong += wrong_bytes(got, count, es, p, root, 70, seed, b->scratch);
+      else if (in_place && p == me) wrong += wrong_bytes(got, count, es, me, root, 70, seed, b->scratch);
+      else wrong += not_poison(got, blk);
+    }
+    wrong += not_poison(b->hrecv + all, 64);
+    break;
+  default: {
+    unsigned char *got = b->hrecv + (in_place ? (size_t)me * blk : 0);
+    wrong += wrong_bytes(got, count, es, root, me, 70, seed, b->scratch);
+    for (int p = 0; in_place && p < nranks; p++) {
+      if (p == me) continue;
+      unsigned char *other = b->hrecv + (size_t)p * blk;
+      wrong += is_root ? wrong_bytes(other, count, es, me, p, 70, seed, b->scratch)
+                       : not_poison(other, blk);
+    }
+    wrong += not_poison(in_place ? b->hrecv + all : got + blk, 64);
+    break;
+  }
+  }
+  /* Out of place, what was sent is unchanged. */
+  if (!in_place && (kind == C_ALLTOALL || (kind == C_SCATTER && is_root)))
+    for (int p = 0; p < nranks; p++)
+      wrong += wrong_bytes(b->hsend + (size_t)p * blk, count, es, me, p, 70, seed, b->scratch);
+  if (!in_place && kind == C_GATHER) wrong += wrong_bytes(b->hsend, count, es, me, root, 70, seed, b->scratch);
+  if (grouped) {
+    for (int i = 0; i < 3; i++) wrong += b->hvec[i] != (i + 1) * nranks * (nranks + 1) / 2;
+    wrong += got_token != 1000 + prev;
+  }
+  if (wrong) fprintf(stderr, "rank %d: %s: %ld wrong bytes\n", rank, what, wrong);
+  return wrong;
+}
+
+/* rc must be `want` with a one-line reason naming `name` and containing
+ * `word`; 0 when so. */
+static int refused(gcollResult_t rc, gcollResult_t want, const char *name, const char *word,
+                   const char *what) {
+  const char *why = gcollGetLastError(NULL);
+  if (rc == want && strchr(why, '\n') == NULL && strstr(why, name) != NULL &&
+      strstr(why, word) != NULL) {
+    if (rank == 0) printf("rank 0: %s refused: %s\n", what, why);
+    return 0;
+  }
+  printf("rank %d: %s returned %s (%s), expected %s with '%s'\n", rank, what,
+         gcollGetErrorString(rc), why, gcollGetErrorString(want), word);
+  return 1;
+}
+
+/* What the three refuse, each on its own (every rank refuses locally, so
+ * nothing waits), and a refused call poisoning its group; then the
+ * communicator still works. Host memory. */
+static long colls_refusals(gcollComm_t comm) {
+  float *buf = xmalloc(64 * (size_t)nranks * sizeof(float) + 64);
+  long bad = 0;
+  const gcollResult_t A = gcollInvalidArgument;
+  bad += refused(gcollAlltoAll(buf, buf, 4, gcollFloat, comm, NULL), A, "gcollAlltoAll",
+                 "overlap", "alltoall in place");
+  bad += refused(gcollAlltoAll(buf + 1, buf, 4, gcollFloat, comm, NULL), A, "gcollAlltoAll",
+                 "overlap", "alltoall with overlapping buffers");
+  /* Each rank its own root: a partial overlap is refused on root only. */
+  bad += refused(gcollGather(buf + 1, buf, 4, gcollFloat, rank, comm, NULL), A, "gcollGather",
+                 "in place", "gather with sendbuff inside recvbuff, not at root's block");
+  bad += refused(gcollScatter(buf, buf + 1, 4, gcollFloat, rank, comm, NULL), A, "gcollScatter",
+                 "in place", "scatter with recvbuff inside sendbuff, not at root's block");
+  bad += refused(gcollAlltoAll(NULL, buf, 4, gcollFloat, comm, NULL), A, "gcollAlltoAll",
+                 "sendbuff is NULL", "alltoall of a NULL sendbuff");
+  bad += refused(gcollAlltoAll(buf, NULL, 4, gcollFloat, comm, NULL), A, "gcollAlltoAll",
+                 "recvbuff is NULL", "alltoall into a NULL recvbuff");
+  bad += refused(gcollGather(buf, NULL, 4, gcollFloat, rank, comm, NULL), A, "gcollGather",
+                 "recvbuff is NULL", "gather into a NULL recvbuff on root");
+  bad += refused(gcollGather(NULL, buf, 4, gcollFloat, 0, comm, NULL), A, "gcollGather",
+                 "sendbuff is NULL", "gather of a NULL sendbuff");
+  bad += refused(gcollScatter(NULL, buf, 4, gcollFloat, rank, comm, NULL), A, "gcollScatter",
+                 "sendbuff is NULL", "scatter of a NULL sendbuff on root");
+  bad += refused(gcollScatter(buf, NULL, 4, gcollFloat, 0, comm, NULL), A, "gcollScatter",
+                 "recvbuff is NULL", "scatter into a NULL recvbuff");
+  bad += refused(gcollGather(buf, buf + 64, 4, gcollFloat, -1, comm, NULL), A, "gcollGather",
+                 "root -1", "gather to root -1");
+  bad += refused(gcollScatter(buf, buf + 64, 4, gcollFloat, nranks, comm, NULL), A,
+                 "gcollScatter", "is not a rank", "scatter from root nranks");
+  bad += refused(gcollAlltoAll(buf, buf + 64, 4, (gcollDataType_t)42, comm, NULL), A,
+                 "gcollAlltoAll", "datatype 42", "alltoall of datatype 42");
+  bad += refused(gcollAlltoAll(buf, buf + 64, SIZE_MAX / 2, gcollFloat, comm, NULL), A,
+                 "gcollAlltoAll", "overflows", "alltoall of SIZE_MAX / 2 floats");
+  bad += refused(gcollGather(buf, buf + 64, SIZE_MAX / 2 + 1, gcollInt8, 0, comm, NULL), A,
+                 "gcollGather", "overflows", "gather of SIZE_MAX / 2 + 1 bytes");
+  bad += refused(gcollScatter(buf, buf + 64, 4, gcollFloat, 0, NULL, NULL), A, "gcollScatter",
+                 "comm is NULL", "scatter on a NULL comm");
+  bad += refused(gcollAlltoAll(buf, buf + 64, 4, gcollFloat, comm, (void *)buf), gcollInvalidUsage,
+                 "gcollAlltoAll", "stream", "alltoall of host buffers with a stream");
+  /* A refused call inside a group: nothing of the group runs (the
+   * allreduce queued before it would change v). */
+  float v = 1.0f;
+  gcollGroupStart();
+  bad += gcollAllReduce(&v, &v, 1, gcollFloat, gcollSum, comm, NULL) != gcollSuccess;
+  bad += refused(gcollAlltoAll(buf, buf, 4, gcollFloat, comm, NULL), A, "gcollAlltoAll",
+                 "overlap", "alltoall in place in a group");
+  bad += refused(gcollGroupEnd(), A, "gcollAlltoAll", "overlap", "the group of a refused call");
+  bad += v != 1.0f;
+  /* count 0 moves nothing, NULL buffers included; then a real one. */
+  bad += check_gcoll(gcollAlltoAll(NULL, NULL, 0, gcollFloat, comm, NULL), "alltoall count 0") != 0;
+  bad += check_gcoll(gcollGather(NULL, NULL, 0, gcollFloat, nranks - 1, comm, NULL), "gather count 0") != 0;
+  bad += check_gcoll(gcollScatter(NULL, NULL, 0, gcollFloat, 0, comm, NULL), "scatter count 0") != 0;
+  for (int p = 0; p < nranks; p++) buf[p] = (float)(rank * 100 + p);
+  if (check_gcoll(gcollAlltoAll(buf, buf + nranks, 1, gcollFloat, comm, NULL), "alltoall after refusals"))
+    bad++;
+  else
+    for (int p = 0; p < nranks; p++) bad += buf[nranks + p] != (float)(p * 100 + rank);
+  free(buf);
+  if (bad) fprintf(stderr, "rank %d: refusals: %ld wrong\n", rank, bad);
+  return bad;
+}
+
+/* Inside a group the three only queue, like send/recv: rank 0 groups a
+ * receive of a message larger than any FIFO (whose blocking sender, rank
+ * 1, cannot reach its own alltoall before that receive is posted) with an
+ * alltoall. Run at the call, rank 0's alltoall would wait for rank 1
+ * forever. The alltoall's messages follow the big one on 1 -> 0. */
+static long colls_group_order(gcollComm_t comm) {
+  if (nranks < 2) return 0;
+  size_t big = 300007, es = 4;   /* 1.2 MB: more than 8 slots of 128 KiB */
+  unsigned char *msg = xmalloc(big * es), *out = xmalloc((size_t)nranks * es),
+                *in = xmalloc((size_t)nranks * es), *want = xmalloc(big * es);
+  for (int p = 0; p < nranks; p++) fill(out + (size_t)p * es, 1, es, rank, p, 90, 3);
+  gcollResult_t rc = gcollSuccess, end = gcollSuccess;
+  if (rank == 0) {
+    gcollGroupStart();
+    rc = gcollRecv(msg, big, gcollInt32, 1, comm, NULL);
+    if (rc == gcollSuccess) rc = gcollAlltoAll(out, in, 1, gcollInt32, comm, NULL);
+    end = gcollGroupEnd();
+  } else {
+    if (rank == 1) {
+      fill(msg, big, es, 1, 0, 91, 3);
+      rc = gcollSend(msg, big, gcollInt32, 0, comm, NULL);
+    }
+    if (rc == gcollSuccess) rc = gcollAlltoAll(out, in, 1, gcollInt32, comm, NULL);
+  }
+  long wrong = 0;
+  if (check_gcoll(rc, "alltoall grouped after a receive") ||
+      check_gcoll(end, "alltoall grouped after a receive"))
+    wrong = -1;
+  for (int p = 0; wrong >= 0 && p < nranks; p++)
+    wrong += wrong_bytes(in + (size_t)p * es, 1, es, p, rank, 90, 3, want);
+  if (wrong >= 0 && rank == 0) wrong += wrong_bytes(msg, big, es, 1, 0, 91, 3, want);
+  if (wrong) fprintf(stderr, "rank %d: alltoall grouped after a receive: %ld wrong\n", rank, wrong);
+  free(msg), free(out), free(in), free(want);
+  return wrong;
+}
+
+static int colls(gcollComm_t comm, int dev) {
+  static const size_t counts[] = {0, 1, 7, 13, 4099, 65537};
+  const int ncounts = 6;
+  struct cbufs b = {0};
+  b.dev = dev;
+  b.cap = 65537 * 8 * (size_t)nranks + 64;
+  b.hsend = xmalloc(b.cap);
+  b.hrecv = xmalloc(b.cap);
+  b.scratch = xmalloc(65537 * 8);
+  b.hvec = xmalloc(3 * sizeof(int32_t));
+  b.send = b.hsend;
+  b.recv = b.hrecv;
+  b.vec = b.hvec;
+#ifdef HAVE_CUDA
+  if (dev) {
+    dev_open();
+    b.send = dev_alloc(b.cap);
+    b.recv = dev_alloc(b.cap);
+    b.vec = (int32_t *)dev_alloc(3 * sizeof(int32_t));
+    b.stream = dstream;
+  }
+#else
+  if (dev) {
+    fprintf(stderr, "p2p_check: --device: this build has no CUDA\n");
+    return 2;
+  }
+#endif
+  long wrong = 0, calls = 0, w;
+  double t0 = now_s();
+  for (int kind = 0; kind < 3; kind++)
+    for (int t = 0; t < gcollNumTypes; t++)
+      for (int s = 0; s < ncounts; s++) {
+        /* 65537 elements is about many FIFO steps, not types: two types. */
+        if (s == ncounts - 1 && t != gcollInt8 && t != gcollFloat64) continue;
+        for (int r = 0; r < (kind == C_ALLTOALL || nranks == 1 ? 1 : 2); r++)
+          for (int in_place = 0; in_place < (kind == C_ALLTOALL ? 1 : 2); in_place++) {
+            uint64_t seed = 9000 + (uint64_t)calls;
+            int grouped = calls % 3 == 1;
+            w = one_coll(comm, &b, kind, (gcollDataType_t)t, counts[s], r ? nranks - 1 : 0,
+                         in_place, grouped, seed);
+            calls++;
+            if (w < 0) return 1;
+            wrong += w;
+          }
+      }
+  /* All three and an allreduce in one group, with a nested group: the
+   * messages of alltoall, gather and scatter between two ranks share a
+   * connection and must meet in call order. */
+  {
+    size_t count = 4099, es = 4, blk = count * es;
+    int root = nranks - 1;
+    unsigned char *h = xmalloc(blk * (size_t)nranks * 4 + blk), *a2a_out = h,
+                  *a2a_in = h + blk * (size_t)nranks;
+    unsigned char *g_in = h + 2 * blk * (size_t)nranks, *sc_out = h + 3 * blk * (size_t)nranks;
+    unsigned char *sc_in = h + 4 * blk * (size_t)nranks;
+    if (!dev) {
+      for (int p = 0; p < nranks; p++) {
+        fill(a2a_out + (size_t)p * blk, count, es, rank, p, 80, 1);
+        fill(sc_out + (size_t)p * blk, count, es, rank, p, 81, 1);
+      }
+      fill(g_in + (size_t)rank * blk, count, es, rank, root, 82, 1);   /* in place on root */
+      int32_t v = rank + 1;
+      gcollGroupStart();
+      gcollAllReduce(&v, &v, 1, gcollInt32, gcollSum, comm, NULL);
+      gcollGroupStart();
+      gcollAlltoAll(a2a_out, a2a_in, count, gcollFloat, comm, NULL);
+      gcollGather(g_in + (size_t)rank * blk, g_in, count, gcollFloat, root, comm, NULL);
+      gcollGroupEnd();
+      /* Root scatters in place into its block of sc_out. */
+      gcollScatter(sc_out, rank == root ? sc_out + (size_t)rank * blk : sc_in, count,
+                   gcollFloat, root, comm, NULL);
+      if (check_gcoll(gcollGroupEnd(), "alltoall, gather, scatter and an allreduce in one group"))
+        return 1;
+      long gw = v != nranks * (nranks + 1) / 2;
+      for (int p = 0; p < nranks; p++) {
+        gw += wrong_bytes(a2a_in + (size_t)p * blk, count, es, p, rank, 80, 1, b.scratch);
+        if (rank == root) {
+          gw += wrong_bytes(g_in + (size_t)p * blk, count, es, p, root, 82, 1, b.scratch);
+          gw += wrong_bytes(sc_out + (size_t)p * blk, count, es, rank, p, 81, 1, b.scratch);
+        }
+      }
+      if (rank != root) gw += wrong_bytes(sc_in, count, es, root, rank, 81, 1, b.scratch);
+      if (gw) fprintf(stderr, "rank %d: one group of everything: %ld wrong\n", rank, gw);
+      wrong += gw;
+      calls += 4;
+    }
+    free(h);
+  }
+  if (!dev) {
+    if ((w = colls_group_order(comm)) < 0) return 1;
+    wrong += w;
+    wrong += colls_refusals(comm);
+  }
+  /* One buffer of each kind is refused, as for the other collectives
+   * (each rank its own root: refused before anything moves). */
+  if (dev) {
+    wrong += refused(gcollAlltoAll(b.send, b.hrecv, 4, gcollFloat, comm, b.stream),
+                     gcollInvalidArgument, "gcollAlltoAll", "host memory",
+                     "alltoall from device into host memory");
+    wrong += refused(gcollScatter(b.hsend, b.recv, 4, gcollFloat, rank, comm, b.stream),
+                     gcollInvalidArgument, "gcollScatter", "device memory",
+                     "scatter from host into device memory");
+    wrong += refused(gcollAlltoAll(b.send, b.send, 4, gcollFloat, comm, b.stream),
+                     gcollInvalidArgument, "gcollAlltoAll", "overlap",
+                     "alltoall in place on device memory");
+  }
+  printf("rank %d: %s%ld alltoall/gather/scatter calls, %ld wrong bytes, %.2f s\n", rank,
+         dev ? "device: " : "", calls, wrong, now_s() - t0);
+  free(b.hsend);
+  free(b.hrecv);
+  free(b.scratch);
+  free(b.hvec);
+  return wrong ? 1 : 0;
+}
+
 /* ---- failures ----------------------------------------------------------------- */
 
 static int mismatch(gcollComm_t comm) {
@@ -829,9 +1222,10 @@ static int die(gcollComm_t comm) {
 int main(int argc, char **argv) {
   int on_device = argc >= 2 && strcmp(argv[1], "--device") == 0;
   if (on_device) argc--, argv++;
-  if (argc < 2 || (on_device && strcmp(argv[1], "exchange") != 0)) {
-    fprintf(stderr, "usage: p2p_check exchange | mismatch | norecv fresh|big | badargs | abort | "
-                    "die | --device exchange\n");
+  if (argc < 2 ||
+      (on_device && strcmp(argv[1], "exchange") != 0 && strcmp(argv[1], "colls") != 0)) {
+    fprintf(stderr, "usage: p2p_check exchange | colls | mismatch | norecv fresh|big | badargs | "
+                    "abort | die | --device exchange|colls\n");
     return 2;
   }
   gcollComm_t comm;
@@ -843,7 +1237,8 @@ int main(int argc, char **argv) {
   gcollCommUserRank(comm, &rank);
   gcollCommCount(comm, &nranks);
   int status;
-  if (on_device) status = dev_exchange(comm);
+  if (strcmp(argv[1], "colls") == 0) status = colls(comm, on_device);
+  else if (on_device) status = dev_exchange(comm);
   else if (strcmp(argv[1], "exchange") == 0) status = exchange(comm);
   else if (strcmp(argv[1], "mismatch") == 0) status = mismatch(comm);
   else if (strcmp(argv[1], "norecv") == 0 && argc == 3) status = norecv(comm, argv[2]);

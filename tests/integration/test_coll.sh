@@ -3,7 +3,8 @@
 # a (virtual) node, net/socket between nodes, exactly as the plan says.
 # Checks results against the serial reference (coll_check matrix), a rank
 # killed mid-loop, an abort from another thread, bad arguments and plans
-# that do not fit the job.
+# that do not fit the job; alltoall, gather and scatter (built on send/recv)
+# with p2p_check colls.
 #
 # make check runs a subset; GCOLL_TEST_FULL=1 runs the whole matrix (every
 # rank count x node split x forced algorithm/protocol, sizes up to 17M
@@ -12,9 +13,10 @@ set -u
 top_builddir=${top_builddir:-.}
 RUN=$top_builddir/gcollrun
 CHECK=$top_builddir/tests/integration/coll_check
+P2P=$top_builddir/tests/integration/p2p_check
 PLAN=$top_builddir/gcoll-plan
 PERF=$top_builddir/gcoll-perf
-for f in "$RUN" "$CHECK" "$PLAN" "$PERF"; do
+for f in "$RUN" "$CHECK" "$P2P" "$PLAN" "$PERF"; do
   [ -x "$f" ] || { echo "test_coll: $f is not built" >&2; exit 99; }
 done
 export GCOLL_TIMEOUT=${GCOLL_TIMEOUT:-30}
@@ -67,6 +69,16 @@ GCOLL_TRANSPORT=net/socket matrix "n=3 all net/socket" -n 3 "$CHECK" matrix
 matrix "n=7 nodes=3 (3+2+2) plan's choice" -n 7 --nodes 3 "$CHECK" matrix
 matrix "n=5 nodes=4 (2+1+1+1) plan's choice" -n 5 --nodes 4 "$CHECK" matrix
 
+# alltoall, gather and scatter: every type, counts 0 to 65537 in 4 KiB FIFO
+# slots (many steps), roots 0 and last, in place, grouped with an allreduce
+# and a send/recv ring, refusals; 1, 2, 3, 4 and 8 ranks, 2 and 3 virtual
+# nodes.
+for nk in "1 1" "2 1" "3 1" "4 2" "8 1" "6 3"; do
+  read -r n k <<<"$nk"
+  GCOLL_SLOT_BYTES=4096 matrix "alltoall/gather/scatter n=$n nodes=$k, 4 KiB slots" \
+    -n "$n" --nodes "$k" "$P2P" colls
+done
+
 # gcoll-perf on uneven nodes: every collective and type, sizes 1 B to 28 KB,
 # every row checked against the serial reference with 0 wrong elements.
 perf_uneven() {
@@ -79,7 +91,7 @@ perf_uneven() {
   verdict=$(awk '/^#/ { if (/^# Out of bounds values : 0 OK/) oob = 1; next }
     NF > 0 { rows++; if (NF != 13 || $9 != "0" || $13 != "0") { wrong++; if (!first) first = $0 } }
     END { if (!oob) print "no \"0 OK\" summary"; else if (wrong) print wrong " bad rows, first: " first;
-          else if (rows != 250) print rows " rows, expected 250"; }' "$tmp/perf.out")
+          else if (rows != 400) print rows " rows, expected 400"; }' "$tmp/perf.out")
   if [ "$rc" -eq 0 ] && [ -z "$verdict" ]; then
     ok; echo "ok: gcoll-perf -o all -t all on -n $n --nodes $k, 0 wrong ($((SECONDS - t0)) s)"
   else

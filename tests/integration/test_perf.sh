@@ -1,6 +1,8 @@
 #!/bin/bash
 # Functional test of gcoll-perf through gcollrun: every collective, several
-# types and ops, 1-4 ranks on 1 or 2 virtual nodes (shm and TCP paths). Each
+# types and ops, 1-4 ranks on 1 or 2 virtual nodes (shm and TCP paths);
+# alltoall, gather and scatter also with 4 KiB FIFO slots (many steps),
+# roots 0 and last, up to 8 ranks and 3 virtual nodes. Each
 # run must report zero wrong elements on every row, print the nccl-tests
 # format (checked field by field: sizes, counts, bandwidth arithmetic, row
 # count, summary), and a corrupted result must be counted exactly.
@@ -62,9 +64,13 @@ check_table() {
       if (t ~ /^u?int64$/ || t == "double") return 8;
       return 0;
     }
+    function blocked(c) {
+      return c == "allgather" || c == "reducescatter" || c == "alltoall" || c == "gather" ||
+             c == "scatter";
+    }
     function factor(c) {
       if (c == "allreduce") return 2 * (n - 1) / n;
-      if (c == "allgather" || c == "reducescatter") return (n - 1) / n;
+      if (blocked(c)) return (n - 1) / n;
       return 1;
     }
     function abs(x) { return x < 0 ? -x : x }
@@ -90,16 +96,19 @@ check_table() {
       if (NF != 13) { fail("row has " NF " fields"); next }
       ts = tsize($3);
       if (!isint($1) || !isint($2) || ts == 0) fail("size/count/type");
-      blocks = (coll == "allgather" || coll == "reducescatter") ? n : 1;
+      blocks = blocked(coll) ? n : 1;
       if ($1 != $2 * ts * blocks) fail("size is not count x " ts " x " blocks " for " coll);
       hasop = (coll == "allreduce" || coll == "reduce" || coll == "reducescatter");
       if (hasop != ($4 != "none")) fail("redop column for " coll);
-      rooted = (coll == "broadcast" || coll == "reduce");
+      rooted = (coll == "broadcast" || coll == "reduce" || coll == "gather" || coll == "scatter");
       if (rooted ? !($5 >= 0 && $5 < n) : $5 != -1) fail("root column for " coll);
-      for (i = 6; i <= 12; i++) if (i != 9 && !isnum($i)) fail("field " i " is not a number");
+      # alltoall has no in-place form: that half only checks the refusal.
+      refused = coll == "alltoall";
+      for (i = 6; i <= 12; i++) if (i != 9 && !(refused && i >= 10) && !isnum($i)) fail("field " i " is not a number");
+      if (refused && ($10 != "N/A" || $11 != "N/A" || $12 != "N/A")) fail("in-place alltoall is not N/A");
       if (checked ? ($9 != "0" || $13 != "0") : ($9 != "N/A" || $13 != "N/A")) fail("#wrong");
       check_bw($1, $6, $7, $8, coll);
-      check_bw($1, $10, $11, $12, coll);
+      if (!refused) check_bw($1, $10, $11, $12, coll);
     }
     END {
       if (!err && !devices) err = "no Using devices block";
@@ -128,8 +137,8 @@ perf() {
 # Sizes with odd element counts, and a zero count for 8-byte allgather at n=3.
 SWEEP=(-b 12 -e 100000 -f 9)
 nsizes=$(sizes 12 100000 9 | wc -l)
-ALL_COLLS_ONE_TYPE_ALL_OPS=$(((5 + 1 + 5 + 1 + 5) * nsizes))
-ALL_COLLS_ALL_TYPES_ONE_OP=$((10 * 5 * nsizes))
+ALL_COLLS_ONE_TYPE_ALL_OPS=$(((5 + 1 + 5 + 1 + 5 + 1 + 1 + 1) * nsizes))
+ALL_COLLS_ALL_TYPES_ONE_OP=$((10 * 8 * nsizes))
 
 for nk in "1 1" "2 1" "2 2" "3 1" "4 2"; do
   read -r n k <<<"$nk"
@@ -150,17 +159,33 @@ for ap in "ring simple" "ring ll" "tree simple" "tree ll"; do
     bad "-a $algo -p $proto: header does not show the forced choice"
 done
 
+# alltoall, gather and scatter in 4 KiB FIFO slots (a 28 KB block is 7
+# steps), every type, sizes 1 B to 28 KB (counts 0, 1 and odd), roots 0
+# and last, 1-8 ranks on 1-3 virtual nodes, in place for gather and
+# scatter, the in-place alltoall refused.
+A2A_SWEEP=(-o alltoall,gather,scatter -t all -b 1 -e 64K -f 13)
+a2a_rows=$((3 * 10 * $(sizes 1 65536 13 | wc -l)))
+for nkr in "1 1 0" "2 1 1" "3 1 0" "4 2 3" "6 3 5" "8 2 7"; do
+  read -r n k root <<<"$nkr"
+  GCOLL_SLOT_BYTES=4096 perf "alltoall, gather, scatter -R $root, 4 KiB slots" "$n" "$k" \
+    "$a2a_rows" "" "${A2A_SWEEP[@]}" -R "$root"
+done
+perf "alltoall, every type" 2 1 $((10 * $(sizes 1 65536 13 | wc -l))) alltoall \
+  -o alltoall -t all -b 1 -e 64K -f 13
+
 # A root other than 0, additive steps, and check off.
 perf "broadcast -R 2" 3 1 "$nsizes" broadcast -o broadcast -t int64 -R 2 "${SWEEP[@]}"
 perf "reduce -R 1" 2 2 "$nsizes" reduce -o reduce -t half -r max -R 1 "${SWEEP[@]}"
 perf "-i stepbytes" 2 1 4 reducescatter -o reducescatter -t uint8 -r prod -b 1000 -e 4000 -i 1000
 run "$RUN" -n 2 "$PERF" -o allgather -b 1K -e 4K -f 2 -c 0 -w 0 -n 1
 if [ "$rc" -ne 0 ]; then bad "-c 0: exit $rc; stderr: $(errtext)"; else check_table "-c 0" 2 3 0 allgather; fi
+run "$RUN" -n 2 "$PERF" -o alltoall -b 1K -e 4K -f 2 -c 0 -w 0 -n 1
+if [ "$rc" -ne 0 ]; then bad "alltoall -c 0: exit $rc; stderr: $(errtext)"; else check_table "alltoall -c 0" 2 3 0 alltoall; fi
 
 # The checker counts a corrupted element exactly: rank 0 flips one element
 # of its result per checked call, so every row says 1 and 1, and the job
 # fails.
-for coll in allreduce broadcast reduce allgather reducescatter; do
+for coll in allreduce broadcast reduce allgather reducescatter alltoall gather scatter; do
   run env GCOLL_PERF_INJECT_ERROR=0 "$RUN" -n 3 "$PERF" -o "$coll" -t int32 -r sum -b 96 -e 1536 -f 4 -w 0 -n 1
   rows=$(grep -vc '^#' "$tmp/out")
   ones=$(awk '!/^#/ && $9 == 1 && $13 == 1' "$tmp/out" | wc -l)
@@ -173,7 +198,7 @@ for coll in allreduce broadcast reduce allgather reducescatter; do
 done
 
 # Usage errors: one line on stderr, exit 2, before any communicator exists.
-for args in "-o scatter" "-t float8" "-r xor" "-b 1K -e 1" "-f 0" "-n 0" "-c 2" "-a nvls" \
+for args in "-o alltoallv" "-o gather,bogus" "-o gather," "-t float8" "-r xor" "-b 1K -e 1" "-f 0" "-n 0" "-c 2" "-a nvls" \
   "-p ll128" "-b 12Q" "-e" "--bogus" "-f 1 -i 0 -b 1 -e 2" "extra"; do
   # shellcheck disable=SC2086
   run "$PERF" $args

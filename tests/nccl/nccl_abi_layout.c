@@ -88,3 +88,26 @@ FIELD(nvlsCTAs);
 FIELD(nChannelsPerNetPeer);
 FIELD(nvlinkCentricSched);
 SAME(sizeof(ncclConfig_t), sizeof(struct nccl_abi_config_layout));
+
+/* ncclCommShrink/ncclCommRevoke/ncclCommWindowRegister flags (the
+ * simulate magic is NCCL_SIM_INFO_INITIALIZER's alone, not a constant
+ * here: nccl_shrink_check's simulate mode passes that initializer). */
+SAME(NCCL_SHRINK_DEFAULT, NCCL_ABI_SHRINK_DEFAULT);
+SAME(NCCL_SHRINK_ABORT, NCCL_ABI_SHRINK_ABORT);
+SAME(NCCL_SHRINK_DEFAULT, GCOLL_SHRINK_DEFAULT);
+SAME(NCCL_SHRINK_ABORT, GCOLL_SHRINK_ABORT);
+SAME(NCCL_REVOKE_DEFAULT, NCCL_ABI_REVOKE_DEFAULT);
+SAME(NCCL_WIN_DEFAULT, NCCL_ABI_WIN_DEFAULT);
+SAME(NCCL_WIN_COLL_SYMMETRIC, NCCL_ABI_WIN_COLL_SYMMETRIC);
+SAME(NCCL_WIN_REQUIRED_ALIGNMENT, NCCL_ABI_WIN_REQUIRED_ALIGNMENT);
+_Static_assert(NCCL_UNDEF_FLOAT == NCCL_ABI_UNDEF_FLOAT, "NCCL_UNDEF_FLOAT differs");
+
+/* ncclSimInfo_t, field by field. */
+#define SIM_FIELD(f)                                                                   \
+  SAME(offsetof(ncclSimInfo_t, f), offsetof(struct nccl_abi_sim_info_layout, f));      \
+  SAME(sizeof(((ncclSimInfo_t *)0)->f), sizeof(((struct nccl_abi_sim_info_layout *)0)->f))
+SIM_FIELD(size);
+SIM_FIELD(magic);
+SIM_FIELD(version);
+SIM_FIELD(estimatedTime);
+SAME(sizeof(ncclSimInfo_t), sizeof(struct nccl_abi_sim_info_layout));

@@ -4,9 +4,12 @@
  *
  *   nccl_host_check matrix       under gcollrun: every collective x type x op
  *                                x size {0,1,7,1023,4097}, in and out of
- *                                place, ncclBcast, pre-mul-sum ops with
- *                                per-rank scalars, a send/recv ring in a
- *                                group; against a serial reference
+ *                                place (in-place ncclAlltoAll refused),
+ *                                ncclBcast, ncclAlltoAll/Gather/Scatter,
+ *                                pre-mul-sum ops with per-rank scalars, a
+ *                                send/recv ring in a group, an alltoall,
+ *                                a gather and a scatter grouped with an
+ *                                allreduce; against a serial reference
  *   nccl_host_check refusals     under gcollrun: what the library refuses
  *                                (fp8, a stream, bad/destroyed/foreign ops,
  *                                bad configs, 0 ranks)
@@ -63,8 +66,9 @@
 static const size_t sizes[SIZES] = {0, 1, 7, 1023, 4097};
 #define MAX_COUNT 4097
 
-static const char *coll_names[] = {"allreduce", "broadcast", "reduce", "allgather",
-                                   "reducescatter", "bcast"};
+static const char *coll_names[] = {"allreduce",     "broadcast", "reduce", "allgather",
+                                   "reducescatter", "bcast",     "alltoall", "gather",
+                                   "scatter"};
 
 /* Stands in for libcudart's cudaGetDevice, exported by this program
  * (the test links it -rdynamic), where the library looks for it: the device is
@@ -100,9 +104,10 @@ static int check_loaded_library(void) {
             info.dli_fname, want ? want : "unset");
     return -1;
   }
-  /* The real NCCL defines it; ours does not: a second, independent sign. */
-  if (dlsym(RTLD_DEFAULT, "ncclCommShrink") != NULL) {
-    fprintf(stderr, "rank %d: ncclCommShrink is defined: a real NCCL is loaded\n", rank);
+  /* The real NCCL defines it (the device API's host side, nccl_device.h);
+   * ours does not: a second, independent sign. */
+  if (dlsym(RTLD_DEFAULT, "ncclDevCommCreate") != NULL) {
+    fprintf(stderr, "rank %d: ncclDevCommCreate is defined: a real NCCL is loaded\n", rank);
     return -1;
   }
   int version = 0;
@@ -251,11 +256,11 @@ static int gpu_copy(const struct bufs *b, int to_device) {
 static long run_one(ncclComm_t comm, struct bufs *b, int coll, ncclDataType_t t, ncclRedOp_t op,
                     int premul, size_t count, int in_place, int root, uint64_t seed) {
   size_t es = gcoll_dtype_size((gcollDataType_t)t), nbytes = count * es;
-  int blocks = coll == 3 || coll == 4;
+  int blocks = coll == 3 || coll == 4 || coll >= 6;
   size_t total = blocks ? nbytes * (size_t)nranks : nbytes;
   memset(b->recv, 0xa5, total + 64);
   void *sendp = b->send, *recvp = b->recv, *src = in_place ? b->recv : b->send;
-  ncclResult_t rc = ncclSuccess;
+  ncclResult_t rc = ncclSuccess, want_rc = ncclSuccess;
   ncclRedOp_t ref_op = premul ? ncclSum : op;
   switch (coll) {
   case 0:
@@ -287,24 +292,59 @@ static long run_one(ncclComm_t comm, struct bufs *b, int coll, ncclDataType_t t,
     if (gpu_copy(b, 1)) return -1;
     rc = ncclAllGather(at(b, sendp), at(b, recvp), count, t, comm, stream_of());
     break;
-  default:   /* reducescatter: block `rank` of the reduction */
+  case 4:   /* reducescatter: block `rank` of the reduction */
     expected(b->expect, b->block, (size_t)rank * count, count, t, ref_op, premul, seed);
     fill(src, 0, count * nranks, t, ref_op, rank, seed);
     if (in_place) recvp = b->recv + (size_t)rank * nbytes;
     if (gpu_copy(b, 1)) return -1;
     rc = ncclReduceScatter(at(b, src), at(b, recvp), count, t, op, comm, stream_of());
     break;
+  case 6:   /* alltoall: block p is rank p's input block `rank` */
+    for (int r = 0; r < nranks; r++)
+      fill(b->expect + (size_t)r * nbytes, (size_t)rank * count, count, t, ref_op, r, seed);
+    fill(src, 0, count * nranks, t, ref_op, rank, seed);
+    if (in_place) {   /* refused, as by NCCL: the buffer stays this rank's input */
+      fill(b->expect, 0, count * nranks, t, ref_op, rank, seed);
+      want_rc = count > 0 ? ncclInvalidArgument : ncclSuccess;
+    }
+    if (gpu_copy(b, 1)) return -1;
+    rc = ncclAlltoAll(at(b, src), at(b, recvp), count, t, comm, stream_of());
+    break;
+  case 7:   /* gather: root holds every rank's input; elsewhere recvbuff is left alone */
+    memset(b->expect, 0xa5, total);
+    for (int r = 0; r < nranks; r++)
+      if (rank == root || (in_place && r == rank))
+        fill(b->expect + (size_t)r * nbytes, 0, count, t, ref_op, r, seed);
+    if (in_place) sendp = b->recv + (size_t)rank * nbytes;
+    fill(sendp, 0, count, t, ref_op, rank, seed);
+    if (gpu_copy(b, 1)) return -1;
+    rc = ncclGather(at(b, sendp), at(b, recvp), count, t, root, comm, stream_of());
+    break;
+  default:  /* scatter: root's input block `rank` */
+    fill(b->expect, (size_t)rank * count, count, t, ref_op, root, seed);
+    fill(src, 0, count * nranks, t, ref_op, rank, seed);
+    if (in_place) recvp = b->recv + (size_t)rank * nbytes;
+    if (gpu_copy(b, 1)) return -1;
+    rc = ncclScatter(at(b, src), at(b, recvp), count, t, root, comm, stream_of());
+    break;
   }
   char what[160];
   snprintf(what, sizeof(what), "%s %s %s count %zu %s", coll_names[coll],
            gcoll_dtype_name((gcollDataType_t)t), premul ? "premulsum" : gcoll_redop_name((gcollRedOp_t)op),
            count, in_place ? "in-place" : "out-of-place");
-  if (check_nccl(rc, what) != 0 || gpu_copy(b, 0)) return -1;
-  const unsigned char *got = coll == 4 && in_place ? b->recv + (size_t)rank * nbytes : b->recv;
-  size_t check_bytes = coll == 3 ? total : nbytes;
+  if (rc != want_rc) {
+    if (want_rc == ncclSuccess) check_nccl(rc, what);
+    else fprintf(stderr, "rank %d: %s: returned %s, expected a refusal\n", rank, what,
+                 ncclGetErrorString(rc));
+    return -1;
+  }
+  if (gpu_copy(b, 0)) return -1;
+  int own_block = (coll == 4 || coll == 8) && in_place;
+  const unsigned char *got = own_block ? b->recv + (size_t)rank * nbytes : b->recv;
+  size_t check_bytes = coll == 3 || coll == 6 || coll == 7 ? total : nbytes;
   long wrong = 0;
   for (size_t i = 0; i < check_bytes; i++) wrong += got[i] != b->expect[i];
-  const unsigned char *end = coll == 4 && in_place ? b->recv + total : got + check_bytes;
+  const unsigned char *end = own_block ? b->recv + total : got + check_bytes;
   for (size_t i = 0; i < 64; i++) wrong += end[i] != 0xa5;
   if (wrong) fprintf(stderr, "rank %d: %s: %ld wrong bytes\n", rank, what, wrong);
   return wrong;
@@ -328,10 +368,10 @@ static void bufs_free(struct bufs *b) {
 /* Every collective, type, op and size, in and out of place. */
 static long builtin_matrix(ncclComm_t comm, struct bufs *b, long *calls) {
   long wrong = 0;
-  for (int coll = 0; coll < 6; coll++)
+  for (int coll = 0; coll < 9; coll++)
     for (int t = 0; t < ncclFloat8e4m3; t++)
       for (int op = 0; op < ncclNumOps; op++) {
-        if ((coll == 1 || coll == 3 || coll == 5) && op > 0) continue;   /* no op */
+        if ((coll == 1 || coll == 3 || coll >= 5) && op > 0) continue;   /* no op */
         for (int s = 0; s < SIZES; s++)
           for (int in_place = 0; in_place < (coll == 5 ? 1 : 2); in_place++) {
             uint64_t seed = 777 + (uint64_t)*calls;
@@ -405,6 +445,40 @@ static long ring_exchange(ncclComm_t comm) {
     }
   }
   return 0;
+}
+
+/* ncclAllReduce, ncclAlltoAll, ncclGather and ncclScatter in one group,
+ * host buffers; 0 when every result is right. */
+static long grouped_colls(ncclComm_t comm) {
+  enum { N = 1031 };
+  int root = nranks - 1;
+  size_t bytes = (size_t)N * nranks * 4;
+  int32_t v = rank + 1;
+  unsigned char *a_out = xmalloc(bytes), *a_in = xmalloc(bytes), *g_in = xmalloc(bytes),
+                *s_out = xmalloc(bytes), *s_in = xmalloc(N * 4), *want = xmalloc(bytes);
+  fill(a_out, 0, (size_t)N * nranks, ncclInt32, ncclSum, rank, 61);
+  fill(s_out, 0, (size_t)N * nranks, ncclInt32, ncclSum, rank, 62);
+  fill(g_in + (size_t)rank * N * 4, 0, N, ncclInt32, ncclSum, rank, 63);   /* in place */
+  ncclResult_t rc = ncclGroupStart();
+  if (rc == ncclSuccess) rc = ncclAllReduce(&v, &v, 1, ncclInt32, ncclSum, comm, 0);
+  if (rc == ncclSuccess) rc = ncclAlltoAll(a_out, a_in, N, ncclInt32, comm, 0);
+  if (rc == ncclSuccess)
+    rc = ncclGather(g_in + (size_t)rank * N * 4, g_in, N, ncclInt32, root, comm, 0);
+  if (rc == ncclSuccess) rc = ncclScatter(s_out, s_in, N, ncclInt32, root, comm, 0);
+  ncclResult_t end = ncclGroupEnd();
+  long wrong = check_nccl(rc != ncclSuccess ? rc : end, "grouped alltoall, gather, scatter") ? -1
+               : v != nranks * (nranks + 1) / 2;
+  for (int r = 0; wrong >= 0 && r < nranks; r++) {
+    fill(want, (size_t)rank * N, N, ncclInt32, ncclSum, r, 61);
+    wrong += memcmp(a_in + (size_t)r * N * 4, want, N * 4) != 0;
+    fill(want, 0, N, ncclInt32, ncclSum, r, 63);
+    wrong += rank == root && memcmp(g_in + (size_t)r * N * 4, want, N * 4) != 0;
+  }
+  fill(want, (size_t)rank * N, N, ncclInt32, ncclSum, root, 62);
+  if (wrong >= 0) wrong += memcmp(s_in, want, N * 4) != 0;
+  if (wrong) fprintf(stderr, "rank %d: grouped alltoall, gather, scatter: %ld wrong\n", rank, wrong);
+  free(a_out), free(a_in), free(g_in), free(s_out), free(s_in), free(want);
+  return wrong;
 }
 
 /* The matrix's collectives on device buffers and a stream; a pre-mul-sum
@@ -553,14 +627,17 @@ static int matrix(int device) {
   struct bufs b;
   bufs_alloc(&b);
   long calls = 0, wrong = builtin_matrix(comm, &b, &calls), pm_calls = 0, pm_wrong = -1, ring = -1;
+  long grouped = -1;
   if (wrong >= 0) pm_wrong = premul_matrix(comm, &b, &pm_calls);
   if (pm_wrong >= 0) ring = ring_exchange(comm);
+  if (ring >= 0) grouped = grouped_colls(comm);
   bufs_free(&b);
-  int bad = wrong != 0 || pm_wrong != 0 || ring != 0;
+  int bad = wrong != 0 || pm_wrong != 0 || ring != 0 || grouped != 0;
   bad |= check_nccl(ncclCommFinalize(comm), "finalize") != 0;
   bad |= check_nccl(ncclCommDestroy(comm), "destroy") != 0;
-  printf("rank %d: %ld calls, %ld wrong; %ld pre-mul-sum calls, %ld wrong; ring %s\n", rank, calls,
-         wrong, pm_calls, pm_wrong, ring == 0 ? "ok" : "FAILED");
+  printf("rank %d: %ld calls, %ld wrong; %ld pre-mul-sum calls, %ld wrong; ring %s; grouped "
+         "alltoall/gather/scatter %s\n", rank, calls, wrong, pm_calls, pm_wrong,
+         ring == 0 ? "ok" : "FAILED", grouped == 0 ? "ok" : "FAILED");
   return bad;
 }
 

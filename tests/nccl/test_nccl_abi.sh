@@ -42,7 +42,8 @@ if [ "$soname" = libnccl.so.2 ]; then ok "soname $soname"; else bad "soname is '
 api="GetVersion GetUniqueId CommInitRank CommInitRankConfig CommInitAll CommFinalize CommSplit
   CommDestroy CommAbort CommGetAsyncError CommCount CommCuDevice CommUserRank AllReduce
   Broadcast Bcast Reduce AllGather ReduceScatter Send Recv GroupStart GroupEnd GetErrorString
-  GetLastError RedOpCreatePreMulSum RedOpDestroy MemAlloc MemFree CommRegister CommDeregister"
+  GetLastError RedOpCreatePreMulSum RedOpDestroy MemAlloc MemFree CommRegister CommDeregister
+  AlltoAll Gather Scatter"
 nm -D --defined-only "$LIB" | awk '$2 ~ /^[TtWi]$/ {print $3}' | sort >"$tmp/exports"
 missing=""
 for f in $api; do
