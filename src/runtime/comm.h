@@ -124,6 +124,10 @@ void gcoll_comm_conn_close(struct gcollComm *comm, struct gcoll_conn *c);
  * malformed). */
 int gcoll_comm_transport_for_peer(const struct gcollComm *comm, int peer, gcollResult_t *rc);
 
+/* gcollSuccess, or why comm takes no new call: a peer died (naming it) or
+ * it was aborted; one line prefixed with what (comm_coll.c). */
+gcollResult_t gcoll_comm_check_usable(struct gcollComm *comm, const char *what);
+
 /* Turns an executor or send/recv failure (rc, with the waiter's one-line
  * err) into the caller's reason, naming a dead rank when one is known
  * (comm_coll.c). */

@@ -66,13 +66,8 @@ static gcollResult_t check_args(struct gcollComm *comm, const struct a2a_call *c
   if (c->count > (size_t)PTRDIFF_MAX / size / (size_t)n)
     return gcoll_fail(gcollInvalidArgument, "%s: count %zu overflows the buffer size", c->name,
                       c->count);
-  int aborted = atomic_load(&comm->abort_word);
-  if (aborted == gcollRemoteError)
-    return gcoll_fail(gcollRemoteError, "%s: rank %d died or closed its connection earlier",
-                      c->name, atomic_load(&comm->failed_peer));
-  if (aborted != 0)
-    return gcoll_fail((gcollResult_t)aborted, "%s: the communicator was aborted", c->name);
-  if (c->count == 0) return gcollSuccess;
+  gcollResult_t rc = gcoll_comm_check_usable(comm, c->name);
+  if (rc != gcollSuccess || c->count == 0) return rc;
   /* The buffers this rank uses, and their extents in bytes. */
   size_t block = c->count * size, all = block * (size_t)n;
   int all_used = c->kind == A2A_ALLTOALL || me == c->root;

@@ -71,6 +71,16 @@ static gcollResult_t choose_executor(struct gcollComm *comm, const struct call *
   return gcollSuccess;
 }
 
+gcollResult_t gcoll_comm_check_usable(struct gcollComm *comm, const char *what) {
+  int aborted = atomic_load(&comm->abort_word);
+  if (aborted == gcollRemoteError)
+    return gcoll_fail(gcollRemoteError, "%s: rank %d died or closed its connection earlier",
+                      what, atomic_load(&comm->failed_peer));
+  if (aborted != 0)
+    return gcoll_fail((gcollResult_t)aborted, "%s: the communicator was aborted", what);
+  return gcollSuccess;
+}
+
 static gcollResult_t check_args(struct gcollComm *comm, const struct call *c, void *stream,
                                 size_t *bytes, enum gcoll_exec_kind *kind) {
   if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "%s: comm is NULL", c->name);
@@ -99,13 +109,8 @@ static gcollResult_t check_args(struct gcollComm *comm, const struct call *c, vo
       return gcoll_fail(gcollInvalidArgument, "%s: recvbuff is NULL with count %zu", c->name,
                         c->count);
   }
-  int aborted = atomic_load(&comm->abort_word);
-  if (aborted == gcollRemoteError)
-    return gcoll_fail(gcollRemoteError, "%s: rank %d died or closed its connection earlier",
-                      c->name, atomic_load(&comm->failed_peer));
-  if (aborted != 0)
-    return gcoll_fail((gcollResult_t)aborted, "%s: the communicator was aborted", c->name);
-  return choose_executor(comm, c, stream, kind);
+  gcollResult_t rc = gcoll_comm_check_usable(comm, c->name);
+  return rc != gcollSuccess ? rc : choose_executor(comm, c, stream, kind);
 }
 
 /* The plan's choice for this size, then the environment's overrides, then

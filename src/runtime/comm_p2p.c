@@ -771,12 +771,8 @@ static gcollResult_t check_p2p(struct gcollComm *comm, const char *name, const v
                                            "host memory block and run on no stream (pass NULL, or "
                                            "a device buffer)", name);
   }
-  int aborted = atomic_load(&comm->abort_word);
-  if (aborted == gcollRemoteError)
-    return gcoll_fail(gcollRemoteError, "%s: rank %d died or closed its connection earlier", name,
-                      atomic_load(&comm->failed_peer));
-  if (aborted != 0)
-    return gcoll_fail((gcollResult_t)aborted, "%s: the communicator was aborted", name);
+  gcollResult_t rc = gcoll_comm_check_usable(comm, name);
+  if (rc != gcollSuccess) return rc;
   *bytes = count * size;
   return gcollSuccess;
 }
