@@ -55,7 +55,12 @@ if [ $? -ne 0 ] && grep -q "ncclAllReduce comes from $wheel/libnccl.so.2, not fr
 else
   bad "without LD_PRELOAD"; tail -5 "$tmp/out"
 fi
-LD_PRELOAD=$LIB timeout 120 "$RUN" -n 2 "$PROG" matrix >"$tmp/out" 2>&1
+# A sanitizer build's library needs its runtime loaded before it.
+preload=$LIB
+if [[ " $(mkvar SAN_CFLAGS) " == *-fsanitize=address* ]]; then
+  preload="$($CC -print-file-name=libasan.so) $LIB"
+fi
+LD_PRELOAD=$preload timeout 120 "$RUN" -n 2 "$PROG" matrix >"$tmp/out" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && [ "$(grep -c ' 0 wrong' "$tmp/out")" -ge 2 ]; then
   ok "LD_PRELOAD=gcoll's libnccl.so.2 wins over the RPATH: the matrix runs on gcoll, 0 wrong"
