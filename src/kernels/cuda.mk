@@ -7,7 +7,8 @@ EXTRA_DIST += src/kernels/gen_kernels.sh src/kernels/coll_kernels.cu src/kernels
 	src/kernels/prims_cuda.cuh src/kernels/reduce_cuda.cuh src/kernels/coll_device.cuh \
 	tests/unit/test_reduce_cuda.cu tests/unit/test_prims_cuda_emu.cu tests/unit/prims_emu_fifo.c \
 	tests/gpu/cuda_probe.c tests/gpu/gpu_coll_check.c tests/gpu/test_cuda_build.sh \
-	tests/gpu/gpu_coll_check.sh \
+	tests/gpu/gpu_coll_check.sh tests/gpu/nccl_bench.c tests/gpu/bench_reduce_copy.cu \
+	tests/gpu/device_run.sh tests/gpu/stage_device.sh tests/gpu/torch_check.py \
 	src/kernels/cuda_loader.c src/kernels/cuda_loader.h src/kernels/cuda_fatbin.c \
 	src/kernels/cuda_fatbin.h src/kernels/cuda_work.h src/kernels/cuda_exec.c \
 	src/kernels/cuda_exec.h src/kernels/exec_cuda.c
@@ -99,4 +100,22 @@ tests_gpu_cuda_probe_LDADD = libgcoll.la
 tests_gpu_gpu_coll_check_SOURCES = tests/gpu/gpu_coll_check.c
 tests_gpu_gpu_coll_check_LDADD = libgcoll.la
 TESTS += tests/gpu/test_cuda_build.sh tests/gpu/gpu_coll_check.sh
+
+# GPU benchmarks (tests/gpu/device_run.sh runs them on a lent GPU; built
+# here so they keep compiling): ncclAllReduce through any libnccl.so.2, and
+# reduceCopy against cudaMemcpy.
+check_PROGRAMS += tests/gpu/nccl_bench tests/gpu/bench_reduce_copy
+tests_gpu_nccl_bench_SOURCES = tests/gpu/nccl_bench.c
+tests_gpu_nccl_bench_CPPFLAGS = -I$(CUDA_HOME)/include
+tests_gpu_nccl_bench_LDADD = -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lpthread -lrt
+tests_gpu_bench_reduce_copy_SOURCES =
+tests_gpu_bench_reduce_copy_LDADD = tests/gpu/bench_reduce_copy.o \
+	-L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lpthread -lrt -lstdc++
+EXTRA_tests_gpu_bench_reduce_copy_DEPENDENCIES = tests/gpu/bench_reduce_copy.o
+CLEANFILES += tests/gpu/bench_reduce_copy.o
+tests/gpu/bench_reduce_copy.o: $(top_srcdir)/tests/gpu/bench_reduce_copy.cu \
+		$(top_srcdir)/src/kernels/reduce_cuda.cuh $(top_srcdir)/src/kernels/reduce.h \
+		$(top_srcdir)/src/kernels/half.h $(top_srcdir)/src/kernels/cuda_work.h
+	$(AM_V_GEN)$(MKDIR_P) tests/gpu && \
+	$(NVCC) -c $(NVCC_GENCODE) $(NVCC_FLAGS) -o $@ $(top_srcdir)/tests/gpu/bench_reduce_copy.cu
 endif

@@ -3,7 +3,8 @@
 # picks it with LD_LIBRARY_PATH=$(pkglibdir) or an rpath.
 pkglib_LTLIBRARIES = libnccl.la
 libnccl_la_SOURCES = src/nccl/nccl_shim.h src/nccl/nccl_init.c src/nccl/nccl_comm.c \
-	src/nccl/nccl_coll.c src/nccl/nccl_redop.c src/nccl/nccl_cuda_probe.c src/nccl/nccl_mem.c
+	src/nccl/nccl_coll.c src/nccl/nccl_redop.c src/nccl/nccl_cuda_probe.c src/nccl/nccl_mem.c \
+	src/nccl/nccl_devapi.c
 libnccl_la_LIBADD = libgcoll.la -ldl
 # -version-info 2:0:0 gives the soname libnccl.so.2; -R: the installed
 # library finds libgcoll in $(libdir) whatever the program's search path.
@@ -28,3 +29,11 @@ EXTRA_DIST += tests/nccl/test_nccl_shrink.sh tests/nccl/nccl_shrink_check.c
 # LD_PRELOAD beats a wheel's RPATH to another libnccl.so.2.
 TESTS += tests/nccl/test_nccl_preload.sh
 EXTRA_DIST += tests/nccl/test_nccl_preload.sh
+if HAVE_CMOCKA
+# The host half of NCCL 2.28's device API: exact teams, clear refusals.
+check_PROGRAMS += tests/unit/test_nccl_devapi
+TESTS += tests/unit/test_nccl_devapi
+tests_unit_test_nccl_devapi_SOURCES = tests/unit/test_nccl_devapi.c
+tests_unit_test_nccl_devapi_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_nccl_devapi_LDADD = libnccl.la $(UNIT_LDADD)
+endif

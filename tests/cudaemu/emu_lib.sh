@@ -6,8 +6,16 @@ EMU=$top_builddir/tests/cudaemu/.libs/libcudaemu.so
 RUN=$top_builddir/gcollrun
 PERF=$top_builddir/gcoll-perf
 CHECK=$top_builddir/tests/integration/coll_check
-[ -f "$EMU" ] || { echo "$(basename "$0"): no $EMU (make check builds it)" >&2; exit 1; }
-export GCOLL_CUDA_DRIVER=$EMU GCOLL_TIMEOUT=${GCOLL_TIMEOUT:-30}
+# GCOLL_TEST_REAL_GPU=1 runs the same checks on the machine's real driver
+# (tests/gpu/device_run.sh, on a lent GPU); the checks that need several
+# emulated GPUs then fail on a one-GPU machine, as they should.
+if [ "${GCOLL_TEST_REAL_GPU:-0}" = 1 ]; then
+  unset GCOLL_CUDA_DRIVER
+else
+  [ -f "$EMU" ] || { echo "$(basename "$0"): no $EMU (make check builds it)" >&2; exit 1; }
+  export GCOLL_CUDA_DRIVER=$EMU
+fi
+export GCOLL_TIMEOUT=${GCOLL_TIMEOUT:-30}
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0

@@ -16,14 +16,16 @@ top_builddir=${top_builddir:-.}
 EMU=$top_builddir/tests/cudaemu/.libs/libcudaemu.so
 RUN=$top_builddir/gcollrun
 CHECK=$top_builddir/tests/integration/p2p_check
-if [ ! -f "$EMU" ]; then
+if [ "${GCOLL_TEST_REAL_GPU:-0}" != 1 ] && [ ! -f "$EMU" ]; then
   echo "skipped: no $EMU (built by make check in builds with the CUDA toolkit)"
   exit 77
 fi
 for f in "$RUN" "$CHECK"; do
   [ -x "$f" ] || { echo "test_emu_sendrecv.sh: $f is not built" >&2; exit 99; }
 done
-export GCOLL_CUDA_DRIVER=$EMU GCOLL_TIMEOUT=${GCOLL_TIMEOUT:-30}
+# GCOLL_TEST_REAL_GPU=1: the machine's real driver (tests/gpu/device_run.sh).
+if [ "${GCOLL_TEST_REAL_GPU:-0}" = 1 ]; then unset GCOLL_CUDA_DRIVER; else export GCOLL_CUDA_DRIVER=$EMU; fi
+export GCOLL_TIMEOUT=${GCOLL_TIMEOUT:-30}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gcoll-emu-sr.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0

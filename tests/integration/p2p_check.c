@@ -317,22 +317,23 @@ static void cuda_or_die(gcoll_cu_result r, const char *what) {
 }
 
 /* GPU 0's primary context current on this thread, a non-blocking stream,
- * and the async calls from $GCOLL_CUDA_DRIVER (the library gcoll loads). */
+ * and the async calls from the driver gcoll loads: $GCOLL_CUDA_DRIVER, else
+ * the system's libcuda.so.1. */
 static void dev_open(void) {
   char err[256];
   int ndev = 0;
   gcoll_cu_device dev;
   gcoll_cu_context ctx;
   const char *path = getenv("GCOLL_CUDA_DRIVER");
-  void *h = path != NULL ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+  if (path == NULL || *path == '\0') path = "libcuda.so.1";
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (h != NULL) {
     *(void **)&htod_async = dlsym(h, "cuMemcpyHtoDAsync_v2");
     *(void **)&dtoh_async = dlsym(h, "cuMemcpyDtoHAsync_v2");
     *(void **)&memset_async = dlsym(h, "cuMemsetD8Async");
   }
   if (htod_async == NULL || dtoh_async == NULL || memset_async == NULL) {
-    fprintf(stderr, "rank %d: --device: no async copies in $GCOLL_CUDA_DRIVER (%s)\n", rank,
-            path != NULL ? path : "unset");
+    fprintf(stderr, "rank %d: --device: no async copies in the CUDA driver %s\n", rank, path);
     exit(2);
   }
   if (gcoll_cuda_probe(&ndev, err, sizeof(err)) != GCOLL_CUDA_AVAILABLE ||

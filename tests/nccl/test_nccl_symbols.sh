@@ -32,6 +32,16 @@ fi
 grep -v '^[[:space:]]*#' "$tmp/nocomments" | tr '\n' ' ' |
   grep -oE '(^|[^A-Za-z0-9_])p?nccl[A-Z][A-Za-z0-9_]*[[:space:]]*\(' |
   sed -E 's/^[^A-Za-z0-9_]//; s/[[:space:]]*\($//' | sort -u >"$tmp/declared"
+# NCCL 2.28's device API (nccl_device/*.h) also has host functions that
+# programs link (PyTorch's libtorch_cuda.so does): those declared
+# `NCCL_EXTERN_C __host__`, not the inline ones.
+if [ -d "$inc/nccl_device" ]; then
+  cat "$inc"/nccl_device/*.h | tr '\n' ' ' | sed 's/;/;\n/g' |
+    grep -E 'NCCL_EXTERN_C[[:space:]]+__host__' |
+    grep -oE '(^|[^A-Za-z0-9_])nccl[A-Z][A-Za-z0-9_]*[[:space:]]*\(' |
+    sed -E 's/^[^A-Za-z0-9_]//; s/[[:space:]]*\($//' >>"$tmp/declared"
+  sort -u -o "$tmp/declared" "$tmp/declared"
+fi
 ndecl=$(wc -l <"$tmp/declared")
 # A header that yields few names means the extraction broke, not the library.
 if [ "$ndecl" -lt 20 ]; then
@@ -43,7 +53,7 @@ nm -D --defined-only "$LIB" | awk '$2 ~ /^[TtWi]$/ {print $3}' | sort -u >"$tmp/
 missing=$(comm -23 "$tmp/declared" "$tmp/exported")
 extra=$(comm -13 "$tmp/declared" "$tmp/exported" | grep -E '^p?nccl[A-Z]')
 version=$(sed -n 's/^#define NCCL_VERSION_CODE[[:space:]]*//p' "$HDR")
-echo "$HDR (NCCL_VERSION_CODE $version) declares $ndecl functions (nccl* and pnccl*)"
+echo "$HDR (NCCL_VERSION_CODE $version) and nccl_device/ declare $ndecl functions (nccl* and pnccl*)"
 if [ -n "$extra" ]; then
   echo "exported but not declared there (not an error): $(echo $extra)"
 fi

@@ -1,0 +1,110 @@
+#!/bin/bash
+# Every GPU check and GPU figure, in one run, on a machine with a real GPU
+# (the lent H100/H200 of this project's sessions; nothing here runs in CI).
+#
+#   tests/gpu/device_run.sh BUILD OUTDIR [STEP...]
+#
+# BUILD is a top_builddir whose programs are real executables (not libtool
+# wrappers) with libgcoll and its libraries in BUILD/lib: stage_device.sh
+# makes one from a build tree. Steps (default: all, in this order):
+#   probe    what the driver and GPU are
+#   check    tests/gpu/gpu_coll_check.sh: every collective/algorithm/protocol/
+#            type/op, 2/3/4/8 ranks on the one GPU, device and pinned FIFOs
+#   perf     gcoll-perf -M cuda allreduce, 2/4/8 ranks on one GPU, 8 B - 1 GB
+#   perfp2p  the same over the p2p transport (FIFOs in GPU memory, CUDA IPC)
+#   nccl     nccl_bench: gcoll's libnccl.so.2 beside the NCCL PyTorch ships,
+#            1 rank, same program, same run; then gcoll alone on 2 and 4
+#            ranks (NCCL refuses several ranks on one GPU)
+#   torch    torch_check.py: torch.distributed's NCCL backend on gcoll's
+#            libnccl.so.2 (LD_PRELOAD), 2 processes sharing the GPU
+#   copy     bench_reduce_copy: reduceCopy against cudaMemcpy DtoD, 256 MB
+#   emu      the emulated-GPU suites (tests/cudaemu) on the real driver
+#   mps      starts the CUDA MPS daemon for the steps after it: without it
+#            the kernels of several processes on one GPU take turns in time
+#            slices, and a collective between them waits a slice per step
+# Each step's output goes to OUTDIR/STEP.log and its last lines to stdout;
+# every step has its own time limit. Exit status: the number of failed steps.
+set -u
+B=$(cd "$1" && pwd) OUTDIR=$2
+shift 2
+steps=${*:-probe check perf nccl torch copy emu}
+src=$(cd "$(dirname "$0")/../.." && pwd)
+export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export GCOLL_TOPO_DIR=$src/etc/topologies GCOLL_TIMEOUT=${GCOLL_TIMEOUT:-30}
+export top_builddir=$B
+mkdir -p "$OUTDIR"
+failed=0
+
+step() {  # step NAME SECONDS CMD...
+  local name=$1 limit=$2 start=$SECONDS rc
+  shift 2
+  echo "=== $name (limit ${limit}s)"
+  timeout -k 5 "$limit" bash -c '"$@"' _ "$@" >"$OUTDIR/$name.log" 2>&1
+  rc=$?
+  tail -n 25 "$OUTDIR/$name.log"
+  echo "=== $name: exit $rc after $((SECONDS - start)) s"
+  [ $rc -eq 0 ] || failed=$((failed + 1))
+}
+
+real_nccl() {  # the libnccl.so.2 of the python3 that holds PyTorch
+  python3 - <<'EOF' 2>/dev/null
+import glob, os, sys
+for p in sys.path:
+    for f in glob.glob(os.path.join(p, "nvidia", "nccl", "lib", "libnccl.so.2")):
+        print(f); sys.exit(0)
+EOF
+}
+
+perf_sweeps() {
+  for n in 2 4 8; do
+    echo "## gcoll-perf allreduce, $n ranks on GPU 0"
+    "$B/gcollrun" -n "$n" "$B/gcoll-perf" -M cuda -o allreduce -t float -b 8 -e 1G -f 4 \
+      -w 2 -n 5 || return 1
+  done
+}
+
+nccl_compare() {
+  local real
+  real=$(real_nccl)
+  echo "## 1 rank: gcoll's libnccl.so.2, then PyTorch's NCCL ($real)"
+  "$B/tests/gpu/nccl_bench" -b 8 -e 1G -f 4 -w 5 -i 20 "$B/lib/libnccl.so.2" ${real:+"$real"} || return 1
+  for n in 2 4; do
+    echo "## $n ranks on GPU 0: gcoll's libnccl.so.2"
+    "$B/tests/gpu/nccl_bench" -n "$n" -b 8 -e 1G -f 4 -w 5 -i 20 "$B/lib/libnccl.so.2" || return 1
+  done
+}
+
+emu_suites() {
+  local rc=0 t
+  for t in test_emu_comm:150 test_emu_p2p:120 test_emu_sendrecv:100; do
+    echo "## ${t%:*} on the real driver"
+    GCOLL_TEST_REAL_GPU=1 timeout "${t#*:}" bash "$src/tests/cudaemu/${t%:*}.sh" || rc=1
+  done
+  return $rc
+}
+
+export -f real_nccl perf_sweeps nccl_compare emu_suites
+export B src
+for s in $steps; do
+  case $s in
+    probe) step probe 30 bash -c "nvidia-smi; '$B/tests/gpu/cuda_probe' driver; '$B/tests/gpu/cuda_probe' exec" ;;
+    check) step check 120 sh "$src/tests/gpu/gpu_coll_check.sh" ;;
+    perf) step perf 120 perf_sweeps ;;
+    perfp2p) step perfp2p 120 env GCOLL_TRANSPORT=p2p bash -c perf_sweeps ;;
+    nccl) step nccl 90 nccl_compare ;;
+    torch) lib=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so"))')
+           nm -D --undefined-only "$lib" | awk '$2 ~ /^nccl/ {print $2}' | sort -u >"$OUTDIR/torch-nccl-symbols"
+           nm -D --defined-only "$B/lib/libnccl.so.2" | awk '{print $3}' | sort -u |
+             comm -23 "$OUTDIR/torch-nccl-symbols" - | sed 's/^/torch needs, gcoll lacks: /'
+           step torch 100 env LD_PRELOAD="$B/lib/libnccl.so.2" PYTHONUNBUFFERED=1 \
+             python3 "$src/tests/gpu/torch_check.py" 2 ;;
+    copy) step copy 40 "$B/tests/gpu/bench_reduce_copy" 256 20 ;;
+    emu) step emu 300 emu_suites ;;
+    mps) export CUDA_MPS_PIPE_DIRECTORY=/tmp/gcoll-mps CUDA_MPS_LOG_DIRECTORY=/tmp/gcoll-mps-log
+         mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+         step mps 30 nvidia-cuda-mps-control -d ;;
+    *) echo "device_run.sh: unknown step '$s'" >&2; exit 2 ;;
+  esac
+done
+echo "device_run.sh: $failed step(s) failed"
+exit $failed

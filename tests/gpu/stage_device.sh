@@ -1,0 +1,24 @@
+#!/bin/bash
+# Stages what tests/gpu/device_run.sh needs from a CUDA build tree into a
+# small folder that can be copied to a GPU machine which has the driver but
+# not this machine's libraries: the real executables (not libtool's
+# wrappers) at the paths the test scripts expect, libgcoll, libnccl.so.2 and
+# the libraries they load in lib/, and the two GPU benchmarks (make check
+# builds them).
+#
+#   tests/gpu/stage_device.sh BUILD STAGE
+set -eu
+B=$(cd "$1" && pwd) S=$2
+src=$(cd "$(dirname "$0")/../.." && pwd)
+rm -rf "$S" && mkdir -p "$S/lib" "$S/tests/gpu" "$S/tests/integration"
+for p in gcollrun gcoll-perf gcoll-plan; do cp "$B/.libs/$p" "$S/"; done
+for p in coll_check p2p_check; do cp "$B/tests/integration/.libs/$p" "$S/tests/integration/"; done
+for p in cuda_probe gpu_coll_check; do cp "$B/tests/gpu/.libs/$p" "$S/tests/gpu/"; done
+cp -P "$B"/.libs/libgcoll.so* "$B"/.libs/libnccl.so* "$S/lib/"
+# The libraries libgcoll needs that a CUDA image may lack (libc's own stay).
+ldd "$B/.libs/libgcoll.so" "$B/.libs/libnccl.so.2" |
+  awk '$3 ~ /^\// {print $3}' | sort -u |
+  grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
+  while read -r l; do cp -L "$l" "$S/lib/"; done
+for p in nccl_bench bench_reduce_copy; do cp "$B/tests/gpu/$p" "$S/tests/gpu/"; done
+du -sh "$S"
