@@ -343,6 +343,35 @@ static gcollResult_t driver_ok(struct gcoll_cuda_exec *e, gcoll_cu_result r, con
   return gcollUnhandledCudaError;
 }
 
+/* One rank: every collective's result is its own input (one part to
+ * gather or scatter, one operand to reduce, avg dividing by 1), so it is a
+ * device-to-device copy, which the copy engine runs at memory speed, as
+ * NCCL does for one rank; in place only the ordering remains. The kernel
+ * with no peers copied through its channels' blocks: 2.4x NCCL's time at
+ * 8 B and 12x at 512 MB on an H200. Ordered like a launch (the executor's
+ * stream after the caller's earlier work, the caller's later work after
+ * it); no slot, since there is no kernel to report. */
+static gcollResult_t launch_copy(struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
+                                 void *stream, char *err, size_t errlen) {
+  gcoll_cu_stream caller = (gcoll_cu_stream)stream;
+  size_t bytes = c->count * gcoll_dtype_size(c->dtype);
+  gcollResult_t r;
+  if ((r = driver_ok(e, e->cu->event_record(e->caller_ready, caller), "cuEventRecord", err,
+                     errlen)) != gcollSuccess ||
+      (r = driver_ok(e, e->cu->stream_wait_event(e->own_stream, e->caller_ready, 0),
+                     "cuStreamWaitEvent", err, errlen)) != gcollSuccess)
+    return r;
+  if (bytes > 0 && c->sendbuf != c->recvbuf &&
+      (r = driver_ok(e, e->cu->memcpy_dtod_async(c->recvbuf, c->sendbuf, bytes, e->own_stream),
+                     "cuMemcpyDtoDAsync", err, errlen)) != gcollSuccess)
+    return r;
+  if ((r = driver_ok(e, e->cu->event_record(e->done, e->own_stream), "cuEventRecord", err,
+                     errlen)) != gcollSuccess)
+    return r;
+  return driver_ok(e, e->cu->stream_wait_event(caller, e->done, 0), "cuStreamWaitEvent", err,
+                   errlen);
+}
+
 gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
                                      void *stream, char *err, size_t errlen) {
   if (e == NULL || c == NULL) {
@@ -360,6 +389,7 @@ gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gco
     return e->failed;
   }
   gcollResult_t r = check_coll(e, c, err, errlen);
+  if (r == gcollSuccess && e->nranks == 1) return launch_copy(e, c, stream, err, errlen);
   if (r == gcollSuccess) r = free_a_slot(e, err, errlen);
   if (r != gcollSuccess) return r;
   const int nch = c->nchannels ? c->nchannels : e->nchannels;

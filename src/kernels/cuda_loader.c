@@ -44,6 +44,7 @@
   X(memcpy_htod, "cuMemcpyHtoD_v2")                             \
   X(memcpy_dtoh, "cuMemcpyDtoH_v2")                             \
   X(memset_d8, "cuMemsetD8_v2")                                 \
+  X(memcpy_dtod_async, "cuMemcpyDtoDAsync_v2")                  \
   X(ipc_get_mem_handle, "cuIpcGetMemHandle")                    \
   X(ipc_open_mem_handle, "cuIpcOpenMemHandle_v2")               \
   X(ipc_close_mem_handle, "cuIpcCloseMemHandle")                \

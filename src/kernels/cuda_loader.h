@@ -94,6 +94,8 @@ struct gcoll_cuda_api {
   gcoll_cu_result (*memcpy_htod)(gcoll_cu_deviceptr dst, const void *src, size_t bytes);
   gcoll_cu_result (*memcpy_dtoh)(void *dst, gcoll_cu_deviceptr src, size_t bytes);
   gcoll_cu_result (*memset_d8)(gcoll_cu_deviceptr dst, unsigned char value, size_t bytes);
+  gcoll_cu_result (*memcpy_dtod_async)(gcoll_cu_deviceptr dst, gcoll_cu_deviceptr src,
+                                       size_t bytes, gcoll_cu_stream stream);
   gcoll_cu_result (*ipc_get_mem_handle)(gcoll_cu_ipc_mem_handle *handle, gcoll_cu_deviceptr ptr);
   gcoll_cu_result (*ipc_open_mem_handle)(gcoll_cu_deviceptr *ptr, gcoll_cu_ipc_mem_handle handle,
                                          unsigned flags);

@@ -57,7 +57,9 @@ device "4 ranks on 2 virtual nodes (shm + net/socket), 4 KiB slots" 4096 -n 4 --
 device "3 ranks, each its own node (net/socket only), 4 KiB slots" 4096 -n 3 --nodes 3
 device "2 ranks, default slots" 131072 -n 2
 GCOLL_CUDAEMU_DEVICES=2 device "3 ranks, 2 GPUs" 4096 -n 3
-if [ "$(grep -c "^rank [0-9]*: ring on GPU 0 with GPU 1's context current: ok" "$tmp/out")" -eq 3 ]; then
+if [ "${GCOLL_TEST_REAL_GPU:-0}" = 1 ] && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt 2 ]; then
+  echo "skipped: ... calls on GPU 0's buffers with GPU 1's context current (this machine has one GPU)"
+elif [ "$(grep -c "^rank [0-9]*: ring on GPU 0 with GPU 1's context current: ok" "$tmp/out")" -eq 3 ]; then
   ok "... GPU 1's context still current after calls on GPU 0's buffers, on every rank"
 else
   bad "... calls on GPU 0's buffers with GPU 1's context current"

@@ -104,10 +104,10 @@ static int check_loaded_library(void) {
             info.dli_fname, want ? want : "unset");
     return -1;
   }
-  /* The real NCCL defines it (the device API's host side, nccl_device.h);
-   * ours does not: a second, independent sign. */
-  if (dlsym(RTLD_DEFAULT, "ncclDevCommCreate") != NULL) {
-    fprintf(stderr, "rank %d: ncclDevCommCreate is defined: a real NCCL is loaded\n", rank);
+  /* Ours brings libgcoll with it, a real NCCL does not: a second,
+   * independent sign. */
+  if (dlsym(RTLD_DEFAULT, "gcollGetVersion") == NULL) {
+    fprintf(stderr, "rank %d: gcollGetVersion is not defined: a real NCCL is loaded\n", rank);
     return -1;
   }
   int version = 0;
