@@ -28,6 +28,16 @@
  * Streams run in order, one worker thread each (the NULL stream too, with
  * the legacy stream's implicit ordering against blocking streams); a
  * kernel runs every block at once as a group of pthreads (cudaemu_kernels.cu).
+ * Stream capture and graphs, single-stream only (what capturing a
+ * collective into a CUDA graph needs): a capturing stream records its
+ * kernels, copies and memsets instead of running them, a graph replays
+ * them in order on any stream of its context; the driver's capture rules
+ * are enforced (synchronising with a capturing stream, the legacy
+ * stream's implicit dependency on it, unsafe calls in GLOBAL or
+ * THREAD_LOCAL mode fail and invalidate the capture), and an event record
+ * or wait involving a capturing stream, which would fork or join the
+ * capture across streams, is refused the same way
+ * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
  *
  * Environment: GCOLL_CUDAEMU_DEVICES (devices, default 1, 0 makes cuInit
  * report CUDA_ERROR_NO_DEVICE), GCOLL_CUDAEMU_BLOCK_THREADS (threads run
@@ -403,6 +413,7 @@ struct op {
   const void *src;
   size_t n;
   unsigned char value;
+  unsigned char dst_dev, src_dev; /* copies, memsets: which sides are device memory */
   struct marker *m;
   struct marker *done;      /* completed with the op (synchronous calls) */
 };
@@ -416,10 +427,40 @@ struct CUstream_st {
   struct op *head, *tail;
   uint64_t submitted, completed;
   int stop;
+  /* Stream capture (single-stream only): while cap_status is not NONE,
+   * work enqueued here goes to cap_graph instead of the queue. */
+  CUstreamCaptureStatus cap_status;
+  CUstreamCaptureMode cap_mode;
+  pthread_t cap_thread;     /* the thread that began it */
+  struct CUgraph_st *cap_graph;
   struct CUstream_st *next_live;
 };
 
 static struct CUstream_st *live_streams;
+
+/* A graph: the operations captured on one stream, in capture order (a
+ * chain: single-stream capture makes every graph a straight line). The
+ * ops are templates, never run: an instantiation clones them and a launch
+ * clones the instantiation's. Both lists under q_lock. */
+struct CUgraph_st {
+  struct CUctx_st *ctx;
+  struct op *head, *tail;
+  struct CUgraph_st *next_live;
+};
+
+struct CUgraphExec_st {
+  struct CUctx_st *ctx;
+  struct op *head;
+  struct marker *last;      /* the latest launch's end: launches never overlap */
+  struct CUgraphExec_st *next_live;
+};
+
+static struct CUgraph_st *live_graphs;
+static struct CUgraphExec_st *live_execs;
+
+/* The calling thread's capture interaction mode
+ * (cuThreadExchangeStreamCaptureMode); GLOBAL, 0, by default. */
+static _Thread_local CUstreamCaptureMode thread_capture_mode;
 
 static void marker_put(struct marker *m) {
   if (m != NULL && --m->refs == 0) free(m);
@@ -437,6 +478,50 @@ static void op_free(struct op *o) {
   marker_put(o->m);
   marker_put(o->done);
   free(o);
+}
+
+/* Frees a chain of ops linked by next (under q_lock if any holds a marker). */
+static void chain_free(struct op *o) {
+  while (o != NULL) {
+    struct op *next = o->next;
+    op_free(o);
+    o = next;
+  }
+}
+
+/* A copy of a recorded op (kernel arguments copied again, no markers), or
+ * NULL when out of memory. */
+static struct op *op_clone(const struct op *o) {
+  struct op *c = calloc(1, sizeof(*c));
+  if (c == NULL) return NULL;
+  *c = *o;
+  c->next = NULL;
+  c->m = c->done = NULL;
+  memset(c->params, 0, sizeof(c->params));
+  if (o->type == OP_KERNEL)
+    for (int i = 0; i < o->kernel->nparams; i++) {
+      if ((c->params[i] = malloc(o->kernel->param_size[i])) == NULL) {
+        op_free(c);
+        return NULL;
+      }
+      memcpy(c->params[i], o->params[i], o->kernel->param_size[i]);
+    }
+  return c;
+}
+
+/* A copy of a chain, or NULL (also for an empty one: *ok says which). */
+static struct op *chain_clone(const struct op *o, int *ok) {
+  struct op *head = NULL, **at = &head;
+  *ok = 1;
+  for (; o != NULL; o = o->next) {
+    if ((*at = op_clone(o)) == NULL) {
+      chain_free(head);
+      *ok = 0;
+      return NULL;
+    }
+    at = &(*at)->next;
+  }
+  return head;
 }
 
 static CUresult run_op(struct op *o) {
@@ -569,17 +654,135 @@ static struct CUstream_st *resolve_stream(CUstream h, CUresult *why) {
   return h;
 }
 
-/* Enqueues o on stream h with the legacy stream's implicit ordering: work
- * on the NULL stream waits for all blocking streams' earlier work, and a
- * blocking stream's work waits for the NULL stream's. On failure o is freed. */
-static CUresult enqueue(CUstream h, struct op *o) {
+/* ---- stream capture: the rules ------------------------------------------------
+ * As the driver: work on a capturing stream is recorded, not run; what
+ * would make a capture depend on work outside it, or the host wait for
+ * work that never runs, fails and invalidates the capture. Single-stream
+ * capture only: an event recorded on or waited for by a capturing stream
+ * is refused (the driver would fork or join the capture). */
+
+static void graph_free(struct CUgraph_st *g);
+
+/* Under q_lock: the capture on s becomes INVALIDATED (its graph is
+ * dropped: cuStreamEndCapture returns none). */
+static void capture_invalidate(struct CUstream_st *s) {
+  if (s->cap_status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return;
+  s->cap_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  graph_free(s->cap_graph);
+  s->cap_graph = NULL;
+}
+
+/* Under q_lock: whether the legacy stream s may not be used because a
+ * blocking stream of its context captures (the legacy stream's implicit
+ * ordering would join the capture: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+ * with invalidate, those captures are invalidated, as the driver does for
+ * work issued there (not for a mere cuStreamIsCapturing). */
+static int legacy_implicit(struct CUstream_st *s, int invalidate) {
+  int hit = 0;
+  if (!s->is_null) return 0;
+  for (struct CUstream_st *l = live_streams; l != NULL; l = l->next_live)
+    if (l != s && l->ctx == s->ctx && !(l->flags & CU_STREAM_NON_BLOCKING) &&
+        l->cap_status != CU_STREAM_CAPTURE_STATUS_NONE) {
+      hit = 1;
+      if (invalidate) capture_invalidate(l);
+    }
+  return hit;
+}
+
+/* Whether the calling thread may make a "potentially unsafe" call
+ * (cuThreadExchangeStreamCaptureMode): it may not while it has a capture
+ * of its own begun in GLOBAL or THREAD_LOCAL mode, nor, in GLOBAL mode
+ * (the default), while any thread has a GLOBAL capture; the thread's
+ * RELAXED mode lifts both. The emulator counts as unsafe what
+ * synchronises with or changes memory outside the stream order: memory
+ * allocation and freeing, host registration, the synchronous copies and
+ * memsets, cuEventQuery and cuEventSynchronize. A refused call is
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the captures that
+ * forbade it. */
+static CUresult capture_unsafe_call(void) {
+  if (thread_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_SUCCESS;
+  CUresult r = CUDA_SUCCESS;
+  const pthread_t self = pthread_self();
+  pthread_mutex_lock(&q_lock);
+  for (struct CUstream_st *l = live_streams; l != NULL; l = l->next_live) {
+    if (l->cap_status == CU_STREAM_CAPTURE_STATUS_NONE) continue;
+    const int own = pthread_equal(l->cap_thread, self);
+    if ((own && l->cap_mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+        (thread_capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+         l->cap_mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+      capture_invalidate(l);
+      r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  }
+  pthread_mutex_unlock(&q_lock);
+  return r;
+}
+
+#define REFUSE_UNSAFE_IN_CAPTURE()                        \
+  do {                                                    \
+    CUresult unsafe_ = capture_unsafe_call();             \
+    if (unsafe_ != CUDA_SUCCESS) return unsafe_;          \
+  } while (0)
+
+/* Under q_lock: whether a call that would synchronise with stream s or
+ * fork or join its capture is refused: cuStreamSynchronize and
+ * cuStreamQuery (a capturing stream's work never runs), cuEventRecord and
+ * cuStreamWaitEvent (multi-stream capture is not emulated). On a
+ * capturing stream that is CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the
+ * capture is invalidated; on the legacy stream while a blocking stream
+ * captures, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (that capture invalidated). */
+static CUresult capture_refuses(struct CUstream_st *s) {
+  if (legacy_implicit(s, 1)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  if (s->cap_status == CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_SUCCESS;
+  capture_invalidate(s);
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+static int exec_is_live(const struct CUgraphExec_st *x) {
+  for (const struct CUgraphExec_st *l = live_execs; l != NULL; l = l->next_live)
+    if (l == x) return 1;
+  return 0;
+}
+
+/* Enqueues the chain of ops (linked by next; at least one) on stream h
+ * with the legacy stream's implicit ordering: work on the NULL stream
+ * waits for all blocking streams' earlier work, and a blocking stream's
+ * work waits for the NULL stream's. On a capturing stream the ops are
+ * recorded into the capture's graph instead. x: the chain is a launch of
+ * that executable graph, which then starts after its previous launch has
+ * ended (whatever stream that ran on). On failure the chain is freed. */
+static CUresult enqueue_chain(CUstream h, struct op *chain, struct CUgraphExec_st *x) {
   CUresult why = CUDA_SUCCESS;
   pthread_mutex_lock(&q_lock);
   struct CUstream_st *s = resolve_stream(h, &why);
-  if (s == NULL) {
-    op_free(o); /* under q_lock: it may drop marker references */
+  if (s == NULL) goto fail;
+  if (legacy_implicit(s, 1)) {
+    why = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    goto fail;
+  }
+  if (x != NULL && !exec_is_live(x)) { /* destroyed while the launch cloned it */
+    why = CUDA_ERROR_INVALID_VALUE;
+    goto fail;
+  }
+  if (s->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+    why = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    goto fail;
+  }
+  if (s->cap_status == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+    for (const struct op *o = chain; o != NULL; o = o->next)
+      if (o->type == OP_MARK || o->type == OP_WAIT) { /* callers refuse these first */
+        capture_invalidate(s);
+        why = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        goto fail;
+      }
+    /* A graph launched into a capture becomes part of it: its ops, in order. */
+    struct CUgraph_st *g = s->cap_graph;
+    if (g->tail != NULL) g->tail->next = chain;
+    else g->head = chain;
+    while (chain->next != NULL) chain = chain->next;
+    g->tail = chain;
     pthread_mutex_unlock(&q_lock);
-    return why;
+    return CUDA_SUCCESS;
   }
   int bad = 0;
   if (s->is_null) {
@@ -589,14 +792,50 @@ static CUresult enqueue(CUstream h, struct op *o) {
   } else if (!(s->flags & CU_STREAM_NON_BLOCKING) && s->ctx->null_stream != NULL) {
     bad |= order_after(s, s->ctx->null_stream);
   }
-  if (bad) {
-    op_free(o);
-    pthread_mutex_unlock(&q_lock);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  struct op *wait = NULL, *mark = NULL;
+  struct marker *end = NULL;
+  if (x != NULL && !bad) {
+    mark = calloc(1, sizeof(*mark));
+    end = marker_new(2); /* the mark op's reference and the exec's */
+    if (x->last != NULL && !x->last->done) wait = calloc(1, sizeof(*wait));
+    if (mark == NULL || end == NULL || (x->last != NULL && !x->last->done && wait == NULL)) {
+      free(mark);
+      free(end);
+      free(wait);
+      bad = 1;
+    } else {
+      mark->type = OP_MARK;
+      mark->m = end;
+      if (wait != NULL) {
+        wait->type = OP_WAIT;
+        wait->m = x->last;
+        wait->m->refs++;
+      }
+      marker_put(x->last);
+      x->last = end;
+    }
   }
-  append(s, o);
+  if (bad) {
+    why = CUDA_ERROR_OUT_OF_MEMORY;
+    goto fail;
+  }
+  if (wait != NULL) append(s, wait);
+  for (struct op *o = chain, *next; o != NULL; o = next) {
+    next = o->next;
+    append(s, o);
+  }
+  if (mark != NULL) append(s, mark);
   pthread_mutex_unlock(&q_lock);
   return CUDA_SUCCESS;
+fail:
+  chain_free(chain); /* under q_lock: an op may drop marker references */
+  pthread_mutex_unlock(&q_lock);
+  return why;
+}
+
+static CUresult enqueue(CUstream h, struct op *o) {
+  o->next = NULL;
+  return enqueue_chain(h, o, NULL);
 }
 
 /* Enqueues o on the legacy stream and waits for it: the synchronous copies
@@ -637,8 +876,12 @@ CUresult CUDAAPI cuStreamCreate(CUstream *out, unsigned int flags) {
 }
 
 /* Under q_lock: unlinks a live stream and lets its worker finish the
- * queued work and free it (the driver also returns at once). */
+ * queued work and free it (the driver also returns at once). A capture
+ * still open on it is dropped with it. */
 static void stream_retire(struct CUstream_st *s) {
+  graph_free(s->cap_graph);
+  s->cap_graph = NULL;
+  s->cap_status = CU_STREAM_CAPTURE_STATUS_NONE;
   for (struct CUstream_st **l = &live_streams; *l != NULL; l = &(*l)->next_live)
     if (*l == s) {
       *l = s->next_live;
@@ -672,6 +915,8 @@ CUresult CUDAAPI cuStreamQuery(CUstream h) {
   pthread_mutex_lock(&q_lock);
   struct CUstream_st *s = resolve_stream(h, &why);
   if (s != NULL)
+    why = capture_refuses(s);
+  if (s != NULL && why == CUDA_SUCCESS)
     why = current->sticky != CUDA_SUCCESS ? current->sticky
           : s->completed < s->submitted   ? CUDA_ERROR_NOT_READY
                                           : CUDA_SUCCESS;
@@ -684,6 +929,7 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream h) {
   CUresult why = CUDA_SUCCESS;
   pthread_mutex_lock(&q_lock);
   struct CUstream_st *s = resolve_stream(h, &why);
+  if (s != NULL && (why = capture_refuses(s)) != CUDA_SUCCESS) s = NULL;
   if (s != NULL) {
     const uint64_t target = s->submitted;
     while (s->completed < target) pthread_cond_wait(&q_cond, &q_lock);
@@ -769,6 +1015,14 @@ CUresult CUDAAPI cuEventRecord(CUevent e, CUstream h) {
     free(m);
     return CUDA_ERROR_INVALID_HANDLE;
   }
+  CUresult why = CUDA_SUCCESS;
+  struct CUstream_st *s = resolve_stream(h, &why);
+  if (s == NULL || (why = capture_refuses(s)) != CUDA_SUCCESS) {
+    pthread_mutex_unlock(&q_lock);
+    free(o);
+    free(m);
+    return why;
+  }
   /* The event takes the new record before the op can complete it, so a
    * query right after the record sees it pending. */
   struct marker *old = e->m;
@@ -789,6 +1043,7 @@ CUresult CUDAAPI cuEventRecord(CUevent e, CUstream h) {
 
 CUresult CUDAAPI cuEventQuery(CUevent e) {
   REQUIRE_LIVE_CTX();
+  REFUSE_UNSAFE_IN_CAPTURE();
   pthread_mutex_lock(&q_lock);
   CUresult r = e == NULL || !event_is_live(e) ? CUDA_ERROR_INVALID_HANDLE
                : e->m != NULL && !e->m->done  ? CUDA_ERROR_NOT_READY
@@ -799,6 +1054,7 @@ CUresult CUDAAPI cuEventQuery(CUevent e) {
 
 CUresult CUDAAPI cuEventSynchronize(CUevent e) {
   REQUIRE_LIVE_CTX();
+  REFUSE_UNSAFE_IN_CAPTURE();
   pthread_mutex_lock(&q_lock);
   if (e == NULL || !event_is_live(e)) {
     pthread_mutex_unlock(&q_lock);
@@ -827,16 +1083,15 @@ CUresult CUDAAPI cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags) {
     free(o);
     return CUDA_ERROR_INVALID_HANDLE;
   }
+  CUresult why = CUDA_SUCCESS;
+  struct CUstream_st *s = resolve_stream(h, &why);
+  if (s != NULL) why = capture_refuses(s);
   /* The record current at the call, as the driver specifies; waiting for
    * an event never recorded is a no-op. */
-  if (e->m == NULL || e->m->done) {
+  if (why != CUDA_SUCCESS || e->m == NULL || e->m->done) {
     pthread_mutex_unlock(&q_lock);
     free(o);
-    CUresult why = CUDA_SUCCESS;
-    pthread_mutex_lock(&q_lock);
-    struct CUstream_st *s = resolve_stream(h, &why);
-    pthread_mutex_unlock(&q_lock);
-    return s != NULL ? CUDA_SUCCESS : why;
+    return why;
   }
   o->m = e->m;
   o->m->refs++;
@@ -847,6 +1102,7 @@ CUresult CUDAAPI cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags) {
 /* ---- contexts ------------------------------------------------------------------- */
 
 static void free_alloc_pages(struct alloc *a);
+static void graphs_drop(struct CUctx_st *c);
 
 /* The primary context's last release: the driver destroys it with all it
  * owns. Streams finish their queued work first (so a kernel still using
@@ -863,6 +1119,7 @@ static void ctx_deactivate(struct CUctx_st *c) {
     next = l->next_live;
     if (l->ctx == c) event_free(l);
   }
+  graphs_drop(c);
   c->active = 0;
   c->sticky = CUDA_SUCCESS;
   pthread_mutex_unlock(&q_lock);
@@ -960,6 +1217,7 @@ static uintptr_t map_in_range(int dev, int fd, size_t span) {
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr *out, size_t bytes) {
   if (out == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   REQUIRE_CTX();
+  REFUSE_UNSAFE_IN_CAPTURE();
   const size_t span = page_round(bytes);
   if (span > DEVICE_RANGE) return CUDA_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&mem_lock);
@@ -1015,6 +1273,7 @@ static CUresult free_kind(uintptr_t p, enum mem_kind kind) {
 CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
   REQUIRE_LIVE_CTX();
   if (p == 0) return CUDA_SUCCESS;
+  REFUSE_UNSAFE_IN_CAPTURE();
   return free_kind((uintptr_t)p, MEM_DEVICE);
 }
 
@@ -1023,6 +1282,7 @@ CUresult CUDAAPI cuMemHostAlloc(void **out, size_t bytes, unsigned int flags) {
                          CU_MEMHOSTALLOC_WRITECOMBINED;
   if (out == NULL || bytes == 0 || (flags & ~known)) return CUDA_ERROR_INVALID_VALUE;
   REQUIRE_CTX();
+  REFUSE_UNSAFE_IN_CAPTURE();
   const size_t span = page_round(bytes);
   void *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1042,6 +1302,7 @@ CUresult CUDAAPI cuMemHostAlloc(void **out, size_t bytes, unsigned int flags) {
 
 CUresult CUDAAPI cuMemFreeHost(void *p) {
   REQUIRE_LIVE_CTX();
+  REFUSE_UNSAFE_IN_CAPTURE();
   return free_kind((uintptr_t)p, MEM_HOST);
 }
 
@@ -1054,6 +1315,7 @@ CUresult CUDAAPI cuMemHostRegister(void *p, size_t bytes, unsigned int flags) {
   if (p == NULL || bytes == 0 || (flags & ~known)) return CUDA_ERROR_INVALID_VALUE;
   if (flags & CU_MEMHOSTREGISTER_IOMEMORY) return CUDA_ERROR_NOT_SUPPORTED;
   REQUIRE_CTX();
+  REFUSE_UNSAFE_IN_CAPTURE();
   if (!host_side(p, bytes)) return CUDA_ERROR_INVALID_VALUE; /* device memory */
   const uintptr_t lo = (uintptr_t)p;
   pthread_mutex_lock(&mem_lock);
@@ -1070,6 +1332,7 @@ CUresult CUDAAPI cuMemHostRegister(void *p, size_t bytes, unsigned int flags) {
 
 CUresult CUDAAPI cuMemHostUnregister(void *p) {
   REQUIRE_LIVE_CTX();
+  REFUSE_UNSAFE_IN_CAPTURE();
   ctx_drain(current); /* as the driver: no copy may still read it */
   pthread_mutex_lock(&mem_lock);
   long i = find_le((uintptr_t)p);
@@ -1150,13 +1413,15 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUd
 
 /* ---- copies and memsets --------------------------------------------------------- */
 
-static struct op *copy_op(void *dst, const void *src, size_t n) {
+static struct op *copy_op(void *dst, int dst_dev, const void *src, int src_dev, size_t n) {
   struct op *o = calloc(1, sizeof(*o));
   if (o != NULL) {
     o->type = OP_COPY;
     o->dst = dst;
     o->src = src;
     o->n = n;
+    o->dst_dev = (unsigned char)dst_dev;
+    o->src_dev = (unsigned char)src_dev;
   }
   return o;
 }
@@ -1165,11 +1430,12 @@ static struct op *copy_op(void *dst, const void *src, size_t n) {
 static CUresult copy(void *dst, int dst_dev, const void *src, int src_dev, size_t n,
                      int async, CUstream h) {
   REQUIRE_CTX();
+  if (!async) REFUSE_UNSAFE_IN_CAPTURE();
   if (n == 0) return CUDA_SUCCESS;
   if (!(dst_dev ? device_side((CUdeviceptr)(uintptr_t)dst, n) : host_side(dst, n)) ||
       !(src_dev ? device_side((CUdeviceptr)(uintptr_t)src, n) : host_side(src, n)))
     return CUDA_ERROR_INVALID_VALUE;
-  struct op *o = copy_op(dst, src, n);
+  struct op *o = copy_op(dst, dst_dev, src, src_dev, n);
   if (o == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   return async ? enqueue(h, o) : run_sync(o);
 }
@@ -1197,11 +1463,13 @@ CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, C
 
 static CUresult memset8(CUdeviceptr dst, unsigned char v, size_t n, int async, CUstream h) {
   REQUIRE_CTX();
+  if (!async) REFUSE_UNSAFE_IN_CAPTURE();
   if (n == 0) return CUDA_SUCCESS;
   if (!device_side(dst, n)) return CUDA_ERROR_INVALID_VALUE;
   struct op *o = calloc(1, sizeof(*o));
   if (o == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   o->type = OP_SET;
+  o->dst_dev = 1;
   o->dst = DPTR(dst);
   o->n = n;
   o->value = v;
@@ -1503,6 +1771,246 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
   return enqueue(h, o);
 }
 
+/* ---- stream capture and graphs -------------------------------------------------
+ * Single-stream capture: the kernels, copies and memsets enqueued on a
+ * capturing stream are recorded in order (a kernel's arguments copied at
+ * the call, as for a launch), and a graph replays them in that order on
+ * the stream it is launched on, as stream work like any other. The rules
+ * the driver enforces around a capture are in "stream capture: the rules"
+ * above. Graph nodes (cuGraphAdd*, cuGraphGetNodes, updates) are not
+ * emulated; a graph comes only from cuStreamEndCapture. */
+
+static int graph_is_live(const struct CUgraph_st *g) {
+  for (const struct CUgraph_st *l = live_graphs; l != NULL; l = l->next_live)
+    if (l == g) return 1;
+  return 0;
+}
+
+/* Under q_lock: a graph not (or no longer) in live_graphs: a capture's. */
+static void graph_free(struct CUgraph_st *g) {
+  if (g == NULL) return;
+  chain_free(g->head);
+  free(g);
+}
+
+static void graph_unlink(struct CUgraph_st *g) {
+  for (struct CUgraph_st **l = &live_graphs; *l != NULL; l = &(*l)->next_live)
+    if (*l == g) {
+      *l = g->next_live;
+      return;
+    }
+}
+
+/* Under q_lock; a launch still queued keeps its own copies of the ops, and
+ * its end marker its reference. */
+static void exec_free(struct CUgraphExec_st *x) {
+  for (struct CUgraphExec_st **l = &live_execs; *l != NULL; l = &(*l)->next_live)
+    if (*l == x) {
+      *l = x->next_live;
+      break;
+    }
+  chain_free(x->head);
+  marker_put(x->last);
+  free(x);
+}
+
+/* Under q_lock: the context's graphs and executable graphs go with it. */
+static void graphs_drop(struct CUctx_st *c) {
+  for (struct CUgraph_st *l = live_graphs, *next; l != NULL; l = next) {
+    next = l->next_live;
+    if (l->ctx == c) {
+      graph_unlink(l);
+      graph_free(l);
+    }
+  }
+  for (struct CUgraphExec_st *l = live_execs, *next; l != NULL; l = next) {
+    next = l->next_live;
+    if (l->ctx == c) exec_free(l);
+  }
+}
+
+CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+  if (mode == NULL || (unsigned)*mode > (unsigned)CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  REQUIRE_INIT();
+  const CUstreamCaptureMode old = thread_capture_mode;
+  thread_capture_mode = *mode;
+  *mode = old;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
+  if ((unsigned)mode > (unsigned)CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_ERROR_INVALID_VALUE;
+  REQUIRE_CTX();
+  if (h == NULL || h == CU_STREAM_LEGACY) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  struct CUgraph_st *g = calloc(1, sizeof(*g));
+  if (g == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  g->ctx = current;
+  CUresult why = CUDA_SUCCESS;
+  pthread_mutex_lock(&q_lock);
+  struct CUstream_st *s = resolve_stream(h, &why);
+  if (s != NULL && s->cap_status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    s = NULL;
+    why = CUDA_ERROR_ILLEGAL_STATE; /* capturing already (or invalidated, not ended) */
+  }
+  if (s == NULL) {
+    pthread_mutex_unlock(&q_lock);
+    free(g);
+    return why;
+  }
+  s->cap_status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  s->cap_mode = mode;
+  s->cap_thread = pthread_self();
+  s->cap_graph = g;
+  pthread_mutex_unlock(&q_lock);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamEndCapture(CUstream h, CUgraph *out) {
+  if (out == NULL) return CUDA_ERROR_INVALID_VALUE;
+  REQUIRE_LIVE_CTX();
+  CUresult why = CUDA_SUCCESS;
+  pthread_mutex_lock(&q_lock);
+  struct CUstream_st *s = resolve_stream(h, &why);
+  if (s != NULL && s->cap_status == CU_STREAM_CAPTURE_STATUS_NONE) {
+    why = CUDA_ERROR_ILLEGAL_STATE; /* not capturing: the legacy stream never is */
+    s = NULL;
+  } else if (s != NULL && s->cap_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+             !pthread_equal(s->cap_thread, pthread_self())) {
+    why = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD; /* the capture goes on */
+    s = NULL;
+  }
+  if (s == NULL) {
+    pthread_mutex_unlock(&q_lock);
+    return why;
+  }
+  struct CUgraph_st *g = s->cap_graph;
+  const int invalidated = s->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  s->cap_status = CU_STREAM_CAPTURE_STATUS_NONE;
+  s->cap_graph = NULL;
+  if (invalidated) {
+    graph_free(g); /* NULL: dropped when invalidated */
+    *out = NULL;
+    why = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  } else {
+    g->next_live = live_graphs;
+    live_graphs = g;
+    *out = g;
+  }
+  pthread_mutex_unlock(&q_lock);
+  return why;
+}
+
+CUresult CUDAAPI cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *status) {
+  if (status == NULL) return CUDA_ERROR_INVALID_VALUE;
+  REQUIRE_LIVE_CTX();
+  CUresult why = CUDA_SUCCESS;
+  pthread_mutex_lock(&q_lock);
+  struct CUstream_st *s = resolve_stream(h, &why);
+  if (s != NULL) {
+    if (legacy_implicit(s, 0)) why = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT; /* not invalidated */
+    else *status = s->cap_status;
+  }
+  pthread_mutex_unlock(&q_lock);
+  return why;
+}
+
+/* Flags: the ones that change nothing here are accepted; launching from
+ * the device is not emulated. */
+CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *out, CUgraph g, unsigned long long flags) {
+  const unsigned long long harmless = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
+                                      CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+                                      CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+  if (out == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) return CUDA_ERROR_NOT_SUPPORTED;
+  if (flags & ~harmless) return CUDA_ERROR_INVALID_VALUE;
+  REQUIRE_CTX();
+  struct CUgraphExec_st *x = calloc(1, sizeof(*x));
+  if (x == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&q_lock);
+  if (g == NULL || !graph_is_live(g)) {
+    pthread_mutex_unlock(&q_lock);
+    free(x);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  int ok;
+  x->ctx = g->ctx;
+  x->head = chain_clone(g->head, &ok); /* the graph may be destroyed or reused after */
+  if (!ok) {
+    pthread_mutex_unlock(&q_lock);
+    free(x);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  x->next_live = live_execs;
+  live_execs = x;
+  pthread_mutex_unlock(&q_lock);
+  *out = x;
+  return CUDA_SUCCESS;
+}
+
+/* Enqueues a copy of the graph's operations on the stream (recorded, when
+ * that stream captures). A copy or memset whose memory has been freed
+ * since the capture fails the launch with CUDA_ERROR_INVALID_VALUE before
+ * anything runs (a kernel's arguments are checked when it runs, as for
+ * any launch). */
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec x, CUstream h) {
+  REQUIRE_CTX();
+  pthread_mutex_lock(&q_lock);
+  if (x == NULL || !exec_is_live(x)) {
+    pthread_mutex_unlock(&q_lock);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (x->ctx != current) {
+    pthread_mutex_unlock(&q_lock);
+    return CUDA_ERROR_INVALID_CONTEXT; /* a graph runs in the context it was captured in */
+  }
+  int ok;
+  struct op *chain = chain_clone(x->head, &ok);
+  pthread_mutex_unlock(&q_lock);
+  if (!ok) return CUDA_ERROR_OUT_OF_MEMORY;
+  for (const struct op *o = chain; o != NULL; o = o->next)
+    if ((o->type == OP_COPY || o->type == OP_SET) &&
+        ((o->dst_dev && !device_side((CUdeviceptr)(uintptr_t)o->dst, o->n)) ||
+         (o->src_dev && !device_side((CUdeviceptr)(uintptr_t)o->src, o->n)))) {
+      pthread_mutex_lock(&q_lock);
+      chain_free(chain);
+      pthread_mutex_unlock(&q_lock);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  if (chain == NULL) { /* an empty graph: nothing to run, but the stream must exist */
+    CUresult why = CUDA_SUCCESS;
+    pthread_mutex_lock(&q_lock);
+    struct CUstream_st *s = resolve_stream(h, &why);
+    if (s != NULL && legacy_implicit(s, 1)) why = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    else if (s != NULL && s->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+      why = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    pthread_mutex_unlock(&q_lock);
+    return why;
+  }
+  return enqueue_chain(h, chain, x);
+}
+
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec x) {
+  REQUIRE_LIVE_CTX();
+  pthread_mutex_lock(&q_lock);
+  const int ok = x != NULL && exec_is_live(x);
+  if (ok) exec_free(x);
+  pthread_mutex_unlock(&q_lock);
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult CUDAAPI cuGraphDestroy(CUgraph g) {
+  REQUIRE_LIVE_CTX();
+  pthread_mutex_lock(&q_lock);
+  const int ok = g != NULL && graph_is_live(g);
+  if (ok) {
+    graph_unlink(g);
+    graph_free(g);
+  }
+  pthread_mutex_unlock(&q_lock);
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 /* ---- error names ------------------------------------------------------------------- */
 
 #define ERRORS(X)                                                                        \
@@ -1528,6 +2036,14 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
   X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,                                               \
     "pointer does not correspond to a registered memory region")                          \
   X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                                 \
+  X(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state")  \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing") \
+  X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,                                               \
+    "operation failed due to a previous error during capture")                           \
+  X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,                                                  \
+    "operation would make the legacy stream depend on a capturing blocking stream")      \
+  X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,                                              \
+    "attempt to terminate a thread-local capture sequence from another thread")          \
   X(CUDA_ERROR_UNKNOWN, "unknown error")
 
 CUresult CUDAAPI cuGetErrorName(CUresult r, const char **out) {

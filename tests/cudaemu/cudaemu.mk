@@ -46,7 +46,8 @@ tests/cudaemu/cudaemu_kernels.lo: $(top_srcdir)/tests/cudaemu/cudaemu_kernels.cu
 	  echo "non_pic_object='.libs/cudaemu_kernels.o'"; } > $@
 
 # The emulator by itself, through dlopen as gcoll uses it: memory types,
-# strict copies, stream order, events, IPC between two processes, errors.
+# strict copies, stream order, events, stream capture and graph replay,
+# IPC between two processes, errors.
 check_PROGRAMS += tests/cudaemu/test_cudaemu
 TESTS += tests/cudaemu/test_cudaemu
 tests_cudaemu_test_cudaemu_SOURCES = tests/cudaemu/test_cudaemu.c

@@ -2,12 +2,13 @@
  * as gcoll's loader does: what it exports, devices and attributes,
  * contexts, memory types and strict copies, stream order and the legacy
  * stream, events, kernels (gcoll_cuda_coll at full block width, a blocked
- * one, a fault), and IPC between two forked processes that must really
- * share pages. Each check prints its line on failure; exit 0 when all pass.
+ * one, a fault), stream capture and graph replay with the capture rules,
+ * and IPC between two forked processes that must really share pages. Each check prints its line on failure; exit 0 when all pass.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +59,9 @@ static int failures;
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) \
   X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async) X(cuPointerGetAttribute)           \
   X(cuMemGetAddressRange) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) \
-  X(cuGetErrorName) X(cuGetErrorString)
+  X(cuGetErrorName) X(cuGetErrorString) X(cuStreamBeginCapture) X(cuStreamEndCapture)     \
+  X(cuStreamIsCapturing) X(cuThreadExchangeStreamCaptureMode) X(cuGraphInstantiate)         \
+  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 #define DECLARE(name) static __typeof__(&name) p_##name;
 API(DECLARE)
@@ -89,7 +92,10 @@ static void load(void) {
   static const char *const absent[] = {"cuMemAllocManaged", "cuCtxCreate_v2", "cuMemcpy",
                                        "cuMemAllocHost_v2", "cuIpcOpenEventHandle",
                                        "cudaemu_device_accessible", "__cudaRegisterFatBinary",
-                                       "cudaemu_kernel_table", "gcoll_cuda_algo_supported"};
+                                       "cudaemu_kernel_table", "gcoll_cuda_algo_supported",
+                                       /* older ABI names, other prototypes */
+                                       "cuStreamBeginCapture", "cuGraphInstantiate",
+                                       "cuGraphInstantiate_v2"};
   for (size_t i = 0; i < sizeof(absent) / sizeof(absent[0]); i++)
     if (dlsym(h, absent[i]) != NULL) {
       fprintf(stderr, "FAIL: %s exports %s\n", path, absent[i]);
@@ -597,6 +603,317 @@ static void test_streams_events(void) {
   free(r);
 }
 
+/* ---- stream capture and graphs ------------------------------------------------ */
+
+/* A call made from another thread (capture modes are about threads). */
+enum other_call { OTHER_EVENT_QUERY, OTHER_END_CAPTURE };
+struct other {
+  CUcontext ctx;
+  enum other_call call;
+  CUevent ev;
+  CUstream s;
+  CUgraph g;
+  CUresult r;
+};
+static void *other_thread(void *arg) {
+  struct other *o = arg;
+  o->r = p_cuCtxSetCurrent(o->ctx);
+  if (o->r == CUDA_SUCCESS)
+    o->r = o->call == OTHER_EVENT_QUERY ? p_cuEventQuery(o->ev) : p_cuStreamEndCapture(o->s, &o->g);
+  return NULL;
+}
+static CUresult from_other_thread(enum other_call call, CUevent ev, CUstream s, CUgraph *g) {
+  struct other o = {.call = call, .ev = ev, .s = s, .r = CUDA_ERROR_UNKNOWN};
+  OK(p_cuCtxGetCurrent(&o.ctx));
+  pthread_t t;
+  if (pthread_create(&t, NULL, other_thread, &o) != 0) return CUDA_ERROR_UNKNOWN;
+  pthread_join(t, NULL);
+  if (g != NULL) *g = o.g;
+  return o.r;
+}
+
+static CUstreamCaptureStatus capture_status(CUstream s) {
+  CUstreamCaptureStatus st = (CUstreamCaptureStatus)-1;
+  OK(p_cuStreamIsCapturing(s, &st));
+  return st;
+}
+
+/* Begins a capture on s, records a memset, makes `call` fail with `want`,
+ * and checks the capture is then invalidated: later work is refused, the
+ * end gives no graph, the stream is usable again and nothing ran. */
+#define EXPECT_INVALIDATES(s, mode, call, want, probe)                          \
+  do {                                                                          \
+    CUgraph g_ = (CUgraph)(uintptr_t)1;                                         \
+    unsigned char b_[16];                                                       \
+    OK(p_cuStreamBeginCapture(s, mode));                                        \
+    OK(p_cuMemsetD8Async(probe, 0xee, 16, s));                                  \
+    CHECK_RC(call, want);                                                       \
+    CHECK(capture_status(s) == CU_STREAM_CAPTURE_STATUS_INVALIDATED);           \
+    CHECK_RC(p_cuMemsetD8Async(probe, 0xee, 16, s), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED); \
+    CHECK_RC(p_cuStreamEndCapture(s, &g_), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED); \
+    CHECK(g_ == NULL);                                                          \
+    CHECK(capture_status(s) == CU_STREAM_CAPTURE_STATUS_NONE);                  \
+    OK(p_cuStreamSynchronize(s));                                               \
+    OK(p_cuMemcpyDtoH(b_, probe, 16));                                          \
+    CHECK(b_[0] != 0xee && b_[15] != 0xee);                                     \
+  } while (0)
+
+static void test_graphs(void) {
+  enum { N = 4099 };
+  const size_t bytes = N * sizeof(float);
+  CUstream s, s2, sb;
+  CUevent ev;
+  CUgraph g = NULL, g2 = NULL;
+  CUgraphExec x = NULL, x2 = NULL;
+  OK(p_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  OK(p_cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  OK(p_cuStreamCreate(&sb, CU_STREAM_DEFAULT)); /* blocking: the legacy stream waits for it */
+  OK(p_cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+
+  /* Where capture can begin and end. */
+  CHECK(capture_status(s) == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK(capture_status(NULL) == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK_RC(p_cuStreamBeginCapture(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL),
+           CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CHECK_RC(p_cuStreamBeginCapture(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_RELAXED),
+           CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CHECK_RC(p_cuStreamBeginCapture(s, (CUstreamCaptureMode)7), CUDA_ERROR_INVALID_VALUE);
+  CHECK_RC(p_cuStreamBeginCapture((CUstream)(uintptr_t)0x1234, CU_STREAM_CAPTURE_MODE_GLOBAL),
+           CUDA_ERROR_INVALID_HANDLE);
+  CHECK_RC(p_cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE);
+  CHECK_RC(p_cuStreamIsCapturing(s, NULL), CUDA_ERROR_INVALID_VALUE);
+
+  /* The 1-rank allreduce kernel (avg: a copy) between device buffers,
+   * pinned host input and output. */
+  float *in, *out, *after;
+  OK(p_cuMemHostAlloc((void **)&in, bytes, 0));
+  OK(p_cuMemHostAlloc((void **)&out, bytes, 0));
+  OK(p_cuMemHostAlloc((void **)&after, bytes, 0));
+  CUdeviceptr dsend, drecv, dcopy, probe, scratch, dch, m;
+  OK(p_cuMemAlloc(&dsend, bytes));
+  OK(p_cuMemAlloc(&drecv, bytes));
+  OK(p_cuMemAlloc(&dcopy, bytes));
+  OK(p_cuMemAlloc(&probe, 16));
+  OK(p_cuMemsetD8(probe, 0, 16));
+  OK(p_cuMemsetD8(dsend, 0x11, bytes));
+  OK(p_cuMemsetD8(drecv, 0x11, bytes));
+  OK(p_cuMemsetD8(dcopy, 0x22, bytes));
+  int32_t rank0 = 0;
+  CUdeviceptr dranks = dev_copy(&rank0, sizeof(rank0));
+  OK(p_cuMemAlloc(&scratch, GCOLL_CUDA_SCRATCH * 4096));
+  struct gcoll_cuda_channel ch;
+  memset(&ch, 0, sizeof(ch));
+  ch.ring_ranks = dranks;
+  ch.tree_parent = -1;
+  ch.scratch = scratch;
+  ch.scratch_bytes = 4096;
+  dch = dev_copy(&ch, sizeof(ch));
+  void *mapped;
+  OK(p_cuMemHostAlloc(&mapped, 4096, CU_MEMHOSTALLOC_DEVICEMAP));
+  memset(mapped, 0, 4096);
+  OK(p_cuMemHostGetDevicePointer(&m, mapped, 0));
+  const struct gcoll_cuda_status *kst = mapped;
+  struct gcoll_cuda_work w;
+  memset(&w, 0, sizeof(w));
+  w.channels = dch;
+  w.status = m;
+  w.abort_word = m + 1024;
+  w.local_abort = m + 1028;
+  w.sendbuf = dsend;
+  w.recvbuf = drecv;
+  w.count = w.stride = N;
+  w.timeout_ns = 20000000000ull;
+  w.coll = GCOLL_COLL_ALLREDUCE;
+  w.algo = GCOLL_ALGO_RING;
+  w.dtype = gcollFloat32;
+  w.op = gcollAvg;
+  w.nranks = 1;
+  w.nchannels = 1;
+  void *params[] = {&w};
+  for (int i = 0; i < N; i++) out[i] = -1.0f;
+
+  /* Capture: memset, copy in, kernel, device copy, copy out. */
+  OK(p_cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  CHECK(capture_status(s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK_RC(p_cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_ILLEGAL_STATE);
+  CHECK(capture_status(s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(capture_status(s2) == CU_STREAM_CAPTURE_STATUS_NONE);
+  OK(p_cuMemsetD8Async(dcopy, 0, bytes, s));
+  OK(p_cuMemcpyHtoDAsync(dsend, in, bytes, s));
+  OK(p_cuLaunchKernel(coll_fn, 1, 1, 1, GCOLL_CUDA_THREADS, 1, 1, 0, s, params, NULL));
+  memset(&w, 0xff, sizeof(w)); /* the capture copied the arguments */
+  OK(p_cuMemcpyDtoDAsync(dcopy, drecv, bytes - sizeof(float), s)); /* the last stays 0 */
+  OK(p_cuMemcpyDtoHAsync(out, dcopy, bytes, s));
+  CHECK_RC(p_cuMemcpyHtoDAsync(dsend, in, bytes + 1, s), CUDA_ERROR_INVALID_VALUE);
+  CHECK(capture_status(s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  usleep(50000);
+  CHECK(out[0] == -1.0f && out[N - 1] == -1.0f); /* nothing ran */
+  CHECK(kst->done == 0);
+  /* A THREAD_LOCAL capture does not restrict other threads. */
+  OK(from_other_thread(OTHER_EVENT_QUERY, ev, s, NULL));
+  /* ... and only its own thread ends it. */
+  CHECK_RC(from_other_thread(OTHER_END_CAPTURE, ev, s, NULL),
+           CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+  CHECK(capture_status(s) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  OK(p_cuStreamEndCapture(s, &g));
+  CHECK(g != NULL);
+  CHECK(capture_status(s) == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK_RC(p_cuStreamEndCapture(s, &g2), CUDA_ERROR_ILLEGAL_STATE);
+  {
+    unsigned char b[8];
+    OK(p_cuMemcpyDtoH(b, dcopy, 8));
+    CHECK(b[0] == 0x22 && b[7] == 0x22);
+    OK(p_cuMemcpyDtoH(b, drecv, 8));
+    CHECK(b[0] == 0x11 && b[7] == 0x11);
+  }
+
+  CHECK_RC(p_cuGraphInstantiate(&x, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+  CHECK_RC(p_cuGraphInstantiate(&x, g, CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH),
+           CUDA_ERROR_NOT_SUPPORTED);
+  CHECK_RC(p_cuGraphInstantiate(&x, g, 1ull << 40), CUDA_ERROR_INVALID_VALUE);
+  OK(p_cuGraphInstantiate(&x, g, 0));
+  OK(p_cuGraphDestroy(g)); /* the executable graph is its own */
+  CHECK_RC(p_cuGraphDestroy(g), CUDA_ERROR_INVALID_VALUE);
+
+  /* Three replays, new input each time, each ordered with the stream's
+   * work around it: the copy enqueued after the launch sees its result. */
+  for (int rep = 0; rep < 3; rep++) {
+    for (int i = 0; i < N; i++) in[i] = (float)(i % 251) * (float)(rep + 1) + (float)rep;
+    memset(mapped, 0, 4096);
+    CUstream on = rep == 2 ? sb : s; /* any stream of the context */
+    OK(p_cuGraphLaunch(x, on));
+    OK(p_cuMemcpyDtoHAsync(after, drecv, bytes, on));
+    OK(p_cuStreamSynchronize(on));
+    CHECK(kst->done == 1 && kst->result == 0);
+    CHECK(memcmp(out, in, bytes - sizeof(float)) == 0);
+    CHECK(out[N - 1] == 0.0f);
+    CHECK(memcmp(after, in, bytes) == 0);
+  }
+
+  /* Launched into a capture, a graph's work becomes part of it. */
+  OK(p_cuStreamBeginCapture(s2, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  OK(p_cuGraphLaunch(x, s2));
+  OK(p_cuMemsetD8Async(probe, 0x5a, 16, s2));
+  OK(p_cuStreamEndCapture(s2, &g2));
+  OK(p_cuGraphInstantiate(&x2, g2, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+  for (int i = 0; i < N; i++) in[i] = (float)(N - i);
+  OK(p_cuGraphLaunch(x2, s));
+  OK(p_cuGraphLaunch(x2, s2)); /* the same graph on two streams: one launch after the other */
+  OK(p_cuStreamSynchronize(s));
+  OK(p_cuStreamSynchronize(s2));
+  CHECK(memcmp(out, in, bytes - sizeof(float)) == 0);
+  {
+    unsigned char b[16];
+    OK(p_cuMemcpyDtoH(b, probe, 16));
+    CHECK(b[0] == 0x5a && b[15] == 0x5a);
+    OK(p_cuMemsetD8(probe, 0, 16));
+  }
+  OK(p_cuGraphExecDestroy(x2));
+  OK(p_cuGraphDestroy(g2));
+
+  /* Waiting for or querying a capturing stream invalidates its capture. */
+  EXPECT_INVALIDATES(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, p_cuStreamSynchronize(s),
+                     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, probe);
+  EXPECT_INVALIDATES(s, CU_STREAM_CAPTURE_MODE_RELAXED, p_cuStreamQuery(s),
+                     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, probe);
+  /* Single-stream capture only: events in or out of it are refused. */
+  EXPECT_INVALIDATES(s, CU_STREAM_CAPTURE_MODE_GLOBAL, p_cuEventRecord(ev, s),
+                     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, probe);
+  OK(p_cuEventQuery(ev)); /* the refused record left the event alone */
+  OK(p_cuEventRecord(ev, s2));
+  EXPECT_INVALIDATES(s, CU_STREAM_CAPTURE_MODE_GLOBAL, p_cuStreamWaitEvent(s, ev, 0),
+                     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, probe);
+  /* Unsafe calls while this thread captures (not RELAXED), or any thread
+   * captures in GLOBAL mode. */
+  CUdeviceptr tmp = 0;
+  EXPECT_INVALIDATES(s, CU_STREAM_CAPTURE_MODE_GLOBAL, p_cuMemAlloc(&tmp, 16),
+                     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, probe);
+  EXPECT_INVALIDATES(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, p_cuMemsetD8(dcopy, 0, 16),
+                     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, probe);
+  EXPECT_INVALIDATES(s, CU_STREAM_CAPTURE_MODE_GLOBAL,
+                     from_other_thread(OTHER_EVENT_QUERY, ev, s, NULL),
+                     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, probe);
+  /* The legacy stream cannot work while a blocking stream captures. */
+  OK(p_cuStreamBeginCapture(sb, CU_STREAM_CAPTURE_MODE_RELAXED));
+  CUstreamCaptureStatus st;
+  CHECK_RC(p_cuStreamIsCapturing(NULL, &st), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  CHECK(capture_status(sb) == CU_STREAM_CAPTURE_STATUS_ACTIVE); /* a query invalidates nothing */
+  OK(p_cuStreamEndCapture(sb, &g));
+  OK(p_cuGraphDestroy(g)); /* empty */
+  EXPECT_INVALIDATES(sb, CU_STREAM_CAPTURE_MODE_RELAXED, p_cuMemsetD8Async(dcopy, 0, 16, NULL),
+                     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, probe);
+  EXPECT_INVALIDATES(sb, CU_STREAM_CAPTURE_MODE_RELAXED, p_cuStreamSynchronize(NULL),
+                     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, probe);
+
+  /* What is allowed: a RELAXED capture lets its thread allocate and copy
+   * synchronously, and so does a RELAXED thread mode; the legacy stream
+   * works beside a non-blocking stream's capture. */
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  OK(p_cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+  OK(p_cuMemAlloc(&tmp, 16));
+  OK(p_cuMemsetD8(tmp, 0x3c, 16));
+  OK(p_cuMemsetD8Async(tmp, 0x3d, 16, NULL));
+  OK(p_cuStreamSynchronize(NULL));
+  OK(p_cuMemsetD8Async(tmp, 0x3e, 16, s)); /* recorded */
+  OK(p_cuStreamEndCapture(s, &g));
+  OK(p_cuGraphInstantiate(&x2, g, 0));
+  {
+    unsigned char b[16];
+    OK(p_cuMemcpyDtoH(b, tmp, 16));
+    CHECK(b[0] == 0x3d && b[15] == 0x3d);
+  }
+  OK(p_cuMemFree(tmp));
+  /* The graph's memset would write freed memory. */
+  CHECK_RC(p_cuGraphLaunch(x2, s), CUDA_ERROR_INVALID_VALUE);
+  OK(p_cuGraphExecDestroy(x2));
+  OK(p_cuGraphDestroy(g));
+  OK(p_cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  OK(p_cuThreadExchangeStreamCaptureMode(&mode));
+  CHECK(mode == CU_STREAM_CAPTURE_MODE_GLOBAL);
+  OK(p_cuMemAlloc(&tmp, 16));
+  OK(p_cuMemFree(tmp));
+  OK(p_cuThreadExchangeStreamCaptureMode(&mode));
+  CHECK(mode == CU_STREAM_CAPTURE_MODE_RELAXED);
+  mode = (CUstreamCaptureMode)9;
+  CHECK_RC(p_cuThreadExchangeStreamCaptureMode(&mode), CUDA_ERROR_INVALID_VALUE);
+  OK(p_cuStreamEndCapture(s, &g));
+  OK(p_cuGraphDestroy(g));
+
+  /* Handles. */
+  CHECK_RC(p_cuGraphLaunch(NULL, s), CUDA_ERROR_INVALID_VALUE);
+  CHECK_RC(p_cuGraphLaunch(x, (CUstream)(uintptr_t)0x1234), CUDA_ERROR_INVALID_HANDLE);
+  CHECK_RC(p_cuGraphExecDestroy(NULL), CUDA_ERROR_INVALID_VALUE);
+  OK(p_cuGraphExecDestroy(x));
+  CHECK_RC(p_cuGraphLaunch(x, s), CUDA_ERROR_INVALID_VALUE);
+  CHECK_RC(p_cuGraphExecDestroy(x), CUDA_ERROR_INVALID_VALUE);
+  CHECK_RC(p_cuGraphDestroy(NULL), CUDA_ERROR_INVALID_VALUE);
+  /* A stream destroyed while capturing takes its capture with it. */
+  OK(p_cuStreamBeginCapture(s2, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  OK(p_cuMemsetD8Async(probe, 0xee, 16, s2));
+  OK(p_cuStreamDestroy(s2));
+  CHECK_RC(p_cuStreamEndCapture(s2, &g), CUDA_ERROR_INVALID_HANDLE);
+  OK(p_cuMemAlloc(&tmp, 16)); /* no capture left to forbid it */
+  OK(p_cuMemFree(tmp));
+  const char *name = NULL;
+  OK(p_cuGetErrorName(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, &name));
+  CHECK(name != NULL && strcmp(name, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED") == 0);
+
+  OK(p_cuEventDestroy(ev));
+  OK(p_cuStreamDestroy(s));
+  OK(p_cuStreamDestroy(sb));
+  p_cuMemFree(dsend);
+  p_cuMemFree(drecv);
+  p_cuMemFree(dcopy);
+  p_cuMemFree(probe);
+  p_cuMemFree(dranks);
+  p_cuMemFree(scratch);
+  p_cuMemFree(dch);
+  p_cuMemFreeHost(mapped);
+  p_cuMemFreeHost(in);
+  p_cuMemFreeHost(out);
+  p_cuMemFreeHost(after);
+}
+
 /* On device 1: a kernel given a host address faults the launch, stickily
  * for the context (as on a GPU); releasing the primary context resets it
  * and frees what it owned. */
@@ -645,6 +962,7 @@ int main(void) {
   test_module();
   test_full_width_kernel();
   test_streams_events();
+  test_graphs();
   test_fault();
   OK(p_cuModuleUnload(mod));
   CHECK_RC(p_cuModuleUnload(mod), CUDA_ERROR_INVALID_HANDLE);
