@@ -4,12 +4,17 @@
  * values), so NCCL users can read this header at a glance and gcoll's
  * NCCL-ABI library can pass values through unchanged.
  *
- * Buffers and streams. This version runs collectives on host memory: pass
- * stream = NULL and the call is blocking, like a host MPI collective: when
- * it returns, recvbuff holds the result and sendbuff may be reused. Every
- * rank of the communicator must make the same calls in the same order with
- * the same count, type, op and root. Calls on one communicator must not
- * overlap (one thread at a time); different communicators are independent.
+ * Buffers and streams. On host memory pass stream = NULL and the call is
+ * blocking, like a host MPI collective: when it returns, recvbuff holds the
+ * result and sendbuff may be reused. On CUDA device memory (builds with the
+ * CUDA toolkit) the call is enqueued on `stream` (a cudaStream_t; NULL is
+ * the legacy default stream) and returns at once, as with NCCL; a stream
+ * being captured into a CUDA graph records the collective, and each replay
+ * runs it (replays must be ordered with the communicator's other work, on
+ * every rank alike). Every rank of the communicator must make the same calls
+ * in the same order with the same count, type, op and root. Calls on one
+ * communicator must not overlap (one thread at a time); different
+ * communicators are independent.
  *
  * Errors. Functions return a gcollResult_t; gcollGetLastError(comm) gives a
  * one-line reason for the last failure on this thread (comm may be NULL for

@@ -9,6 +9,7 @@ EXTRA_DIST += src/kernels/gen_kernels.sh src/kernels/coll_kernels.cu src/kernels
 	tests/gpu/cuda_probe.c tests/gpu/gpu_coll_check.c tests/gpu/test_cuda_build.sh \
 	tests/gpu/gpu_coll_check.sh tests/gpu/nccl_bench.c tests/gpu/bench_reduce_copy.cu \
 	tests/gpu/device_run.sh tests/gpu/stage_device.sh tests/gpu/torch_check.py \
+	tests/gpu/torch_ddp_check.py \
 	src/kernels/cuda_loader.c src/kernels/cuda_loader.h src/kernels/cuda_fatbin.c \
 	src/kernels/cuda_fatbin.h src/kernels/cuda_work.h src/kernels/cuda_exec.c \
 	src/kernels/cuda_exec.h src/kernels/exec_cuda.c

@@ -41,6 +41,12 @@ struct mapped {
   struct gcoll_cuda_status status[GCOLL_CUDA_EXEC_SLOTS][GCOLL_CUDA_MAX_CHANNELS];
   int32_t local_abort[GCOLL_CUDA_EXEC_SLOTS];
   int32_t abort_word;
+  /* Every kernel captured into a CUDA graph reports here, on every replay:
+   * the host never learns when a replay runs, so it cannot reap slots for
+   * them; a failure stays in graph_abort (kernels never clear it), which
+   * poll turns into the executor's sticky failure. */
+  int32_t graph_abort;
+  struct gcoll_cuda_status graph_status[GCOLL_CUDA_MAX_CHANNELS];
 };
 
 struct gcoll_cuda_exec {
@@ -53,6 +59,8 @@ struct gcoll_cuda_exec {
   gcoll_cu_stream own_stream;        /* every launch runs here, in order */
   gcoll_cu_event caller_ready, done; /* ordering with the caller's stream */
   uint64_t launched, reaped;        /* launches so far; those whose result is known */
+  uint64_t captured;                /* launches recorded into CUDA graphs */
+  struct gcoll_cuda_coll graph_job; /* the widest captured launch, for messages */
   gcollResult_t failed;             /* the first failed launch's result, sticky */
   char failed_msg[256];
   int rank, nranks, nchannels;
@@ -343,6 +351,87 @@ static gcollResult_t driver_ok(struct gcoll_cuda_exec *e, gcoll_cu_result r, con
   return gcollUnhandledCudaError;
 }
 
+/* The kernel's argument for collective c on nch channels, reporting to the
+ * status row and local abort word at these device addresses. */
+static void fill_work(const struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c, int nch,
+                      gcoll_cu_deviceptr status, gcoll_cu_deviceptr local_abort,
+                      struct gcoll_cuda_work *w) {
+  memset(w, 0, sizeof(*w));
+  w->channels = e->channels;
+  w->status = status;
+  w->abort_word = e->host_dev + offsetof(struct mapped, abort_word);
+  w->local_abort = local_abort;
+  w->sendbuf = c->sendbuf;
+  w->recvbuf = c->recvbuf;
+  w->count = c->count;
+  w->stride = c->count;
+  w->timeout_ns = e->timeout_ns;
+  w->coll = (int32_t)c->coll;
+  w->algo = (int32_t)c->algo;
+  w->proto = (int32_t)c->proto;
+  w->dtype = (int32_t)c->dtype;
+  w->op = (int32_t)c->op;
+  w->root = c->root;
+  w->rank = e->rank;
+  w->nranks = e->nranks;
+  w->nchannels = nch;
+}
+
+/* Whether the caller's stream is being captured into a CUDA graph (as
+ * torch.compile, vLLM and nccl-tests -G do). */
+static gcollResult_t capture_status(struct gcoll_cuda_exec *e, gcoll_cu_stream caller,
+                                    int *capturing, char *err, size_t errlen) {
+  int status = GCOLL_CU_STREAM_CAPTURE_STATUS_NONE;
+  gcollResult_t r = driver_ok(e, e->cu->stream_is_capturing(caller, &status),
+                              "cuStreamIsCapturing", err, errlen);
+  if (r != gcollSuccess) return r;
+  if (status == GCOLL_CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+    set_err(err, errlen, "the stream's CUDA graph capture was invalidated before this call");
+    return gcollInvalidUsage;
+  }
+  *capturing = status == GCOLL_CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  return gcollSuccess;
+}
+
+/* A collective on a stream being captured: recorded into the caller's
+ * graph and run at each replay, which the host does not see. So it goes
+ * on the caller's stream itself (the executor's stream never joins a
+ * capture, and the caller's later eager calls are not captured by
+ * accident), reports to the graph row instead of a slot, and is
+ * replay-safe because the kernel takes its FIFO positions from the FIFOs
+ * (fifo.h), never from this launch. Replays must be ordered with the
+ * communicator's other collectives by the caller (the same stream, or a
+ * synchronisation), as every rank must replay them in the same order. */
+static gcollResult_t launch_captured(struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
+                                     void *stream, char *err, size_t errlen) {
+  gcoll_cu_stream caller = (gcoll_cu_stream)stream;
+  gcollResult_t r;
+  if (e->nranks == 1) {
+    size_t bytes = c->count * gcoll_dtype_size(c->dtype);
+    if (bytes > 0 && c->sendbuf != c->recvbuf &&
+        (r = driver_ok(e, e->cu->memcpy_dtod_async(c->recvbuf, c->sendbuf, bytes, caller),
+                       "cuMemcpyDtoDAsync (captured)", err, errlen)) != gcollSuccess)
+      return r;
+    e->captured++;
+    return gcollSuccess;
+  }
+  const int nch = c->nchannels ? c->nchannels : e->nchannels;
+  struct gcoll_cuda_work w;
+  fill_work(e, c, nch, e->host_dev + offsetof(struct mapped, graph_status),
+            e->host_dev + offsetof(struct mapped, graph_abort), &w);
+  void *params[] = {&w};
+  if ((r = driver_ok(e, e->cu->launch_kernel(e->fn, (unsigned)nch, 1, 1, GCOLL_CUDA_THREADS, 1,
+                                             1, 0, caller, params, NULL),
+                     "cuLaunchKernel (captured)", err, errlen)) != gcollSuccess)
+    return r;
+  e->captured++;
+  if (nch > e->graph_job.nchannels) {
+    e->graph_job = *c;
+    e->graph_job.nchannels = nch;
+  }
+  return gcollSuccess;
+}
+
 /* One rank: every collective's result is its own input (one part to
  * gather or scatter, one operand to reduce, avg dividing by 1), so it is a
  * device-to-device copy, which the copy engine runs at memory speed, as
@@ -389,6 +478,9 @@ gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gco
     return e->failed;
   }
   gcollResult_t r = check_coll(e, c, err, errlen);
+  int capturing = 0;
+  if (r == gcollSuccess) r = capture_status(e, (gcoll_cu_stream)stream, &capturing, err, errlen);
+  if (r == gcollSuccess && capturing) return launch_captured(e, c, stream, err, errlen);
   if (r == gcollSuccess && e->nranks == 1) return launch_copy(e, c, stream, err, errlen);
   if (r == gcollSuccess) r = free_a_slot(e, err, errlen);
   if (r != gcollSuccess) return r;
@@ -397,25 +489,9 @@ gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gco
   memset(e->host->status[slot], 0, sizeof(e->host->status[slot]));
   atomic_store_explicit((_Atomic int32_t *)&e->host->local_abort[slot], 0, memory_order_release);
   struct gcoll_cuda_work w;
-  memset(&w, 0, sizeof(w));
-  w.channels = e->channels;
-  w.status = e->host_dev + offsetof(struct mapped, status) + slot * sizeof(e->host->status[0]);
-  w.abort_word = e->host_dev + offsetof(struct mapped, abort_word);
-  w.local_abort = e->host_dev + offsetof(struct mapped, local_abort) + slot * sizeof(int32_t);
-  w.sendbuf = c->sendbuf;
-  w.recvbuf = c->recvbuf;
-  w.count = c->count;
-  w.stride = c->count;
-  w.timeout_ns = e->timeout_ns;
-  w.coll = (int32_t)c->coll;
-  w.algo = (int32_t)c->algo;
-  w.proto = (int32_t)c->proto;
-  w.dtype = (int32_t)c->dtype;
-  w.op = (int32_t)c->op;
-  w.root = c->root;
-  w.rank = e->rank;
-  w.nranks = e->nranks;
-  w.nchannels = nch;
+  fill_work(e, c, nch,
+            e->host_dev + offsetof(struct mapped, status) + slot * sizeof(e->host->status[0]),
+            e->host_dev + offsetof(struct mapped, local_abort) + slot * sizeof(int32_t), &w);
   /* Every launch runs on the executor's stream, so collectives of this
    * executor never overlap whatever streams callers pass (they share the
    * FIFOs); events order it after the caller's earlier work and the
@@ -464,29 +540,54 @@ static int slot_done(const struct gcoll_cuda_exec *e, unsigned slot) {
   return 1;
 }
 
-/* The result of the finished launch in slot: the first channel that
- * failed by itself (not stopped by a sibling). */
-static gcollResult_t collect(struct gcoll_cuda_exec *e, unsigned slot, char *err, size_t errlen) {
-  const struct gcoll_cuda_coll *job = &e->jobs[slot];
+/* The result a finished launch reported in `row` (its channels' status):
+ * the first channel that failed by itself (not stopped by a sibling). */
+static gcollResult_t collect_row(const struct gcoll_cuda_coll *job,
+                                 const volatile struct gcoll_cuda_status *row, char *err,
+                                 size_t errlen) {
   int first = -1;
   for (int c = 0; c < job->nchannels; c++) {
-    const volatile struct gcoll_cuda_status *st = &e->host->status[slot][c];
+    const volatile struct gcoll_cuda_status *st = &row[c];
     if (st->done != 1) {
       set_err(err, errlen, "channel %d: the kernel ended without reporting", c);
       return gcollInternalError;
     }
     if (st->result == gcollSuccess) continue;
-    if (first < 0 || (e->host->status[slot][first].reason == GCOLL_CUDA_REASON_SIBLING &&
+    if (first < 0 || (row[first].reason == GCOLL_CUDA_REASON_SIBLING &&
                       st->reason != GCOLL_CUDA_REASON_SIBLING))
       first = c;
   }
   if (first < 0) return gcollSuccess;
-  const volatile struct gcoll_cuda_status *st = &e->host->status[slot][first];
+  const volatile struct gcoll_cuda_status *st = &row[first];
   gcollResult_t r = (gcollResult_t)st->result;
   int what = st->what >= 0 && st->what < GCOLL_CUDA_FAIL_NFAILS ? st->what : 0;
   set_err(err, errlen, "channel %d (%s, GPU): %s while waiting for %s %d at step %llu", first,
           gcoll_algo_name(job->algo), reason_name(st->reason, r), fail_names[what], st->peer,
           (unsigned long long)st->step);
+  return r;
+}
+
+static gcollResult_t collect(struct gcoll_cuda_exec *e, unsigned slot, char *err, size_t errlen) {
+  return collect_row(&e->jobs[slot], e->host->status[slot], err, errlen);
+}
+
+/* A failure some replay of a captured kernel reported (graph_abort), made
+ * the executor's sticky failure; gcollSuccess when there is none. Which of
+ * several captured collectives failed is not known, only the channel. */
+static gcollResult_t graph_failure(struct gcoll_cuda_exec *e) {
+  if (e->captured == 0 || e->failed != gcollSuccess ||
+      atomic_load_explicit((_Atomic int32_t *)&e->host->graph_abort, memory_order_acquire) == 0)
+    return e->failed;
+  char why[200];
+  gcollResult_t r = collect_row(&e->graph_job, e->host->graph_status, why, sizeof(why));
+  if (r == gcollSuccess || r == gcollInternalError) {
+    /* The reports of the failing replay may still be on their way. */
+    r = (gcollResult_t)atomic_load((_Atomic int32_t *)&e->host->graph_abort);
+    snprintf(why, sizeof(why), "result %d", (int)r);
+  }
+  e->failed = r;
+  snprintf(e->failed_msg, sizeof(e->failed_msg), "a collective replayed from a CUDA graph: %s",
+           why);
   return r;
 }
 
@@ -528,6 +629,7 @@ gcollResult_t gcoll_cuda_exec_poll(struct gcoll_cuda_exec *e, char *err, size_t 
     gcollResult_t r = poll_oldest(e, err, errlen);
     if (r != gcollSuccess) return r;
   }
+  graph_failure(e);
   if (e->failed != gcollSuccess) set_err(err, errlen, "%s", e->failed_msg);
   return e->failed;
 }

@@ -33,6 +33,8 @@
   X(stream_query, "cuStreamQuery")                              \
   X(stream_synchronize, "cuStreamSynchronize")                  \
   X(stream_wait_event, "cuStreamWaitEvent")                     \
+  X(stream_is_capturing, "cuStreamIsCapturing")                 \
+  X(thread_exchange_stream_capture_mode, "cuThreadExchangeStreamCaptureMode") \
   X(event_create, "cuEventCreate")                              \
   X(event_record, "cuEventRecord")                              \
   X(event_destroy, "cuEventDestroy_v2")                         \

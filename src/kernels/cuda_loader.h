@@ -52,6 +52,13 @@ typedef struct {
 #define GCOLL_CU_MEMORYTYPE_DEVICE 2
 #define GCOLL_CU_MEMORYTYPE_UNIFIED 4
 #define GCOLL_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
+/* CUstreamCaptureStatus */
+#define GCOLL_CU_STREAM_CAPTURE_STATUS_NONE 0
+#define GCOLL_CU_STREAM_CAPTURE_STATUS_ACTIVE 1
+#define GCOLL_CU_STREAM_CAPTURE_STATUS_INVALIDATED 2
+/* CUstreamCaptureMode */
+#define GCOLL_CU_STREAM_CAPTURE_MODE_GLOBAL 0
+#define GCOLL_CU_STREAM_CAPTURE_MODE_RELAXED 2
 
 struct gcoll_cuda_api {
   gcoll_cu_result (*init)(unsigned flags);
@@ -82,6 +89,8 @@ struct gcoll_cuda_api {
   gcoll_cu_result (*stream_synchronize)(gcoll_cu_stream stream);
   gcoll_cu_result (*stream_wait_event)(gcoll_cu_stream stream, gcoll_cu_event event,
                                        unsigned flags);
+  gcoll_cu_result (*stream_is_capturing)(gcoll_cu_stream stream, int *status);
+  gcoll_cu_result (*thread_exchange_stream_capture_mode)(int *mode);
   gcoll_cu_result (*event_create)(gcoll_cu_event *event, unsigned flags);
   gcoll_cu_result (*event_record)(gcoll_cu_event event, gcoll_cu_stream stream);
   gcoll_cu_result (*event_destroy)(gcoll_cu_event event);

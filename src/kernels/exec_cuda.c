@@ -106,10 +106,31 @@ static int channel_view(struct gcoll_exec *e, const struct gcoll_host_channel *i
   return err[0] == '\0' ? 0 : -1;
 }
 
+static struct gcoll_exec *create(const struct gcoll_exec_config *cfg, char *err, size_t errlen);
+
+/* The executor is made at a communicator's first device call, which may
+ * be on a stream being captured into a CUDA graph (PyTorch, vLLM and
+ * nccl-tests -G capture the first call when they warm up nothing). In the
+ * default (global) capture mode the driver refuses allocations and host
+ * registrations on every thread while a capture runs, so this thread
+ * relaxes its mode for the setup, as NCCL does, and restores it after. */
 static struct gcoll_exec *cuda_create(const struct gcoll_exec_config *cfg, char *err,
                                       size_t errlen) {
   int ndev = 0;
   if (gcoll_cuda_probe(&ndev, err, errlen) != GCOLL_CUDA_AVAILABLE) return NULL;
+  const struct gcoll_cuda_api *cu = gcoll_cuda_api_get(NULL, 0);
+  int mode = GCOLL_CU_STREAM_CAPTURE_MODE_RELAXED;
+  gcoll_cu_result r = cu->thread_exchange_stream_capture_mode(&mode);
+  if (r != GCOLL_CU_SUCCESS) {
+    snprintf(err, errlen, "cuThreadExchangeStreamCaptureMode: %s", gcoll_cuda_result_text(cu, r));
+    return NULL;
+  }
+  struct gcoll_exec *e = create(cfg, err, errlen);
+  cu->thread_exchange_stream_capture_mode(&mode);
+  return e;
+}
+
+static struct gcoll_exec *create(const struct gcoll_exec_config *cfg, char *err, size_t errlen) {
   if (cfg->nchannels < 1 || cfg->nchannels > GCOLL_CUDA_MAX_CHANNELS) {
     snprintf(err, errlen, "%d channels: the CUDA executor takes 1 to %d", cfg->nchannels,
              GCOLL_CUDA_MAX_CHANNELS);

@@ -361,6 +361,17 @@ static gcollResult_t gpu_begin(struct op_run *runs, int n, struct gcollComm **co
              runs[j].op->stream == r->op->stream;
     if (seen) continue;
     gcoll_cu_result res = gpu_use(g, r->gpu_dev);
+    /* The calling thread stages device send/recv through the host FIFOs
+     * right now, so there is nothing a CUDA graph could replay: refused
+     * before the synchronisation below would invalidate the capture. */
+    int capture = GCOLL_CU_STREAM_CAPTURE_STATUS_NONE;
+    if (res == GCOLL_CU_SUCCESS) res = cu->stream_is_capturing(r->op->stream, &capture);
+    if (res == GCOLL_CU_SUCCESS && capture != GCOLL_CU_STREAM_CAPTURE_STATUS_NONE)
+      return gcoll_fail(gcollInvalidUsage, "%s: %s on device buffers cannot be captured into a "
+                        "CUDA graph (gcoll stages them through the calling thread); the stream "
+                        "is %s", what, r->op->is_send ? "gcollSend" : "gcollRecv",
+                        capture == GCOLL_CU_STREAM_CAPTURE_STATUS_ACTIVE ? "capturing"
+                                                                         : "in an invalidated capture");
     if (res == GCOLL_CU_SUCCESS) res = cu->stream_synchronize(r->op->stream);
     if (res != GCOLL_CU_SUCCESS)
       return gcoll_fail(gcollUnhandledCudaError, "%s: %s %s rank %d: cuStreamSynchronize of %s "

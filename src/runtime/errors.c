@@ -31,10 +31,15 @@ const char *gcollGetLastError(gcollComm_t comm) {
 }
 
 gcollResult_t gcoll_fail(gcollResult_t result, const char *fmt, ...) {
+  /* Formatted aside first: callers wrap the previous reason, passing
+   * gcollGetLastError(NULL), which is last_error itself, and vsnprintf
+   * into its own argument garbles the line. */
+  char line[sizeof(last_error)];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_error, sizeof(last_error), fmt, ap);
+  vsnprintf(line, sizeof(line), fmt, ap);
   va_end(ap);
+  memcpy(last_error, line, sizeof(line));
   /* One line, whatever the pieces contained. */
   for (char *p = last_error; *p; p++)
     if (*p == '\n' || *p == '\r') *p = ' ';

@@ -5,8 +5,9 @@
 # driving the transports' FIFOs (shm inside a virtual node, net/socket and
 # the proxy between two), checked element by element by gcoll-perf against
 # the serial reference; alltoall, gather and scatter (send/recv staged by
-# the calling thread) on device buffers too; then a dead peer and an abort
-# while kernels wait, and buffers of mixed memory refused.
+# the calling thread) on device buffers too; collectives captured into CUDA
+# graphs and replayed; then a dead peer and an abort while kernels wait, and
+# buffers of mixed memory refused.
 set -u
 . "$(dirname "$0")/emu_lib.sh"
 
@@ -49,6 +50,25 @@ else
   bad "queued device collectives"
   cat "$tmp/out"
 fi
+
+# Collectives captured into a CUDA graph, replayed with new inputs and
+# eager calls between replays: one rank (a captured copy), shm, and
+# net/socket with the proxy following each replay; device send/recv under
+# capture refused in one line.
+for layout in "-n 1" "-n 3" "-n 4 --nodes 2"; do
+  # shellcheck disable=SC2086 # the layout is several words on purpose
+  n=$(set -- $layout; echo "$2")
+  timeout 180 "$RUN" $layout "$CHECK" --device graph 4 >"$tmp/out" 2>&1
+  rc=$?
+  good=$(grep -c "^rank [0-9]*: 4 collectives captured into a CUDA graph, 4 replays .*, 0 wrong" "$tmp/out")
+  refused=$(grep -c "^rank [0-9]*: captured device send/recv refused: .*cannot be captured into a CUDA graph" "$tmp/out")
+  if [ $rc -eq 0 ] && [ "$good" -eq "$n" ] && { [ "$n" -eq 1 ] || [ "$refused" -eq "$n" ]; }; then
+    ok "CUDA graph capture and replay ($layout): $(grep '^rank 0: 4 collectives' "$tmp/out")"
+  else
+    bad "CUDA graph capture and replay ($layout): exit $rc, $good of $n ranks right, $refused refusals"
+    tail -20 "$tmp/out"
+  fi
+done
 
 # A rank dies while the others' kernels wait on it: they fail, naming it.
 start=$(date +%s)

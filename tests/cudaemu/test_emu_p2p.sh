@@ -55,6 +55,15 @@ else bad "... FIFOs on $gpus distinct GPUs, expected $want"; fi
 GCOLL_P2P_DISABLE=1 perf "GPU topology, GCOLL_P2P_DISABLE=1" -n 4 --nodes 2 --topo pcie-2s-4gpu -- \
   -o allreduce -t float -b 8 -e 64K -f 8 && only_over "... shm inside a node" shm net/socket
 
+# Captured into a CUDA graph over GPU-memory FIFOs, replayed.
+GCOLL_TRANSPORT=p2p timeout 180 "$RUN" -n 3 "$CHECK" --device graph 4 >"$tmp/out" 2>&1
+if [ $? -eq 0 ] && [ "$(grep -c "^rank [0-2]: 4 collectives captured into a CUDA graph, 4 replays .*, 0 wrong" "$tmp/out")" -eq 3 ]; then
+  ok "p2p: CUDA graph capture and replay: $(grep '^rank 0: 4 collectives' "$tmp/out")"
+else
+  bad "p2p: CUDA graph capture and replay"
+  tail -20 "$tmp/out"
+fi
+
 # Host buffers and no GPU at init: the GPU edges fall back to shm.
 GCOLL_DEBUG=INFO timeout 120 "$RUN" -n 4 --topo pcie-2s-4gpu "$PERF" -M host -o allreduce \
   -b 8 -e 64K -f 8 -w 1 -n 2 >"$tmp/out" 2>"$tmp/err"

@@ -17,6 +17,12 @@
 #            ranks (NCCL refuses several ranks on one GPU)
 #   torch    torch_check.py: torch.distributed's NCCL backend on gcoll's
 #            libnccl.so.2 (LD_PRELOAD), 2 processes sharing the GPU
+#   nccltests  NVIDIA's nccl-tests (if staged): all_reduce_perf on gcoll's
+#            libnccl.so.2 and on PyTorch's NCCL, 1 GPU; then gcoll with 2 and
+#            4 threads on the one GPU, all_gather and sendrecv, and CUDA graph
+#            mode (-G)
+#   ddp      torch_ddp_check.py: DDP training and a column-parallel layer,
+#            2 processes on gcoll against 1 process on PyTorch's NCCL
 #   copy     bench_reduce_copy: reduceCopy against cudaMemcpy DtoD, 256 MB
 #   emu      the emulated-GPU suites (tests/cudaemu) on the real driver
 #   mps      starts the CUDA MPS daemon for the steps after it: without it
@@ -74,6 +80,35 @@ nccl_compare() {
   done
 }
 
+ddp_compare() {
+  local d
+  d=$(mktemp -d) || return 1
+  echo "## gcoll's libnccl.so.2, 2 processes"
+  LD_PRELOAD=$B/lib/libnccl.so.2 python3 "$src/tests/gpu/torch_ddp_check.py" train 2 "$d/gcoll.pt" || return 1
+  echo "## PyTorch's NCCL, 1 process, whole batches"
+  python3 "$src/tests/gpu/torch_ddp_check.py" train 1 "$d/nccl.pt" || return 1
+  python3 "$src/tests/gpu/torch_ddp_check.py" compare "$d/gcoll.pt" "$d/nccl.pt"
+}
+
+nccl_tests() {
+  local t=$B/nccl-tests real
+  [ -x "$t/all_reduce_perf" ] || { echo "no nccl-tests staged"; return 1; }
+  real=$(dirname "$(real_nccl)")
+  echo "## all_reduce_perf, gcoll's libnccl.so.2"
+  LD_LIBRARY_PATH=$B/lib:$t "$t/all_reduce_perf" -b 8 -e 1G -f 4 -g 1 || return 1
+  echo "## all_reduce_perf, PyTorch's NCCL ($real)"
+  LD_LIBRARY_PATH=$real:$t "$t/all_reduce_perf" -b 8 -e 1G -f 4 -g 1 || return 1
+  for n in 2 4; do
+    echo "## all_reduce_perf -t $n (ranks as threads on the one GPU), gcoll"
+    LD_LIBRARY_PATH=$B/lib:$t "$t/all_reduce_perf" -b 8 -e 256M -f 8 -t "$n" -g 1 || return 1
+  done
+  echo "## all_gather_perf and sendrecv_perf -t 2, gcoll"
+  LD_LIBRARY_PATH=$B/lib:$t "$t/all_gather_perf" -b 8 -e 64M -f 8 -t 2 -g 1 || return 1
+  LD_LIBRARY_PATH=$B/lib:$t "$t/sendrecv_perf" -b 8 -e 64M -f 8 -t 2 -g 1 || return 1
+  echo "## all_reduce_perf -G 2 (CUDA graphs), gcoll"
+  LD_LIBRARY_PATH=$B/lib:$t timeout 30 "$t/all_reduce_perf" -b 8 -e 1M -f 32 -g 1 -G 2
+}
+
 emu_suites() {
   local rc=0 t
   for t in test_emu_comm:150 test_emu_p2p:120 test_emu_sendrecv:100; do
@@ -83,7 +118,7 @@ emu_suites() {
   return $rc
 }
 
-export -f real_nccl perf_sweeps nccl_compare emu_suites
+export -f real_nccl perf_sweeps nccl_compare nccl_tests ddp_compare emu_suites
 export B src
 for s in $steps; do
   case $s in
@@ -98,6 +133,8 @@ for s in $steps; do
              comm -23 "$OUTDIR/torch-nccl-symbols" - | sed 's/^/torch needs, gcoll lacks: /'
            step torch 100 env LD_PRELOAD="$B/lib/libnccl.so.2" PYTHONUNBUFFERED=1 \
              python3 "$src/tests/gpu/torch_check.py" 2 ;;
+    nccltests) step nccltests 120 nccl_tests ;;
+    ddp) step ddp 150 env PYTHONUNBUFFERED=1 bash -c ddp_compare ;;
     copy) step copy 40 "$B/tests/gpu/bench_reduce_copy" 256 20 ;;
     emu) step emu 300 emu_suites ;;
     mps) export CUDA_MPS_PIPE_DIRECTORY=/tmp/gcoll-mps CUDA_MPS_LOG_DIRECTORY=/tmp/gcoll-mps-log

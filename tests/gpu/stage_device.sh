@@ -6,7 +6,11 @@
 # the libraries they load in lib/, and the two GPU benchmarks (make check
 # builds them).
 #
-#   tests/gpu/stage_device.sh BUILD STAGE
+#   tests/gpu/stage_device.sh BUILD STAGE [NCCL_TESTS_BUILD]
+#
+# NCCL_TESTS_BUILD: a build folder of NVIDIA's nccl-tests (built by hand
+# beside the project, never part of it); its all_reduce, all_gather and
+# sendrecv benchmarks and the CUDA runtime they link go to STAGE/nccl-tests.
 set -eu
 B=$(cd "$1" && pwd) S=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,4 +25,9 @@ ldd "$B/.libs/libgcoll.so" "$B/.libs/libnccl.so.2" |
   grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
   while read -r l; do cp -L "$l" "$S/lib/"; done
 for p in nccl_bench bench_reduce_copy; do cp "$B/tests/gpu/$p" "$S/tests/gpu/"; done
+if [ $# -ge 3 ]; then
+  mkdir -p "$S/nccl-tests"
+  for p in all_reduce_perf all_gather_perf sendrecv_perf; do cp "$3/$p" "$S/nccl-tests/"; done
+  ldd "$3/all_reduce_perf" | awk '$1 ~ /^libcudart/ {print $3}' | xargs -r -I{} cp -L {} "$S/nccl-tests/"
+fi
 du -sh "$S"

@@ -11,6 +11,12 @@
  *   coll_check badargs           invalid arguments are refused, and the
  *                                communicator still works afterwards
  *   coll_check init              only initialise (for plan mismatch tests)
+ *   coll_check [--device] digest one FNV-1a digest per (type, size) of
+ *                                allreduce and reducescatter sums of
+ *                                random non-integer floats (whose rounding
+ *                                depends on the reduction order), for
+ *                                test_reproducible.sh to compare across
+ *                                ranks, runs and executors
  *   coll_check [--device] hostcall  one allreduce on host buffers: its result,
  *                                or the refusal of a communicator whose FIFOs
  *                                are in GPU memory (p2p)
@@ -19,6 +25,12 @@
  *                                the default stream without waiting (more
  *                                than the executor's launch slots), then one
  *                                wait, then every result checked
+ *   coll_check --device graph N  allreduce (sum, out of place), allreduce
+ *                                (max, in place), broadcast and allgather
+ *                                captured into one CUDA graph, replayed N
+ *                                times with new inputs before each replay
+ *                                and an eager allreduce between replays;
+ *                                every result checked
  *
  * `coll_check --device MODE` runs die and abort on device buffers (CUDA
  * device memory of the driver $GCOLL_CUDA_DRIVER names, e.g. the emulator):
@@ -39,6 +51,7 @@
  * are exact too). Prints one line per rank and exits 1 on any difference. */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -365,6 +378,216 @@ static int queue_test(gcollComm_t comm, int n) {
 }
 #endif
 
+/* The capture and graph calls of the driver gcoll loads ($GCOLL_CUDA_DRIVER,
+ * else libcuda.so.1): gcoll itself only asks whether a stream captures. */
+struct graph_api {
+  int (*begin)(void *stream, int mode);
+  int (*end)(void *stream, void **graph);
+  int (*instantiate)(void **exec, void *graph, unsigned long long flags);
+  int (*launch)(void *exec, void *stream);
+  int (*exec_destroy)(void *exec);
+  int (*destroy)(void *graph);
+};
+
+static int load_graph_api(struct graph_api *g) {
+  const char *path = getenv("GCOLL_CUDA_DRIVER");
+  if (path == NULL || *path == '\0') path = "libcuda.so.1";
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  const char *names[] = {"cuStreamBeginCapture_v2", "cuStreamEndCapture",
+                         "cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy",
+                         "cuGraphDestroy"};
+  void **slots[] = {(void **)&g->begin, (void **)&g->end, (void **)&g->instantiate,
+                    (void **)&g->launch, (void **)&g->exec_destroy, (void **)&g->destroy};
+  for (int i = 0; i < 6; i++)
+    if (h == NULL || (*slots[i] = dlsym(h, names[i])) == NULL) {
+      fprintf(stderr, "rank %d: --device graph: %s lacks %s\n", rank, path, names[i]);
+      return -1;
+    }
+  return 0;
+}
+
+#define GRAPH_COUNT 100003 /* prime: not a multiple of any chunk or slot */
+#define GRAPH_PART 4099    /* allgather elements per rank */
+
+/* This rank's inputs for replay `seed`, into the host images of A (float
+ * sum), C (int32 max, in place), D (int32 broadcast from the last rank)
+ * and E (int32 allgather part). */
+static void graph_inputs(int r, int seed, float *a, int32_t *c, int32_t *d, int32_t *e) {
+  for (size_t i = 0; i < GRAPH_COUNT; i++) {
+    a[i] = (float)(r + 1 + (int)((i + (size_t)seed) % 13));
+    c[i] = (int32_t)(((size_t)r * 7919 + i * 31 + (size_t)seed * 101) % 100000);
+    d[i] = r == nranks - 1 ? (int32_t)(i * 5 + (size_t)seed) : -1;
+  }
+  for (size_t k = 0; k < GRAPH_PART; k++) e[k] = r * 1000000 + (int32_t)k + seed;
+}
+
+static int graph_test(gcollComm_t comm, int replays) {
+  struct graph_api g;
+  if (load_graph_api(&g) != 0) return 1;
+  const struct gcoll_cuda_api *cu = cuda_api;
+  const size_t n = GRAPH_COUNT, m = GRAPH_PART;
+  /* One device allocation: A, B (A's sum), C, D, E, F (gathered). */
+  size_t off_b = n * 4, off_c = 2 * n * 4, off_d = 3 * n * 4, off_e = 4 * n * 4,
+         off_f = off_e + m * 4, total = off_f + (size_t)nranks * m * 4;
+  char *dev = test_buffer(total);
+  gcoll_cu_deviceptr base = (gcoll_cu_deviceptr)(uintptr_t)dev;
+  float *a = xmalloc(n * 4), *b = xmalloc(n * 4);
+  int32_t *c = xmalloc(n * 4), *d = xmalloc(n * 4), *e = xmalloc(m * 4);
+  int32_t *f = xmalloc((size_t)nranks * m * 4), *want_c = xmalloc(n * 4);
+  float *eager = xmalloc(n * 4);
+  gcoll_cu_stream s = NULL;
+  void *graph = NULL, *exec = NULL;
+  long wrong = 0;
+  int rc = 1;
+  if (cu->stream_create(&s, GCOLL_CU_STREAM_NON_BLOCKING) != 0) goto out;
+  /* Capture: nothing may run until a replay. */
+  if (g.begin(s, 0 /* CU_STREAM_CAPTURE_MODE_GLOBAL */) != 0) {
+    fprintf(stderr, "rank %d: cuStreamBeginCapture failed\n", rank);
+    goto out;
+  }
+  gcollResult_t r = gcollAllReduce(dev, dev + off_b, n, gcollFloat, gcollSum, comm, s);
+  if (r == gcollSuccess) r = gcollAllReduce(dev + off_c, dev + off_c, n, gcollInt32, gcollMax, comm, s);
+  if (r == gcollSuccess) r = gcollBroadcast(dev + off_d, dev + off_d, n, gcollInt32, nranks - 1, comm, s);
+  if (r == gcollSuccess) r = gcollAllGather(dev + off_e, dev + off_f, m, gcollInt32, comm, s);
+  int end_rc = g.end(s, &graph);
+  if (check_gcoll(r, "collective captured into a CUDA graph")) goto out;
+  if (end_rc != 0 || g.instantiate(&exec, graph, 0) != 0) {
+    fprintf(stderr, "rank %d: cuStreamEndCapture/cuGraphInstantiate failed (%d)\n", rank, end_rc);
+    goto out;
+  }
+  if (cu->memcpy_dtoh(b, base + off_b, n * 4) != 0) goto out;
+  for (size_t i = 0; i < n; i++) wrong += b[i] != 0.0f; /* the capture ran nothing */
+  if (wrong) printf("rank %d: %ld elements written during the capture\n", rank, wrong);
+  for (int rep = 0; rep < replays; rep++) {
+    graph_inputs(rank, rep, a, c, d, e);
+    if (cu->memcpy_htod(base, a, n * 4) != 0 || cu->memcpy_htod(base + off_c, c, n * 4) != 0 ||
+        cu->memcpy_htod(base + off_d, d, n * 4) != 0 || cu->memcpy_htod(base + off_e, e, m * 4) != 0)
+      goto out;
+    if (g.launch(exec, s) != 0 || cu->stream_synchronize(s) != 0) {
+      fprintf(stderr, "rank %d: replay %d: cuGraphLaunch or the stream failed\n", rank, rep);
+      goto out;
+    }
+    if (cu->memcpy_dtoh(b, base + off_b, n * 4) != 0 || cu->memcpy_dtoh(c, base + off_c, n * 4) != 0 ||
+        cu->memcpy_dtoh(d, base + off_d, n * 4) != 0 ||
+        cu->memcpy_dtoh(f, base + off_f, (size_t)nranks * m * 4) != 0)
+      goto out;
+    /* The references, serially: C's max over every rank's input. */
+    for (size_t i = 0; i < n; i++) want_c[i] = INT32_MIN;
+    for (int q = 0; q < nranks; q++)
+      for (size_t i = 0; i < n; i++) {
+        int32_t v = (int32_t)(((size_t)q * 7919 + i * 31 + (size_t)rep * 101) % 100000);
+        if (v > want_c[i]) want_c[i] = v;
+      }
+    for (size_t i = 0; i < n; i++) {
+      float want_b = (float)(nranks * (nranks + 1) / 2 + nranks * (int)((i + (size_t)rep) % 13));
+      wrong += b[i] != want_b;
+      wrong += c[i] != want_c[i];
+      wrong += d[i] != (int32_t)(i * 5 + (size_t)rep);
+    }
+    for (int q = 0; q < nranks; q++)
+      for (size_t k = 0; k < m; k++) wrong += f[(size_t)q * m + k] != q * 1000000 + (int32_t)k + rep;
+    /* An eager call between replays: FIFO positions carry on across both. */
+    for (size_t i = 0; i < n; i++) eager[i] = (float)(rank + rep % 3);
+    if (cu->memcpy_htod(base + off_b, eager, n * 4) != 0) goto out;
+    if (check_gcoll(gcollAllReduce(dev + off_b, dev + off_b, n, gcollFloat, gcollSum, comm, s),
+                    "eager allreduce between replays") ||
+        cu->stream_synchronize(s) != 0 || cu->memcpy_dtoh(eager, base + off_b, n * 4) != 0)
+      goto out;
+    for (size_t i = 0; i < n; i++)
+      wrong += eager[i] != (float)(nranks * (nranks - 1) / 2 + nranks * (rep % 3));
+  }
+  if (check_gcoll(gcollCommGetAsyncError(comm, &r), "async error query") || check_gcoll(r, "replays"))
+    goto out;
+  /* Device send/recv are staged by the calling thread: refused under
+   * capture, in one line, on every rank alike (nothing moves). */
+  if (nranks > 1) {
+    void *g2 = NULL;
+    if (g.begin(s, 0) != 0) goto out;
+    gcollResult_t sr = gcollGroupStart();
+    if (sr == gcollSuccess) sr = gcollSend(dev, 16, gcollFloat, (rank + 1) % nranks, comm, s);
+    if (sr == gcollSuccess)
+      sr = gcollRecv(dev + off_b, 16, gcollFloat, (rank + nranks - 1) % nranks, comm, s);
+    gcollResult_t end = gcollGroupEnd();
+    if (sr == gcollSuccess) sr = end;
+    int end2 = g.end(s, &g2);
+    if (g2 != NULL) g.destroy(g2);
+    if (sr != gcollInvalidUsage || strstr(gcollGetLastError(NULL), "CUDA graph") == NULL) {
+      printf("rank %d: captured device send/recv gave %s (%s), not a refusal\n", rank,
+             gcollGetErrorString(sr), gcollGetLastError(NULL));
+      goto out;
+    }
+    printf("rank %d: captured device send/recv refused: %s (capture ended with %d)\n", rank,
+           gcollGetLastError(NULL), end2);
+  }
+  printf("rank %d: 4 collectives captured into a CUDA graph, %d replays and %d eager calls "
+         "between them, %ld wrong\n", rank, replays, replays, wrong);
+  rc = wrong != 0;
+out:
+  if (exec != NULL) g.exec_destroy(exec);
+  if (graph != NULL) g.destroy(graph);
+  if (s != NULL) cu->stream_destroy(s);
+  free(a), free(b), free(c), free(d), free(e), free(f), free(want_c), free(eager);
+  return rc;
+}
+
+/* Reproducibility: the bits of sums whose rounding depends on the order of
+ * the additions. Inputs are random floats in [-1, 1) (or doubles, halves,
+ * bfloat16s), a function of (rank, index) only; one digest line per
+ * collective, type and size. */
+static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+static void fill_uniform(void *buf, size_t count, gcollDataType_t t, int r) {
+  for (size_t i = 0; i < count; i++) {
+    double v = (double)(mix((uint64_t)r << 40 ^ i) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+    switch (t) {
+    case gcollFloat32: ((float *)buf)[i] = (float)v; break;
+    case gcollFloat64: ((double *)buf)[i] = v; break;
+    case gcollFloat16: ((uint16_t *)buf)[i] = gcoll_float_to_half((float)v); break;
+    default: ((uint16_t *)buf)[i] = gcoll_float_to_bf16((float)v); break;
+    }
+  }
+}
+
+static int digest(gcollComm_t comm) {
+  static const gcollDataType_t types[] = {gcollFloat32, gcollFloat64, gcollFloat16, gcollBfloat16};
+  static const char *const names[] = {"float", "double", "half", "bfloat16"};
+  static const size_t counts[] = {1, 1000, 65537, (1u << 20) + 3};
+  const size_t max = counts[3] * (size_t)nranks * 8;
+  char *host = xmalloc(max);
+  char *buf = test_buffer(2 * max);
+  for (int t = 0; t < 4; t++)
+    for (int k = 0; k < 4; k++)
+      for (int rs = 0; rs < 2; rs++) {
+        size_t esize = gcoll_dtype_size(types[t]), count = counts[k];
+        size_t in = rs ? count * (size_t)nranks : count;
+        fill_uniform(host, in, types[t], rank);
+#ifdef HAVE_CUDA
+        if (on_device && cuda_api->memcpy_htod((gcoll_cu_deviceptr)(uintptr_t)buf, host,
+                                               in * esize) != 0)
+          return 1;
+#endif
+        if (!on_device) memcpy(buf, host, in * esize);
+        gcollResult_t rc = rs ? gcollReduceScatter(buf, buf + max, count, types[t], gcollSum, comm, NULL)
+                              : gcollAllReduce(buf, buf + max, count, types[t], gcollSum, comm, NULL);
+        if (check_gcoll(rc, rs ? "reducescatter" : "allreduce")) return 1;
+        device_sync();
+#ifdef HAVE_CUDA
+        if (on_device && cuda_api->memcpy_dtoh(host, (gcoll_cu_deviceptr)(uintptr_t)(buf + max),
+                                               count * esize) != 0)
+          return 1;
+#endif
+        if (!on_device) memcpy(host, buf + max, count * esize);
+        printf("rank %d: digest %s %s %zu %016llx\n", rank, rs ? "reducescatter" : "allreduce",
+               names[t], count, (unsigned long long)fnv1a(host, count * esize, 0xcbf29ce484222325ULL));
+      }
+  free(host);
+  return 0;
+}
+
 static int expect_invalid(gcollResult_t rc, const char *what) {
   if (rc == gcollInvalidArgument || rc == gcollInvalidUsage) {
     printf("rank %d: %s refused: %s\n", rank, what, gcollGetLastError(NULL));
@@ -492,8 +715,11 @@ int main(int argc, char **argv) {
 #ifdef HAVE_CUDA
   else if (strcmp(argv[1], "queue") == 0 && argc == 3 && on_device)
     status = queue_test(comm, atoi(argv[2]));
+  else if (strcmp(argv[1], "graph") == 0 && argc == 3 && on_device)
+    status = graph_test(comm, atoi(argv[2]));
 #endif
   else if (strcmp(argv[1], "init") == 0) status = 0, printf("rank %d: initialised\n", rank);
+  else if (strcmp(argv[1], "digest") == 0) status = digest(comm);
   else if (strcmp(argv[1], "hostcall") == 0) status = host_call(comm);
   else {
     fprintf(stderr, "coll_check: unknown mode '%s'\n", argv[1]);
