@@ -18,9 +18,11 @@
 #   torch    torch_check.py: torch.distributed's NCCL backend on gcoll's
 #            libnccl.so.2 (LD_PRELOAD), 2 processes sharing the GPU
 #   nccltests  NVIDIA's nccl-tests (if staged): all_reduce_perf on gcoll's
-#            libnccl.so.2 and on PyTorch's NCCL, 1 GPU; then gcoll with 2 and
-#            4 threads on the one GPU, all_gather and sendrecv, and CUDA graph
-#            mode (-G)
+#            libnccl.so.2 and on PyTorch's NCCL, 1 GPU, then gcoll in CUDA
+#            graph mode (-G); nccl-tests itself refuses more ranks (threads
+#            or GPUs per process) than the machine has GPUs
+#   graph    coll_check --device graph: collectives captured into a CUDA
+#            graph and replayed, 1 rank, 3 ranks (shm), 3 ranks (p2p)
 #   ddp      torch_ddp_check.py: DDP training and a column-parallel layer,
 #            2 processes on gcoll against 1 process on PyTorch's NCCL
 #   copy     bench_reduce_copy: reduceCopy against cudaMemcpy DtoD, 256 MB
@@ -90,6 +92,17 @@ ddp_compare() {
   python3 "$src/tests/gpu/torch_ddp_check.py" compare "$d/gcoll.pt" "$d/nccl.pt"
 }
 
+graph_replays() {
+  local rc=0 l
+  for l in "-n 1" "-n 3" "-n 3 p2p"; do
+    echo "## coll_check --device graph, $l"
+    # shellcheck disable=SC2086 # several words on purpose
+    GCOLL_TRANSPORT=$([ "${l#*p2p}" != "$l" ] && echo p2p) "$B/gcollrun" ${l% p2p} \
+      "$B/tests/integration/coll_check" --device graph 4 || rc=1
+  done
+  return $rc
+}
+
 nccl_tests() {
   local t=$B/nccl-tests real
   [ -x "$t/all_reduce_perf" ] || { echo "no nccl-tests staged"; return 1; }
@@ -98,13 +111,6 @@ nccl_tests() {
   LD_LIBRARY_PATH=$B/lib:$t "$t/all_reduce_perf" -b 8 -e 1G -f 4 -g 1 || return 1
   echo "## all_reduce_perf, PyTorch's NCCL ($real)"
   LD_LIBRARY_PATH=$real:$t "$t/all_reduce_perf" -b 8 -e 1G -f 4 -g 1 || return 1
-  for n in 2 4; do
-    echo "## all_reduce_perf -t $n (ranks as threads on the one GPU), gcoll"
-    LD_LIBRARY_PATH=$B/lib:$t "$t/all_reduce_perf" -b 8 -e 256M -f 8 -t "$n" -g 1 || return 1
-  done
-  echo "## all_gather_perf and sendrecv_perf -t 2, gcoll"
-  LD_LIBRARY_PATH=$B/lib:$t "$t/all_gather_perf" -b 8 -e 64M -f 8 -t 2 -g 1 || return 1
-  LD_LIBRARY_PATH=$B/lib:$t "$t/sendrecv_perf" -b 8 -e 64M -f 8 -t 2 -g 1 || return 1
   echo "## all_reduce_perf -G 2 (CUDA graphs), gcoll"
   LD_LIBRARY_PATH=$B/lib:$t timeout 30 "$t/all_reduce_perf" -b 8 -e 1M -f 32 -g 1 -G 2
 }
@@ -118,7 +124,7 @@ emu_suites() {
   return $rc
 }
 
-export -f real_nccl perf_sweeps nccl_compare nccl_tests ddp_compare emu_suites
+export -f real_nccl perf_sweeps nccl_compare graph_replays nccl_tests ddp_compare emu_suites
 export B src
 for s in $steps; do
   case $s in
@@ -133,6 +139,7 @@ for s in $steps; do
              comm -23 "$OUTDIR/torch-nccl-symbols" - | sed 's/^/torch needs, gcoll lacks: /'
            step torch 100 env LD_PRELOAD="$B/lib/libnccl.so.2" PYTHONUNBUFFERED=1 \
              python3 "$src/tests/gpu/torch_check.py" 2 ;;
+    graph) step graph 60 graph_replays ;;
     nccltests) step nccltests 120 nccl_tests ;;
     ddp) step ddp 150 env PYTHONUNBUFFERED=1 bash -c ddp_compare ;;
     copy) step copy 40 "$B/tests/gpu/bench_reduce_copy" 256 20 ;;

@@ -9,8 +9,8 @@
 #   tests/gpu/stage_device.sh BUILD STAGE [NCCL_TESTS_BUILD]
 #
 # NCCL_TESTS_BUILD: a build folder of NVIDIA's nccl-tests (built by hand
-# beside the project, never part of it); its all_reduce, all_gather and
-# sendrecv benchmarks and the CUDA runtime they link go to STAGE/nccl-tests.
+# beside the project, never part of it); its all_reduce_perf and the CUDA
+# runtime it links go to STAGE/nccl-tests.
 set -eu
 B=$(cd "$1" && pwd) S=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,7 +27,7 @@ ldd "$B/.libs/libgcoll.so" "$B/.libs/libnccl.so.2" |
 for p in nccl_bench bench_reduce_copy; do cp "$B/tests/gpu/$p" "$S/tests/gpu/"; done
 if [ $# -ge 3 ]; then
   mkdir -p "$S/nccl-tests"
-  for p in all_reduce_perf all_gather_perf sendrecv_perf; do cp "$3/$p" "$S/nccl-tests/"; done
+  cp "$3/all_reduce_perf" "$S/nccl-tests/"
   ldd "$3/all_reduce_perf" | awk '$1 ~ /^libcudart/ {print $3}' | xargs -r -I{} cp -L {} "$S/nccl-tests/"
 fi
 du -sh "$S"

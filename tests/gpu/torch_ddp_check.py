@@ -20,6 +20,7 @@ non-zero otherwise. Run it as tests/gpu/device_run.sh's `ddp` step does:
 once with LD_PRELOAD=gcoll's libnccl.so.2 and 2 processes, once without it
 and 1 process.
 """
+import math
 import os
 import sys
 
@@ -32,7 +33,7 @@ STEPS, BATCH, DIM, HIDDEN = 30, 64, 96, 256
 
 def batches():
     g = torch.Generator().manual_seed(22)
-    w_true = torch.randn(DIM, 1, generator=g)
+    w_true = torch.randn(DIM, 1, generator=g) / DIM ** 0.5  # targets of unit variance
     for _ in range(STEPS):
         x = torch.randn(BATCH, DIM, generator=g)
         yield x, x @ w_true + 0.1 * torch.randn(BATCH, 1, generator=g)
@@ -51,7 +52,7 @@ def worker(rank, nprocs, port, out, result):
     dist.init_process_group("nccl", rank=rank, world_size=nprocs,
                             device_id=torch.device("cuda", 0))
     net = torch.nn.parallel.DistributedDataParallel(model().cuda(), device_ids=[0])
-    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    opt = torch.optim.SGD(net.parameters(), lr=0.02, momentum=0.9)
     per = BATCH // nprocs
     losses = []
     for x, y in batches():
@@ -96,12 +97,20 @@ def train(nprocs, out):
 
 def compare(a_path, b_path):
     a, b = torch.load(a_path), torch.load(b_path)
-    worst = 0.0
-    for pa, pb in zip(a["params"], b["params"]):
-        worst = max(worst, ((pa - pb).abs() / (pb.abs() + 1e-3)).max().item())
-    same = len(a["params"]) == len(b["params"]) and worst <= 1e-5
+    # NaN compares false with everything: a diverged run must fail, not
+    # slip through a max().
+    finite = all(torch.isfinite(p).all().item() for p in a["params"] + b["params"]) and \
+        all(math.isfinite(x) for x in a["losses"] + b["losses"])
+    learned = finite and a["losses"][-1] < 0.5 * a["losses"][0]
+    worst = float("inf")
+    if finite and len(a["params"]) == len(b["params"]):
+        worst = max(((pa - pb).abs() / (pb.abs() + 1e-3)).max().item()
+                    for pa, pb in zip(a["params"], b["params"]))
+    same = finite and learned and worst <= 1e-5
     print(f"final loss {a['losses'][-1]:.6f} ({a_path}) vs {b['losses'][-1]:.6f} ({b_path}); "
-          f"largest relative parameter difference {worst:.2e}: {'same' if same else 'DIFFERENT'}")
+          f"largest relative parameter difference {worst:.2e}; "
+          f"{'finite' if finite else 'NOT FINITE'}, {'learned' if learned else 'DID NOT LEARN'}: "
+          f"{'same' if same else 'DIFFERENT'}")
     return 0 if same else 1
 
 
