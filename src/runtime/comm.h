@@ -71,7 +71,9 @@ struct gcollComm {
   int force_algo, force_proto;
   /* Channels one call may run: the plan's, capped by the CPUs this rank
    * has (comm_init.c, set_channel_cap). */
-  int max_run_channels;
+  int max_run_channels;                /* host calls: channels are threads (CPU cap) */
+  int max_device_channels;             /* device calls: channels are GPU blocks, the
+                                          plan's unless GCOLL_MAX_NCHANNELS caps them */
   /* CPUs this process may use and ranks sharing them; 0 when
    * GCOLL_MAX_NCHANNELS replaced the measurement. */
   int host_cpus, ranks_on_host;
@@ -167,6 +169,9 @@ gcollResult_t gcoll_fail(gcollResult_t result, const char *fmt, ...)
 
 /* Debug log (GCOLL_DEBUG=INFO or TRACE) on stderr, prefixed with the rank. */
 void gcoll_log_info(const struct gcollComm *comm, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* One line per collective (GCOLL_DEBUG=TRACE), as NCCL's COLL subsystem. */
+void gcoll_log_trace(const struct gcollComm *comm, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 #endif

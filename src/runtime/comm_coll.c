@@ -116,7 +116,7 @@ static gcollResult_t check_args(struct gcollComm *comm, const struct call *c, vo
 /* The plan's choice for this size, then the environment's overrides, then
  * what the host executor has: tree for allreduce only, no NVLS or LL128. */
 static void choose(const struct gcollComm *comm, const struct call *c, size_t bytes,
-                   struct gcoll_host_coll *hc) {
+                   enum gcoll_exec_kind kind, struct gcoll_host_coll *hc) {
   const struct gcoll_tuning_entry *row = gcoll_rank_view_tuning(comm->view, c->coll, bytes);
   hc->algo = row ? row->algo : GCOLL_ALGO_RING;
   hc->proto = row ? row->proto : GCOLL_PROTO_SIMPLE;
@@ -127,7 +127,8 @@ static void choose(const struct gcollComm *comm, const struct call *c, size_t by
     hc->algo = GCOLL_ALGO_RING;   /* one rank has no tree: it is a copy */
   if (hc->proto == GCOLL_PROTO_LL128) hc->proto = GCOLL_PROTO_SIMPLE;
   if (hc->nchannels < 1 || hc->nchannels > comm->nchannels) hc->nchannels = comm->nchannels;
-  if (hc->nchannels > comm->max_run_channels) hc->nchannels = comm->max_run_channels;
+  int cap = kind == GCOLL_EXEC_CUDA ? comm->max_device_channels : comm->max_run_channels;
+  if (hc->nchannels > cap) hc->nchannels = cap;
   /* The double binary tree is two trees: it needs both halves of the channels. */
   if (hc->algo == GCOLL_ALGO_TREE && hc->nchannels < 2 && comm->nchannels >= 2) hc->nchannels = 2;
 }
@@ -237,7 +238,10 @@ static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *str
           .root = c->has_root ? c->root : 0,
       },
   };
-  choose(comm, c, bytes, &op.hc);
+  choose(comm, c, bytes, kind, &op.hc);
+  gcoll_log_trace(comm, "%s: %zu bytes, %s/%s on %d channels, %s executor, stream %p", c->name,
+                  bytes, gcoll_algo_name(op.hc.algo), gcoll_proto_name(op.hc.proto),
+                  op.hc.nchannels, kind == GCOLL_EXEC_CUDA ? "CUDA" : "host", stream);
   if (gcoll_group_depth() > 0) return gcoll_group_enqueue_coll(&op);
   return gcoll_coll_run_op(&op);
 }

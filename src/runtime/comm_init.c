@@ -148,9 +148,12 @@ out:
  * channel). The plan's tuning table does not know the cores a job was
  * given, so the cap is taken here: the CPUs this process may run on,
  * shared by the ranks on this host (all of them on virtual nodes).
- * GCOLL_MAX_NCHANNELS replaces it. */
+ * GCOLL_MAX_NCHANNELS replaces it. Device collectives are not capped by
+ * the CPUs: their channels are GPU blocks, and a Slurm task with a few
+ * cores per GPU (8 ranks, 12 cores each) would otherwise drive a
+ * 16-channel DGX plan on one block; only GCOLL_MAX_NCHANNELS caps them. */
 static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) {
-  comm->max_run_channels = comm->nchannels;
+  comm->max_run_channels = comm->max_device_channels = comm->nchannels;
   comm->host_cpus = comm->ranks_on_host = 0;   /* unknown: no dedicated cores */
   if (getenv("GCOLL_MAX_NCHANNELS") != NULL) {
     long v;
@@ -159,6 +162,7 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
                                 sizeof(err)) != 0)
       return gcoll_fail(gcollInvalidArgument, "%s", err);
     if (v < comm->max_run_channels) comm->max_run_channels = (int)v;
+    if (v < comm->max_device_channels) comm->max_device_channels = (int)v;
     return gcollSuccess;
   }
   cpu_set_t set;
@@ -183,7 +187,7 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
 static gcollResult_t publish_channel_cap(struct gcollComm *comm) {
   char err[512], value[16];
   if (comm->rank != 0 || comm->nranks == 1) return gcollSuccess;
-  snprintf(value, sizeof(value), "%d", comm->max_run_channels);
+  snprintf(value, sizeof(value), "%d %d", comm->max_run_channels, comm->max_device_channels);
   if (gcoll_bootstrap_put(comm->bs, CHANNEL_CAP_KEY, value, strlen(value) + 1, err,
                           sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "%s", err);
@@ -197,9 +201,11 @@ static gcollResult_t agree_channel_cap(struct gcollComm *comm) {
   if (gcoll_bootstrap_get(comm->bs, CHANNEL_CAP_KEY, value, sizeof(value), &len,
                           gcoll_bootstrap_deadline(comm->bs), err, sizeof(err)) != 0)
     return gcoll_fail(gcollRemoteError, "channel cap from rank 0: %s", err);
-  int cap = len > 0 && value[len - 1] == '\0' ? atoi(value) : 0;
-  if (cap < 1 || cap > comm->nchannels)
+  int cap = 0, dcap = 0;
+  if (len == 0 || value[len - 1] != '\0' || sscanf(value, "%d %d", &cap, &dcap) != 2 ||
+      cap < 1 || cap > comm->nchannels || dcap < 1 || dcap > comm->nchannels)
     return gcoll_fail(gcollRemoteError, "rank 0 sent a malformed channel cap");
+  comm->max_device_channels = dcap;
   if (cap != comm->max_run_channels)
     gcoll_log_info(comm, "runs at most %d channels at once, rank 0's cap (its own: %d)", cap,
                    comm->max_run_channels);

@@ -46,15 +46,28 @@ gcollResult_t gcoll_fail(gcollResult_t result, const char *fmt, ...) {
   return result;
 }
 
+static void log_line(const struct gcollComm *comm, const char *fmt, va_list ap) {
+  char line[512];
+  vsnprintf(line, sizeof(line), fmt, ap);
+  fprintf(stderr, "gcoll rank %d: %s\n", comm ? comm->rank : -1, line);
+}
+
 void gcoll_log_info(const struct gcollComm *comm, const char *fmt, ...) {
   const char *level = gcoll_setting("GCOLL_DEBUG");
   if (level == NULL || (strcmp(level, "INFO") != 0 && strcmp(level, "TRACE") != 0)) return;
-  char line[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof(line), fmt, ap);
+  log_line(comm, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "gcoll rank %d: %s\n", comm ? comm->rank : -1, line);
+}
+
+void gcoll_log_trace(const struct gcollComm *comm, const char *fmt, ...) {
+  const char *level = gcoll_setting("GCOLL_DEBUG");
+  if (level == NULL || strcmp(level, "TRACE") != 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  log_line(comm, fmt, ap);
+  va_end(ap);
 }
 
 gcollResult_t gcollGetVersion(int *version) {

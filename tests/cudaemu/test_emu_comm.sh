@@ -70,6 +70,22 @@ for layout in "-n 1" "-n 3" "-n 4 --nodes 2"; do
   fi
 done
 
+# Channels: host calls are capped by the CPUs the ranks have (one CPU
+# here, by taskset: 1 channel), device calls take the plan's channels (GPU
+# blocks: 4 for 2 ranks of cpu-only at 4 MB), unless GCOLL_MAX_NCHANNELS
+# caps them too. GCOLL_DEBUG=TRACE prints one line per collective.
+channels_of() {  # channels_of MEM [ENV...]: channels of rank 0's 4 MB allreduce
+  local mem=$1; shift
+  env "$@" GCOLL_DEBUG=TRACE timeout 120 taskset -c 0 "$RUN" -n 2 "$PERF" -M "$mem" -o allreduce \
+    -b 4M -e 4M -w 0 -n 1 2>&1 | sed -n 's/.*rank 0: gcollAllReduce: 4194304 bytes, .* on \([0-9]*\) channels, .*/\1/p' | head -1
+}
+host_ch=$(channels_of host) dev_ch=$(channels_of cuda) capped_ch=$(channels_of cuda GCOLL_MAX_NCHANNELS=2)
+if [ "$host_ch" = 1 ] && [ "$dev_ch" = 4 ] && [ "$capped_ch" = 2 ]; then
+  ok "channels on one CPU: host calls $host_ch, device calls the plan's $dev_ch, GCOLL_MAX_NCHANNELS=2 gives $capped_ch"
+else
+  bad "channels on one CPU: host '$host_ch' (want 1), device '$dev_ch' (want 4), capped '$capped_ch' (want 2)"
+fi
+
 # A rank dies while the others' kernels wait on it: they fail, naming it.
 start=$(date +%s)
 timeout 120 "$RUN" -n 3 "$CHECK" --device die 1 3 >"$tmp/out" 2>&1
