@@ -73,7 +73,9 @@ struct gcollComm {
    * has (comm_init.c, set_channel_cap). */
   int max_run_channels;                /* host calls: channels are threads (CPU cap) */
   int max_device_channels;             /* device calls: channels are GPU blocks, the
-                                          plan's unless GCOLL_MAX_NCHANNELS caps them */
+                                          plan's unless GCOLL_MAX_NCHANNELS or
+                                          GCOLL_MAX_GPU_CHANNELS caps them */
+  int min_device_channels;             /* GCOLL_MIN_GPU_CHANNELS, within the plan's */
   /* CPUs this process may use and ranks sharing them; 0 when
    * GCOLL_MAX_NCHANNELS replaced the measurement. */
   int host_cpus, ranks_on_host;

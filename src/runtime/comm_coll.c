@@ -129,6 +129,8 @@ static void choose(const struct gcollComm *comm, const struct call *c, size_t by
   if (hc->nchannels < 1 || hc->nchannels > comm->nchannels) hc->nchannels = comm->nchannels;
   int cap = kind == GCOLL_EXEC_CUDA ? comm->max_device_channels : comm->max_run_channels;
   if (hc->nchannels > cap) hc->nchannels = cap;
+  if (kind == GCOLL_EXEC_CUDA && hc->nchannels < comm->min_device_channels)
+    hc->nchannels = comm->min_device_channels;
   /* The double binary tree is two trees: it needs both halves of the channels. */
   if (hc->algo == GCOLL_ALGO_TREE && hc->nchannels < 2 && comm->nchannels >= 2) hc->nchannels = 2;
 }

@@ -154,6 +154,17 @@ out:
  * 16-channel DGX plan on one block; only GCOLL_MAX_NCHANNELS caps them. */
 static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) {
   comm->max_run_channels = comm->max_device_channels = comm->nchannels;
+  comm->min_device_channels = 1;
+  /* NCCL_MAX_NCHANNELS / NCCL_MAX_CTAS and the MIN ones land here. */
+  long gpu_max = 0, gpu_min = 0;
+  char why[256];
+  if (gcoll_setting_long("GCOLL_MAX_GPU_CHANNELS", 1, 1024, &gpu_max, why, sizeof(why)) < 0 ||
+      gcoll_setting_long("GCOLL_MIN_GPU_CHANNELS", 1, 1024, &gpu_min, why, sizeof(why)) < 0)
+    return gcoll_fail(gcollInvalidArgument, "%s", why);
+  if (gpu_max > 0 && gpu_max < comm->max_device_channels) comm->max_device_channels = (int)gpu_max;
+  if (gpu_min > 0) comm->min_device_channels = gpu_min < comm->nchannels ? (int)gpu_min : comm->nchannels;
+  if (comm->min_device_channels > comm->max_device_channels)
+    comm->min_device_channels = comm->max_device_channels;
   comm->host_cpus = comm->ranks_on_host = 0;   /* unknown: no dedicated cores */
   if (getenv("GCOLL_MAX_NCHANNELS") != NULL) {
     long v;
@@ -163,6 +174,8 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
       return gcoll_fail(gcollInvalidArgument, "%s", err);
     if (v < comm->max_run_channels) comm->max_run_channels = (int)v;
     if (v < comm->max_device_channels) comm->max_device_channels = (int)v;
+    if (comm->min_device_channels > comm->max_device_channels)
+      comm->min_device_channels = comm->max_device_channels;
     return gcollSuccess;
   }
   cpu_set_t set;
@@ -185,9 +198,10 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
 #define CHANNEL_CAP_KEY "init/channel-cap"
 
 static gcollResult_t publish_channel_cap(struct gcollComm *comm) {
-  char err[512], value[16];
+  char err[512], value[32];
   if (comm->rank != 0 || comm->nranks == 1) return gcollSuccess;
-  snprintf(value, sizeof(value), "%d %d", comm->max_run_channels, comm->max_device_channels);
+  snprintf(value, sizeof(value), "%d %d %d", comm->max_run_channels, comm->max_device_channels,
+           comm->min_device_channels);
   if (gcoll_bootstrap_put(comm->bs, CHANNEL_CAP_KEY, value, strlen(value) + 1, err,
                           sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "%s", err);
@@ -195,17 +209,19 @@ static gcollResult_t publish_channel_cap(struct gcollComm *comm) {
 }
 
 static gcollResult_t agree_channel_cap(struct gcollComm *comm) {
-  char err[512], value[16];
+  char err[512], value[32];
   size_t len = 0;
   if (comm->rank == 0 || comm->nranks == 1) return gcollSuccess;
   if (gcoll_bootstrap_get(comm->bs, CHANNEL_CAP_KEY, value, sizeof(value), &len,
                           gcoll_bootstrap_deadline(comm->bs), err, sizeof(err)) != 0)
     return gcoll_fail(gcollRemoteError, "channel cap from rank 0: %s", err);
-  int cap = 0, dcap = 0;
-  if (len == 0 || value[len - 1] != '\0' || sscanf(value, "%d %d", &cap, &dcap) != 2 ||
-      cap < 1 || cap > comm->nchannels || dcap < 1 || dcap > comm->nchannels)
+  int cap = 0, dcap = 0, dmin = 0;
+  if (len == 0 || value[len - 1] != '\0' || sscanf(value, "%d %d %d", &cap, &dcap, &dmin) != 3 ||
+      cap < 1 || cap > comm->nchannels || dcap < 1 || dcap > comm->nchannels || dmin < 1 ||
+      dmin > dcap)
     return gcoll_fail(gcollRemoteError, "rank 0 sent a malformed channel cap");
   comm->max_device_channels = dcap;
+  comm->min_device_channels = dmin;
   if (cap != comm->max_run_channels)
     gcoll_log_info(comm, "runs at most %d channels at once, rank 0's cap (its own: %d)", cap,
                    comm->max_run_channels);

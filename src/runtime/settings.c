@@ -136,6 +136,21 @@ static int tr_buffsize(const char *raw, char *out, size_t outlen, char *note, si
   return 1;
 }
 
+/* NCCL's channels (CTAs) are GPU blocks, which are what gcoll's device
+ * collectives run on: a count bounds them (the host's worker threads are
+ * GCOLL_MAX_NCHANNELS's). */
+static int tr_gpu_channels(const char *raw, char *out, size_t outlen, char *note,
+                           size_t notelen) {
+  long long v;
+  if (parse_ll(raw, &v) != 0 || v < 1 || v > 1024) {
+    snprintf(note, notelen, "not a channel count 1..1024");
+    return 0;
+  }
+  snprintf(out, outlen, "%lld", v);
+  snprintf(note, notelen, "bounds the GPU blocks of device collectives (not host threads)");
+  return 1;
+}
+
 static int tr_flag(const char *raw, char *out, size_t outlen, char *note, size_t notelen) {
   long long v;
   if (parse_ll(raw, &v) != 0) {
@@ -256,6 +271,10 @@ static const struct mapping mappings[] = {
     {"GCOLL_IB_DISABLE", "NCCL_IB_DISABLE", tr_ib_disable},
     {"GCOLL_IB_DISABLE", "NCCL_NET", tr_net},
     {"GCOLL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", tr_ifname},
+    {"GCOLL_MAX_GPU_CHANNELS", "NCCL_MAX_CTAS", tr_gpu_channels},
+    {"GCOLL_MAX_GPU_CHANNELS", "NCCL_MAX_NCHANNELS", tr_gpu_channels},
+    {"GCOLL_MIN_GPU_CHANNELS", "NCCL_MIN_CTAS", tr_gpu_channels},
+    {"GCOLL_MIN_GPU_CHANNELS", "NCCL_MIN_NCHANNELS", tr_gpu_channels},
 };
 #define NMAPPINGS (sizeof(mappings) / sizeof(mappings[0]))
 

@@ -85,6 +85,23 @@ if [ "$host_ch" = 1 ] && [ "$dev_ch" = 4 ] && [ "$capped_ch" = 2 ]; then
 else
   bad "channels on one CPU: host '$host_ch' (want 1), device '$dev_ch' (want 4), capped '$capped_ch' (want 2)"
 fi
+# NCCL's channel bounds (GPU blocks) bound device calls only; rank 0's win.
+nccl_max=$(channels_of cuda NCCL_MAX_NCHANNELS=3) nccl_host=$(channels_of host NCCL_MAX_CTAS=3)
+if [ "$nccl_max" = 3 ] && [ "$nccl_host" = 1 ]; then
+  ok "NCCL_MAX_NCHANNELS=3: device calls on 3 channels, host calls still 1"
+else
+  bad "NCCL_MAX_NCHANNELS=3: device '$nccl_max' (want 3), host '$nccl_host' (want 1)"
+fi
+GCOLL_DEBUG=TRACE NCCL_MIN_NCHANNELS=4 timeout 120 "$RUN" -n 3 "$PERF" -M cuda -o all -t float \
+  -b 1 -e 64K -f 7 -w 0 -n 1 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+small=$(grep -c "rank 0: gcollAllReduce: 4 bytes, .* on 4 channels" "$tmp/err")
+if [ $rc -eq 0 ] && [ "$small" -gt 0 ] && grep -q "^# Out of bounds values : 0 OK" "$tmp/out"; then
+  ok "NCCL_MIN_NCHANNELS=4: a 4-byte device allreduce on 4 channels, every collective 0 wrong"
+else
+  bad "NCCL_MIN_NCHANNELS=4 ($small small calls on 4 channels)"
+  tail -5 "$tmp/out"
+fi
 
 # A rank dies while the others' kernels wait on it: they fail, naming it.
 start=$(date +%s)

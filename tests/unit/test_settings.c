@@ -45,7 +45,9 @@ static const char *const vars[] = {
     "GCOLL_SOCKET_IFNAME", "GCOLL_SOCKET_IFADDR", "GCOLL_TIMEOUT",     "NCCL_ALGO",
     "NCCL_PROTO",         "NCCL_DEBUG",          "NCCL_BUFFSIZE",      "NCCL_P2P_DISABLE",
     "NCCL_P2P_LEVEL",     "NCCL_IB_HCA",         "NCCL_IB_GID_INDEX",  "NCCL_IB_DISABLE",
-    "NCCL_NET",           "NCCL_SOCKET_IFNAME",  "NCCL_CONF_FILE",     "NCCL_TIMEOUT"};
+    "NCCL_NET",           "NCCL_SOCKET_IFNAME",  "NCCL_CONF_FILE",     "NCCL_TIMEOUT",
+    "GCOLL_MAX_GPU_CHANNELS", "GCOLL_MIN_GPU_CHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS",
+    "NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS"};
 
 static void write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
@@ -352,6 +354,14 @@ static void test_translations(void **state) {
   expect_translation("NCCL_BUFFSIZE", "4M", "GCOLL_SLOT_BYTES", NULL);
   expect_translation("NCCL_BUFFSIZE", "-5", "GCOLL_SLOT_BYTES", NULL);
   expect_translation("NCCL_BUFFSIZE", "0", "GCOLL_SLOT_BYTES", NULL);
+  /* Channel counts bound device collectives' GPU blocks. */
+  expect_translation("NCCL_MAX_NCHANNELS", "8", "GCOLL_MAX_GPU_CHANNELS", "8");
+  expect_translation("NCCL_MAX_CTAS", "16", "GCOLL_MAX_GPU_CHANNELS", "16");
+  expect_translation("NCCL_MIN_NCHANNELS", "4", "GCOLL_MIN_GPU_CHANNELS", "4");
+  expect_translation("NCCL_MIN_CTAS", "2", "GCOLL_MIN_GPU_CHANNELS", "2");
+  expect_translation("NCCL_MAX_NCHANNELS", "0", "GCOLL_MAX_GPU_CHANNELS", NULL);
+  expect_translation("NCCL_MAX_NCHANNELS", "lots", "GCOLL_MAX_GPU_CHANNELS", NULL);
+  expect_translation("NCCL_MIN_CTAS", "5000", "GCOLL_MIN_GPU_CHANNELS", NULL);
   /* Flags. */
   expect_translation("NCCL_P2P_DISABLE", "1", "GCOLL_P2P_DISABLE", "1");
   expect_translation("NCCL_P2P_DISABLE", "0", "GCOLL_P2P_DISABLE", "0");
