@@ -71,6 +71,13 @@ static int add_class(struct gcoll_plan *p, struct class_src *src, const struct g
              GCOLL_MAX_CLASSES);
     return -1;
   }
+  if (t->incomplete) {
+    char why[256];
+    gcoll_topo_missing(t, why, sizeof(why));
+    snprintf(err, errlen, "node %d: topology '%s' lacks what a plan needs: %s", node, t->name,
+             why);
+    return -1;
+  }
   if (t->ngpu > 0 && nlocal > t->ngpu) {
     snprintf(err, errlen, "node %d: topology '%s': %d ranks per node but only %d GPUs", node,
              t->name, nlocal, t->ngpu);

@@ -195,3 +195,35 @@ const char *gcoll_link_type_name(enum gcoll_link_type t) {
   static const char *names[GCOLL_LINK_NTYPES] = {"nvlink", "pci", "sys"};
   return (unsigned)t < GCOLL_LINK_NTYPES ? names[t] : "?";
 }
+
+int gcoll_topo_missing(const struct gcoll_topo *topo, char *why, size_t whylen) {
+  char tmp[8];
+  if (why == NULL || whylen == 0) {
+    why = tmp;
+    whylen = sizeof(tmp);
+  }
+  why[0] = '\0';
+  for (int i = 0; i < topo->ndev; i++) {
+    const struct gcoll_topo_dev *d = &topo->dev[i];
+    const char *bus = d->busid[0] ? d->busid : "no bus id";
+    switch (d->type) {
+      case GCOLL_DEV_CPU:
+        if (d->u.cpu.cores > 0) continue;
+        snprintf(why, whylen, "%s has no core count (NCCL: <cpu affinity>)", d->name);
+        return 1;
+      case GCOLL_DEV_GPU:
+        if (d->u.gpu.cc > 0) continue;
+        snprintf(why, whylen,
+                 "%s (%s) has no compute capability and no NVLink list (NCCL: <gpu sm> and "
+                 "<nvlink>)", d->name, bus);
+        return 1;
+      case GCOLL_DEV_NIC:
+        if (d->u.nic.gbps > 0) continue;
+        snprintf(why, whylen, "NIC %s (%s) has no device name or speed (NCCL: <nic><net name "
+                 "speed>)", d->name, bus);
+        return 1;
+      default: continue;
+    }
+  }
+  return 0;
+}

@@ -1,6 +1,7 @@
 /* Node topology model: the devices of one node, the links between them and
  * the best path between every pair. Pure data + computation; the only I/O is
- * YAML (topo_yaml.c) and detection (topo_detect.c). */
+ * YAML (topo_yaml_*.c), NCCL's topology XML (topo_nccl_xml.c) and detection
+ * (topo_detect.c). */
 #ifndef GCOLL_GRAPH_TOPO_H
 #define GCOLL_GRAPH_TOPO_H
 
@@ -60,9 +61,9 @@ struct gcoll_topo_dev {
   char busid[GCOLL_BUSID_MAX];  /* PCI address, "" when none */
   int parent;                   /* PCI parent device (CPU or PCI), -1 at root */
   union {
-    struct { int cores; int numa; } cpu;
-    struct { int sms; int cc; /* compute capability*10: 90 */ } gpu;
-    struct { int port; double gbps; /* line rate */ } nic;
+    struct { int cores; int numa; } cpu;      /* cores 0: unknown */
+    struct { int sms; int cc; /* compute capability*10: 90; 0: unknown */ } gpu;
+    struct { int port; double gbps; /* line rate; 0: unknown */ } nic;
     struct { int multicast; /* NVLS capable (NVSwitch gen3+) */ } nvs;
   } u;
   int nlinks;
@@ -89,6 +90,12 @@ struct gcoll_topo {
   int gpu[GCOLL_TOPO_MAX_GPUS], nic[GCOLL_TOPO_MAX_NICS], nvs[4];
   /* ndev*ndev, filled by gcoll_topo_compute_paths(); NULL before. */
   struct gcoll_topo_path *paths;
+  /* Set by the readers when the file left out something a plan needs (a
+   * GPU's compute capability, a NIC's speed, a socket's core count: an NCCL
+   * override file, or a YAML file that omits those fields). Not part of the
+   * hash: it follows from the content. Plans refuse such a topology, naming
+   * what is missing (gcoll_topo_missing). */
+  int incomplete;
 };
 
 /* Lifetime. gcoll_topo_new returns a zeroed topology named `name`. */
@@ -128,6 +135,25 @@ int gcoll_topo_write_file(const struct gcoll_topo *topo, const char *path,
 /* Writes to an open stream (stdout for `gcoll-plan topo`). */
 int gcoll_topo_write_stream(const struct gcoll_topo *topo, void *FILE_stream,
                             char *err, size_t errlen);
+
+/* Describes, in one phrase, the first thing a plan needs that `topo` lacks
+ * (unknown compute capability, NIC speed or core count). Returns 1 and
+ * fills why (may be NULL) when something is missing, 0 when complete. */
+int gcoll_topo_missing(const struct gcoll_topo *topo, char *why, size_t whylen);
+
+/* NCCL's topology XML (`<system version="1">`, as NCCL_TOPO_FILE takes it;
+ * topo_nccl_xml.c, libxml2). Mapping and quirks: docs/topology-format.md.
+ * Errors are one line "FILE:LINE: reason"; warnings (ignored quirks) go to
+ * stderr, one line each. The topology is named after `what`'s base name
+ * without ".xml". gcoll_topo_read_mem/_file sniff the format (first
+ * non-blank character '<') and come here for XML. */
+struct gcoll_topo *gcoll_topo_read_nccl_xml_mem(const char *buf, size_t len, const char *what,
+                                                char *err, size_t errlen);
+/* Reads FILE (at most 4 MiB) as NCCL XML whatever its first character. */
+struct gcoll_topo *gcoll_topo_read_nccl_xml_file(const char *path, char *err, size_t errlen);
+/* 1 when buf looks like XML (first non-blank character, after a UTF-8 BOM,
+ * is '<'). */
+int gcoll_topo_is_xml(const char *buf, size_t len);
 
 /* Detection of the running machine (topo_detect.c): hwloc for CPUs/NUMA/PCI,
  * the CUDA driver and NVML through dlopen, libibverbs when built with it,

@@ -182,7 +182,7 @@ static int read_cpu(struct reader *r, const struct ydoc_node *e, const char *ctx
   char name[GCOLL_NAME_MAX];
   int cores, numa;
   if (check_keys(r, e, ctx, keys) || get_name(r, e, ctx, "name", name, sizeof(name)) ||
-      get_int(r, e, ctx, "cores", 1, 65536, &cores) ||
+      get_opt_int(r, e, ctx, "cores", 1, 65536, 0, &cores) ||
       get_int(r, e, ctx, "numa", -1, 4095, &numa))
     return -1;
   int idx = add_device(r, e, ctx, GCOLL_DEV_CPU, name, -1);
@@ -215,8 +215,8 @@ static int read_gpu(struct reader *r, const struct ydoc_node *e, const char *ctx
   static const char *const keys[] = {"name", "busid", "parent", "sms", "cc", NULL};
   int sms, cc;
   /* Range checks first so a bad value is reported before the device exists. */
-  if (check_keys(r, e, ctx, keys) || get_int(r, e, ctx, "sms", 1, 4096, &sms) ||
-      get_int(r, e, ctx, "cc", 10, 255, &cc))
+  if (check_keys(r, e, ctx, keys) || get_opt_int(r, e, ctx, "sms", 1, 4096, 0, &sms) ||
+      get_opt_int(r, e, ctx, "cc", 10, 255, 0, &cc))
     return -1;
   int idx = read_pci_common(r, e, ctx, GCOLL_DEV_GPU, keys);
   if (idx < 0) return -1;
@@ -237,8 +237,10 @@ static int read_nic(struct reader *r, const struct ydoc_node *e, const char *ctx
   static const char *const keys[] = {"name", "busid", "parent", "port", "gbps", NULL};
   int port;
   double gbps;
-  if (check_keys(r, e, ctx, keys) || get_opt_int(r, e, ctx, "port", 1, 255, 1, &port) ||
-      get_double(r, e, ctx, "gbps", 0.001, 100000.0, &gbps))
+  if (check_keys(r, e, ctx, keys) || get_opt_int(r, e, ctx, "port", 1, 255, 1, &port))
+    return -1;
+  gbps = 0; /* absent: unknown (gcoll_topo_missing names it) */
+  if (ydoc_get(e, "gbps") != NULL && get_double(r, e, ctx, "gbps", 0.001, 100000.0, &gbps))
     return -1;
   int idx = read_pci_common(r, e, ctx, GCOLL_DEV_NIC, keys);
   if (idx < 0) return -1;
@@ -393,8 +395,29 @@ static int read_header(struct reader *r, const struct ydoc_node *root) {
   return get_name(r, root, "", "name", r->t->name, sizeof(r->t->name));
 }
 
+int gcoll_topo_is_xml(const char *buf, size_t len) {
+  size_t i = 0;
+  if (buf == NULL) return 0;
+  if (len >= 3 && (unsigned char)buf[0] == 0xef && (unsigned char)buf[1] == 0xbb &&
+      (unsigned char)buf[2] == 0xbf)
+    i = 3;
+  while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r')) i++;
+  return i < len && buf[i] == '<';
+}
+
+static struct gcoll_topo *read_yaml_mem(const char *buf, size_t len, const char *what, char *err,
+                                        size_t errlen);
+
+/* Either format: a topology file starting with '<' is NCCL's XML (no YAML
+ * topology can start so), anything else is gcoll's YAML. */
 struct gcoll_topo *gcoll_topo_read_mem(const char *buf, size_t len, const char *what, char *err,
                                        size_t errlen) {
+  if (gcoll_topo_is_xml(buf, len)) return gcoll_topo_read_nccl_xml_mem(buf, len, what, err, errlen);
+  return read_yaml_mem(buf, len, what, err, errlen);
+}
+
+static struct gcoll_topo *read_yaml_mem(const char *buf, size_t len, const char *what, char *err,
+                                        size_t errlen) {
   struct ydoc doc;
   struct reader r;
   char why[512];
@@ -429,6 +452,7 @@ struct gcoll_topo *gcoll_topo_read_mem(const char *buf, size_t len, const char *
     snprintf(err, errlen, "%s:%d: %s", what, doc.root->line, why);
     goto fail;
   }
+  r.t->incomplete = gcoll_topo_missing(r.t, NULL, 0);
   ydoc_free(&doc);
   return r.t;
 fail:

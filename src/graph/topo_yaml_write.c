@@ -103,19 +103,19 @@ static void emit_device(struct writer *w, const struct gcoll_topo *t,
   switch (d->type) {
     case GCOLL_DEV_CPU:
       kv_str(w, "name", d->name);
-      kv_int(w, "cores", d->u.cpu.cores);
+      if (d->u.cpu.cores > 0) kv_int(w, "cores", d->u.cpu.cores);  /* 0: unknown */
       kv_int(w, "numa", d->u.cpu.numa);
       break;
     case GCOLL_DEV_PCI: emit_pci_fields(w, t, d); break;
     case GCOLL_DEV_GPU:
       emit_pci_fields(w, t, d);
-      kv_int(w, "sms", d->u.gpu.sms);
-      kv_int(w, "cc", d->u.gpu.cc);
+      if (d->u.gpu.sms > 0) kv_int(w, "sms", d->u.gpu.sms);  /* 0: unknown */
+      if (d->u.gpu.cc > 0) kv_int(w, "cc", d->u.gpu.cc);
       break;
     case GCOLL_DEV_NIC:
       emit_pci_fields(w, t, d);
       kv_int(w, "port", d->u.nic.port);
-      kv_double(w, "gbps", d->u.nic.gbps);
+      if (d->u.nic.gbps > 0) kv_double(w, "gbps", d->u.nic.gbps);  /* 0: unknown */
       break;
     case GCOLL_DEV_NVS:
       kv_str(w, "name", d->name);

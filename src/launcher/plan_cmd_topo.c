@@ -11,20 +11,28 @@
 #define CMD "topo"
 
 const char plan_usage_topo[] =
-    "usage: gcoll-plan topo (--detect | TOPO) [--paths | --hash]\n"
+    "usage: gcoll-plan topo (--detect | --from-nccl FILE.xml | TOPO) [--paths | --hash]\n"
+    "                       [-o OUT.yaml]\n"
     "\n"
     "Prints a node topology as normalized YAML: the running machine's\n"
-    "(--detect: hwloc, NVML/CUDA driver, RDMA devices) or TOPO's, where TOPO is\n"
-    "a file or a bare name (dgx-h100) looked up as NAME.yaml in $GCOLL_TOPO_DIR,\n"
-    "the installed topology directory, then the source tree's etc/topologies.\n"
-    "Save the detected one with  gcoll-plan topo --detect > mynode.yaml.\n"
+    "(--detect: hwloc, NVML/CUDA driver, RDMA devices), an NCCL topology file's\n"
+    "(--from-nccl: the XML NCCL_TOPO_FILE names) or TOPO's, where TOPO is a file\n"
+    "(gcoll YAML, or NCCL XML: a file starting with '<') or a bare name\n"
+    "(dgx-h100) looked up as NAME.yaml in $GCOLL_TOPO_DIR, the installed\n"
+    "topology directory, then the source tree's etc/topologies.\n"
+    "Save the detected one with  gcoll-plan topo --detect -o mynode.yaml.\n"
     "\n"
-    "  -d, --detect   detect this machine's topology\n"
-    "  -p, --paths    print the path matrix between GPUs and NICs instead (like\n"
-    "                 'nvidia-smi topo -m'): path type and bottleneck GB/s\n"
-    "  -x, --hash     print only the topology's content hash (the 'hash' of its\n"
-    "                 class in plans)\n"
-    "  -h, --help     this help\n"
+    "  -d, --detect          detect this machine's topology\n"
+    "  -n, --from-nccl FILE  read NCCL's topology XML (docs/topology-format.md says\n"
+    "                        what is mapped); a file that only places devices (a\n"
+    "                        cloud's override) converts, but plans refuse it,\n"
+    "                        naming what it lacks\n"
+    "  -o, --output FILE     write the YAML to FILE (atomically) instead of stdout\n"
+    "  -p, --paths           print the path matrix between GPUs and NICs instead\n"
+    "                        (like 'nvidia-smi topo -m'): path type and bottleneck GB/s\n"
+    "  -x, --hash            print only the topology's content hash (the 'hash' of\n"
+    "                        its class in plans)\n"
+    "  -h, --help            this help\n"
     "\n"
     "Exit status: 0 printed, 1 unreadable topology or detection failure, 2 usage.\n";
 
@@ -90,17 +98,22 @@ static void print_paths(const struct gcoll_topo *t) {
 
 int plan_cmd_topo(int argc, char **argv) {
   static const struct option longopts[] = {{"detect", no_argument, NULL, 'd'},
+                                           {"from-nccl", required_argument, NULL, 'n'},
+                                           {"output", required_argument, NULL, 'o'},
                                            {"paths", no_argument, NULL, 'p'},
                                            {"hash", no_argument, NULL, 'x'},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   int detect = 0;
+  const char *nccl = NULL, *out = NULL;
   enum topo_output what = TOPO_YAML;
   cli_getopt_reset();
   int c;
-  while ((c = getopt_long(argc, argv, ":dpxh", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":dn:o:pxh", longopts, NULL)) != -1) {
     switch (c) {
     case 'd': detect = 1; break;
+    case 'n': nccl = optarg; break;
+    case 'o': out = optarg; break;
     case 'p':
     case 'x':
       if (what != TOPO_YAML) return cli_usage_error(CMD, "--paths and --hash exclude each other");
@@ -111,10 +124,13 @@ int plan_cmd_topo(int argc, char **argv) {
     }
   }
   int nargs = argc - optind;
-  if (detect && nargs > 0)
-    return cli_usage_error(CMD, "--detect and a topology file exclude each other");
-  if (!detect && nargs == 0) return cli_usage_error(CMD, "needs --detect or a topology file");
+  if (detect + (nccl != NULL) + (nargs > 0) > 1)
+    return cli_usage_error(CMD, "--detect, --from-nccl and a topology file exclude each other");
+  if (!detect && nccl == NULL && nargs == 0)
+    return cli_usage_error(CMD, "needs --detect, --from-nccl FILE or a topology file");
   if (nargs > 1) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind + 1]);
+  if (out != NULL && what != TOPO_YAML)
+    return cli_usage_error(CMD, "-o writes the YAML; it excludes --paths and --hash");
 
   char err[PLAN_CLI_ERRLEN];
   struct gcoll_topo *topo;
@@ -126,6 +142,9 @@ int plan_cmd_topo(int argc, char **argv) {
       topo = NULL;
     }
     if (topo == NULL) return cli_fail("detection failed: %s", err);
+  } else if (nccl != NULL) {
+    topo = gcoll_topo_read_nccl_xml_file(nccl, err, sizeof(err));
+    if (topo == NULL) return cli_fail("%s", err);
   } else {
     topo = gcoll_topo_load_name(argv[optind], err, sizeof(err));
     if (topo == NULL) return cli_fail("%s", err);
@@ -135,7 +154,9 @@ int plan_cmd_topo(int argc, char **argv) {
   case TOPO_HASH: printf("%08" PRIx32 "\n", gcoll_topo_hash(topo)); break;
   case TOPO_PATHS: print_paths(topo); break;
   case TOPO_YAML:
-    if (gcoll_topo_write_stream(topo, stdout, err, sizeof(err)) != 0) rc = cli_fail("%s", err);
+    if (out != NULL ? gcoll_topo_write_file(topo, out, err, sizeof(err)) != 0
+                    : gcoll_topo_write_stream(topo, stdout, err, sizeof(err)) != 0)
+      rc = cli_fail("%s", err);
     break;
   }
   gcoll_topo_free(topo);

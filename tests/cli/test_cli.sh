@@ -368,6 +368,67 @@ if [ "$rc" -eq 0 ]; then
   expect_rc "detected topology reads back" 0 "$BIN" topo "$tmp/detected.yaml" --hash
 fi
 
+# ---- NCCL topology XML -----------------------------------------------------------
+NCCL_DATA="$top_srcdir/tests/data/nccl-topo"
+IBM_XML="$top_srcdir/../shared/topologies/nccl/ibmcloud-h100-vsi-topo.xml"
+xml_files="$NCCL_DATA/aws-p4d-24xl-topo.xml $NCCL_DATA/azure-ndv4-topo.xml"
+xml_files="$xml_files $NCCL_DATA/azure-ndv5-topo.xml $NCCL_DATA/gcoll-quirks.xml"
+if [ -f "$IBM_XML" ]; then
+  xml_files="$xml_files $IBM_XML"
+else
+  echo "test_cli: $IBM_XML not present, skipping it"
+fi
+for x in $xml_files; do
+  b=$(basename "$x" .xml)
+  expect_rc "topo --from-nccl $b -o" 0 "$BIN" topo --from-nccl "$x" -o "$tmp/$b.yaml"
+  check "topo --from-nccl -o $b prints nothing" [ ! -s "$tmp/out" ]
+  check "$b.yaml starts as YAML" grep -q '^gcoll-topo: 1$' "$tmp/$b.yaml"
+  expect_rc "topo $b.xml --hash (sniffed)" 0 "$BIN" topo "$x" --hash
+  hx=$(cat "$tmp/out")
+  expect_rc "topo $b.yaml --hash" 0 "$BIN" topo "$tmp/$b.yaml" --hash
+  check "$b: XML and its YAML have one hash" [ "$(cat "$tmp/out")" = "$hx" ]
+  expect_rc "topo --from-nccl $b (stdout)" 0 "$BIN" topo --from-nccl "$x"
+  check "$b: stdout is the -o file" cmp -s "$tmp/out" "$tmp/$b.yaml"
+  expect_rc "topo $b --paths" 0 "$BIN" topo "$x" --paths
+done
+# Complete files plan (generate --topo FILE.xml) and verify.
+plan_xml() {  # plan_xml NAME FILE RANKS_PER_NODE
+  expect_rc "generate --topo $1.xml" 0 "$BIN" generate --topo "$2" --nodes 4 -o "$tmp/$1-plan.yaml"
+  expect_rc "verify the $1.xml plan" 0 "$BIN" verify "$tmp/$1-plan.yaml" --nodes 4 --ranks $((4 * $3))
+  check "$1.xml plan class is named after the file" grep -q "^  $1:" "$tmp/$1-plan.yaml"
+}
+plan_xml gcoll-quirks "$NCCL_DATA/gcoll-quirks.xml" 4
+[ -f "$IBM_XML" ] && plan_xml ibmcloud-h100-vsi-topo "$IBM_XML" 8
+# The same topology named twice, as XML and as its YAML: one class.
+"$BIN" generate --topo "$NCCL_DATA/gcoll-quirks.xml,$tmp/gcoll-quirks.yaml" --nodes 2 -q \
+  -o "$tmp/mixed.yaml"
+check "XML and YAML of one node are one class" [ "$(grep -c 'hash:' "$tmp/mixed.yaml")" -eq 1 ]
+# Overrides convert but do not plan: one line naming what is missing.
+expect_err "generate from an override" 1 \
+  "gcoll-plan: node 0: topology 'azure-ndv4-topo' lacks what a plan needs: gpu0 (0001:00:00.0) has no compute capability and no NVLink list (NCCL: <gpu sm> and <nvlink>)" \
+  "$BIN" generate --topo "$NCCL_DATA/azure-ndv4-topo.xml" --nodes 4 -o "$tmp/az.yaml"
+check "nothing planned from an override" [ ! -e "$tmp/az.yaml" ]
+expect_err "generate from an override's YAML" 1 \
+  "gcoll-plan: node 0: topology 'aws-p4d-24xl-topo' lacks what a plan needs: gpu0 (0000:10:1c.0) has no compute capability and no NVLink list (NCCL: <gpu sm> and <nvlink>)" \
+  "$BIN" generate --topo "$tmp/aws-p4d-24xl-topo.yaml" --nodes 4 -o "$tmp/aws-plan.yaml"
+# Errors: one line, FILE:LINE.
+printf '<system version="1">\n  <cpu numaid="0" affinity="ff">\n    <pci busid="0000:01:00.0" class="0x030200">\n      <gpu dev="0" sm="90"><nvlink target="0000:02:00.0" count="4" tclass="0x030200"/></gpu>\n    </pci>\n  </cpu>\n</system>\n' >"$tmp/bad.xml"
+expect_err "topo --from-nccl bad nvlink" 1 \
+  "gcoll-plan: $tmp/bad.xml:4: <nvlink target=\"0000:02:00.0\">: no GPU or NVSwitch with that bus id in this file" \
+  "$BIN" topo --from-nccl "$tmp/bad.xml"
+expect_err "generate --topo bad nvlink" 1 \
+  "gcoll-plan: $tmp/bad.xml:4: <nvlink target=\"0000:02:00.0\">: no GPU or NVSwitch with that bus id in this file" \
+  "$BIN" generate --topo "$tmp/bad.xml" --nodes 2 -o "$tmp/x.yaml"
+head -c 300 "$NCCL_DATA/gcoll-quirks.xml" >"$tmp/cut.xml"
+expect_err_prefix "topo truncated XML" 1 "gcoll-plan: $tmp/cut.xml:" "$BIN" topo "$tmp/cut.xml"
+expect_err_prefix "--from-nccl on YAML" 1 "gcoll-plan: $TOPOS/dgx-h100.yaml:1: XML: " \
+  "$BIN" topo --from-nccl "$TOPOS/dgx-h100.yaml"
+expect_rc "--from-nccl with --detect" 2 "$BIN" topo --detect --from-nccl "$tmp/bad.xml"
+expect_rc "--from-nccl with a file" 2 "$BIN" topo dgx-h100 --from-nccl "$tmp/bad.xml"
+expect_rc "-o with --hash" 2 "$BIN" topo dgx-h100 --hash -o "$tmp/h.yaml"
+expect_rc "topo dgx-h100 -o" 0 "$BIN" topo dgx-h100 -o "$tmp/h100.yaml"
+check "topo -o writes the normalized YAML" cmp -s "$tmp/h100.yaml" <("$BIN" topo dgx-h100)
+
 # ---- paths that are not regular files ----------------------------------------
 # A FIFO used to block the open forever; each reader must refuse it at once
 # (timeout turns a hang into status 124).

@@ -1,6 +1,7 @@
 #!/bin/sh
 # make check: replays the fuzz corpus (seeds and every crash found so far)
-# and the reference topologies through both readers under the normal build.
+# and the reference topologies through the readers (topology YAML, NCCL
+# topology XML, plan YAML) under the normal build.
 # Environment (set by make check): top_srcdir, top_builddir.
 set -u
 
@@ -41,5 +42,12 @@ replay() {
 }
 
 replay fuzz_topo_replay "$corpus/topo" "$topologies" || status=$?
+# NCCL XML: its corpus (the cloud files of tests/data/nccl-topo among the
+# seeds), plus IBM Cloud's dump from the workspace's ../shared when present.
+xml_inputs="$corpus/topo-xml"
+shared_xml=$top_srcdir/../shared/topologies/nccl
+[ -d "$shared_xml" ] && xml_inputs="$xml_inputs $shared_xml"
+# shellcheck disable=SC2086  # two directories at most, no spaces in either
+replay fuzz_topo_xml_replay $xml_inputs || status=$?
 replay fuzz_plan_replay "$corpus/plan" "$topologies" || status=$?
 exit $status

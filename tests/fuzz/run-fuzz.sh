@@ -1,6 +1,8 @@
 #!/bin/sh
-# Builds the two libFuzzer targets with clang (ASan + UBSan) straight from
-# the sources and fuzzes each for SECONDS (default 60). Everything happens in
+# Builds the libFuzzer targets (topology YAML, NCCL topology XML, plan YAML)
+# with clang (ASan + UBSan) straight from the sources and fuzzes them for
+# 2 x SECONDS in all (default 60), shared equally: the budget the two YAML
+# targets had before the XML one joined. Everything happens in
 # a temporary directory: the seed corpus is copied there, so the repository
 # is never written. Exits non-zero when a target produced a crash, leak,
 # timeout or out-of-memory artifact, printing where it is and how to
@@ -23,7 +25,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/gcoll-fuzz.XXXXXX")
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 cflags="-std=gnu11 -g -O1 -fno-omit-frame-pointer $san -I$src/include -I$src/src"
 cflags="$cflags -DGCOLL_SRC_TOPO_DIR=\"$src/etc/topologies\" -DGCOLL_TOPO_DIR=\"$src/etc/topologies\""
-deps=yaml-0.1
+deps="yaml-0.1 libxml-2.0"
 if pkg-config --exists hwloc 2>/dev/null; then
   deps="$deps hwloc"
   cflags="$cflags -DHAVE_HWLOC=1"
@@ -37,21 +39,32 @@ mkdir -p "$work/obj"
 for c in "$src"/src/graph/*.c; do
   $CC $cflags -fsanitize=fuzzer-no-link -c "$c" -o "$work/obj/$(basename "$c" .c).o"
 done
-for t in topo plan; do
+targets="topo topo_xml plan"
+for t in $targets; do
   $CC $cflags -fsanitize=fuzzer "$src/tests/fuzz/fuzz_$t.c" "$work"/obj/*.o $libs \
     -o "$work/fuzz_$t"
 done
+# The total stays 2 x SECONDS whatever the number of targets (at least 1 s each).
+ntargets=$(echo $targets | wc -w)
+each=$(( 2 * seconds / ntargets ))
+[ "$each" -ge 1 ] || each=1
 
 status=0
-for t in topo plan; do
+for t in $targets; do
+  corpus_dir=$(echo "$t" | tr _ -)
   mkdir -p "$work/corpus/$t" "$work/artifacts/$t"
-  cp -R "$src/tests/fuzz/corpus/$t/." "$work/corpus/$t/"
+  cp -R "$src/tests/fuzz/corpus/$corpus_dir/." "$work/corpus/$t/"
   seeds="$work/corpus/$t"
-  # Valid topologies are good plan-reader food too (and the topology seeds).
-  [ -d "$src/etc/topologies" ] && cp "$src"/etc/topologies/*.yaml "$seeds/" 2>/dev/null || true
-  echo "== fuzz_$t for ${seconds}s ($(ls "$seeds" | wc -l) seeds)"
+  if [ "$t" = topo_xml ]; then
+    # IBM Cloud's NCCL dump lives in the workspace only (no licence stated).
+    cp "$src"/../shared/topologies/nccl/*.xml "$seeds/" 2>/dev/null || true
+  else
+    # Valid topologies are good plan-reader food too (and the topology seeds).
+    [ -d "$src/etc/topologies" ] && cp "$src"/etc/topologies/*.yaml "$seeds/" 2>/dev/null || true
+  fi
+  echo "== fuzz_$t for ${each}s ($(ls "$seeds" | wc -l) seeds)"
   rc=0
-  "$work/fuzz_$t" -max_total_time="$seconds" -dict="$src/tests/fuzz/$t.dict" \
+  "$work/fuzz_$t" -max_total_time="$each" -dict="$src/tests/fuzz/$t.dict" \
     -max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$work/artifacts/$t/" "$seeds" >"$work/fuzz_$t.log" 2>&1 || rc=$?
   tail -n 25 "$work/fuzz_$t.log"
@@ -64,7 +77,7 @@ for t in topo plan; do
       echo "!! artifact: $a"
       echo "   reproduce: $work/fuzz_$t $a"
       echo "   or, in a build tree: tests/fuzz/fuzz_${t}_replay $a"
-      echo "   keep it as a regression seed: cp $a $src/tests/fuzz/corpus/$t/crash-WHAT.yaml"
+      echo "   keep it as a regression seed: cp $a $src/tests/fuzz/corpus/$corpus_dir/crash-WHAT"
     done
   fi
 done

@@ -583,7 +583,7 @@ static const struct bad_case bad_cases[] = {
     {6, "  - {name: sw0, busid: \"0000:17:00.0\", parent: cpu7}", 6, "parent"},
     {8, "  - {name: gpu0, busid: \"0000:1a:00.0\", parent: nic0, sms: 10, cc: 90}", 8, "parent"},
     {8, "  - {name: gpu3, busid: \"0000:1a:00.0\", parent: sw0, sms: 10, cc: 90}", 8, "gpu0"},
-    {8, "  - {name: gpu0, busid: \"0000:1a:00.0\", parent: sw0, cc: 90}", 8, "sms"},
+    {8, "  - {name: gpu0, busid: \"0000:1a:00.0\", parent: sw0, sms: 0, cc: 90}", 8, "sms"},
     {10, "  - {name: nic0, busid: \"0000:1e:00.0\", parent: sw0, port: 1, gbps: fast}", 10,
      "gbps"},
     {10, "  - {name: \"nic 0\", busid: \"0000:1e:00.0\", parent: sw0, port: 1, gbps: 1}", 10,

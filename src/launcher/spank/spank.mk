@@ -12,10 +12,10 @@ spank_gcoll_la_SOURCES = $(SPANK_PLUGIN_SOURCES) \
 	src/launcher/spank/spank_plugin.h src/launcher/spank/spank_plugin.c \
 	src/launcher/spank/spank_remote.c src/launcher/spank/spank_gather.c \
 	src/launcher/spank/spank_epilog.c $(GRAPH_SOURCES)
-spank_gcoll_la_CFLAGS = $(WARN_CFLAGS) $(AX_PTHREAD_CFLAGS) $(YAML_CFLAGS) $(HWLOC_CFLAGS)
+spank_gcoll_la_CFLAGS = $(WARN_CFLAGS) $(AX_PTHREAD_CFLAGS) $(YAML_CFLAGS) $(XML_CFLAGS) $(HWLOC_CFLAGS)
 spank_gcoll_la_LDFLAGS = -module -avoid-version -shared \
 	-Wl,--version-script=$(srcdir)/src/launcher/spank/spank.map
-spank_gcoll_la_LIBADD = $(YAML_LIBS) $(HWLOC_LIBS) $(VERBS_LIBS) -ldl -lm
+spank_gcoll_la_LIBADD = $(YAML_LIBS) $(XML_LIBS) $(HWLOC_LIBS) $(VERBS_LIBS) -ldl -lm
 endif
 
 if HAVE_CMOCKA
