@@ -151,6 +151,13 @@ struct gcoll_topo *gcoll_topo_read_nccl_xml_mem(const char *buf, size_t len, con
                                                 char *err, size_t errlen);
 /* Reads FILE (at most 4 MiB) as NCCL XML whatever its first character. */
 struct gcoll_topo *gcoll_topo_read_nccl_xml_file(const char *path, char *err, size_t errlen);
+/* Writes NCCL's topology XML for NCCL_TOPO_FILE (topo_nccl_xml_write.c);
+ * gcoll_* attributes keep gcoll's exact values, so reading it back gives the
+ * same hash. Refuses, in one line, what the XML cannot hold. */
+int gcoll_topo_write_nccl_xml_stream(const struct gcoll_topo *topo, void *FILE_stream, char *err,
+                                     size_t errlen);
+int gcoll_topo_write_nccl_xml_file(const struct gcoll_topo *topo, const char *path, char *err,
+                                   size_t errlen); /* atomic */
 /* 1 when buf looks like XML (first non-blank character, after a UTF-8 BOM,
  * is '<'). */
 int gcoll_topo_is_xml(const char *buf, size_t len);

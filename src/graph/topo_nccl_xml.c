@@ -57,6 +57,7 @@ struct xcpu {
   long line;
   int numa, cores;
   double sys_bw;       /* this socket's interconnect rate (GB/s) */
+  double gcoll_sys_bw; /* gcoll_sys_bw="..." (gcoll's export), 0 when absent */
   int dev;             /* device index once built */
 };
 
@@ -97,6 +98,8 @@ struct xnvlink {
   char target[GCOLL_BUSID_MAX];
   long tclass;         /* -1 when absent */
   int count;
+  double gcoll_bw;     /* whole link (gcoll's export), 0 when absent */
+  int gcoll_multicast; /* gcoll_multicast="1" on a link to an NVSwitch */
 };
 
 struct xr {
@@ -274,18 +277,24 @@ static double lane_rate(const char *s) {
 #define DEFAULT_LANE_RATE 60.0 /* unknown speed: PCIe Gen3's, as NCCL assumes */
 #define DEFAULT_WIDTH 16       /* unknown width (0 or empty): x16 */
 
-/* A <pci>'s uplink from link_speed and link_width. */
+/* A <pci>'s uplink from link_speed and link_width, or gcoll's exact
+ * gcoll_bw when a gcoll export wrote one. */
 static int pci_link_bw(struct xr *r, xmlNode *n, double *bw, int *virtual_bridge) {
   char speed[ATTR_MAX], b[48];
   long width;
+  double exact;
   if (attr(r, n, "link_speed", speed, sizeof(speed)) < 0 ||
-      attr_int(r, n, "link_width", 0, 32, 0, &width))
+      attr_int(r, n, "link_width", 0, 32, 0, &width) || attr_num(r, n, "gcoll_bw", 1e6, &exact))
     return -1;
   double rate = lane_rate(speed);
   if (rate < 0)
     return fail(r, xmlGetLineNo(n), "<pci link_speed=\"%s\">: not a rate like \"16 GT/s\"",
                 shown(speed, b, sizeof(b)));
-  *virtual_bridge = rate == 15.0 && width == 1;
+  *virtual_bridge = rate == 15.0 && width == 1 && exact == 0;
+  if (exact > 0) {
+    *bw = exact;
+    return 0;
+  }
   if (rate == 0) rate = DEFAULT_LANE_RATE;
   if (width == 0) width = DEFAULT_WIDTH;
   *bw = (double)width * rate / 80.0;
@@ -405,10 +414,11 @@ static int add_unnamed_nic(struct xr *r, long line, const char *busid, struct xr
 }
 
 static int read_gpu_elem(struct xr *r, xmlNode *g, struct xgpu *x) {
-  long dev, sm;
+  long dev, sm, sms;
   if (count_element(r, g) || attr_int(r, g, "dev", 0, 1 << 20, -1, &dev) ||
-      attr_int(r, g, "sm", 10, 255, 0, &sm))
+      attr_int(r, g, "sm", 10, 255, 0, &sm) || attr_int(r, g, "gcoll_sms", 0, 4096, 0, &sms))
     return -1;
+  if (sms > 0) x->sms = (int)sms;
   x->has_gpu_elem = 1;
   x->gpu_dev = (int)dev;
   x->sm = (int)sm;
@@ -421,8 +431,12 @@ static int read_gpu_elem(struct xr *r, xmlNode *g, struct xgpu *x) {
       struct xnvlink *l = &r->nvl[r->nnvl];
       l->line = xmlGetLineNo(c);
       l->gpu = (int)(x - r->gpu);
-      if (attr_int(r, c, "count", 1, 1024, 1, &count) || attr_hex(r, c, "tclass", &tclass))
+      long mc;
+      if (attr_int(r, c, "count", 1, 1024, 1, &count) || attr_hex(r, c, "tclass", &tclass) ||
+          attr_num(r, c, "gcoll_bw", 1e6, &l->gcoll_bw) ||
+          attr_int(r, c, "gcoll_multicast", 0, 1, 0, &mc))
         return -1;
+      l->gcoll_multicast = (int)mc;
       if (attr_busid(r, c, "target", l->target)) return -1;
       l->tclass = tclass;
       l->count = (int)count;
@@ -447,10 +461,14 @@ static int read_children(struct xr *r, xmlNode *n, struct xref self, int cpu, in
     if (is_elem(c, "pci")) {
       if (read_pci(r, c, self, cpu, depth + 1)) return -1;
     } else if (is_elem(c, "nic") && self.kind == XK_CPU) {
-      /* A NIC straight under a socket (eth0): no PCI address. */
+      /* A NIC straight under a socket (eth0): no PCI address, and an
+       * unknown link (Gen3 x16: 12 GB/s) unless gcoll's export says. */
       int nets = 0;
-      if (read_nic_elem(r, c, "", self, 12.0, &nets)) return -1;
-      if (nets == 0 && add_unnamed_nic(r, xmlGetLineNo(c), "", self, 12.0)) return -1;
+      double bw;
+      if (attr_num(r, c, "gcoll_bw", 1e6, &bw)) return -1;
+      if (bw == 0) bw = 16.0 * DEFAULT_LANE_RATE / 80.0;
+      if (read_nic_elem(r, c, "", self, bw, &nets)) return -1;
+      if (nets == 0 && add_unnamed_nic(r, xmlGetLineNo(c), "", self, bw)) return -1;
     }
   }
   return 0;
@@ -546,11 +564,21 @@ static int read_pci(struct xr *r, xmlNode *n, struct xref parent, int cpu, int d
   return read_children(r, n, me, cpu, depth);
 }
 
+static int affinity_count(struct xr *r, xmlNode *n, char *v, size_t cap, char *b, int *cores);
+
 /* Number of CPUs an affinity mask ("ffffffff,0000ffff": 32-bit hex words,
  * most significant first) holds. */
 static int affinity_cores(struct xr *r, xmlNode *n, int *cores) {
-  char v[4096], b[48];
-  int has = attr(r, n, "affinity", v, sizeof(v));
+  static const size_t cap = 24576; /* 65536 CPUs: 2048 words of 9 characters */
+  char *v = malloc(cap), b[48];
+  if (v == NULL) return fail(r, xmlGetLineNo(n), "out of memory");
+  int rc = affinity_count(r, n, v, cap, b, cores);
+  free(v);
+  return rc;
+}
+
+static int affinity_count(struct xr *r, xmlNode *n, char *v, size_t cap, char *b, int *cores) {
+  int has = attr(r, n, "affinity", v, cap);
   *cores = 0;
   if (has < 0) return -1;
   if (!has || v[0] == '\0') return 0;
@@ -574,13 +602,14 @@ static int affinity_cores(struct xr *r, xmlNode *n, int *cores) {
   return 0;
 bad:
   return fail(r, xmlGetLineNo(n), "<cpu affinity=\"%s\">: not a CPU mask like ffffffff,0000ffff",
-              shown(v, b, sizeof(b)));
+              shown(v, b, 48));
 }
 
 static int read_cpu(struct xr *r, xmlNode *n) {
   char arch[ATTR_MAX], vendor[ATTR_MAX];
   long numa, family, model;
   int cores;
+  double gcoll_sys_bw;
   if (count_element(r, n)) return -1;
   if (r->ncpu >= GCOLL_TOPO_MAX_NODES)
     return fail(r, xmlGetLineNo(n), "more than %d CPUs", GCOLL_TOPO_MAX_NODES);
@@ -588,7 +617,8 @@ static int read_cpu(struct xr *r, xmlNode *n) {
       attr(r, n, "arch", arch, sizeof(arch)) < 0 ||
       attr(r, n, "vendor", vendor, sizeof(vendor)) < 0 ||
       attr_int(r, n, "familyid", 0, 1L << 20, -1, &family) ||
-      attr_int(r, n, "modelid", 0, 1L << 20, -1, &model))
+      attr_int(r, n, "modelid", 0, 1L << 20, -1, &model) ||
+      attr_num(r, n, "gcoll_sys_bw", 1e6, &gcoll_sys_bw))
     return -1;
   int self = r->ncpu++;
   struct xcpu *x = &r->cpu[self];
@@ -596,6 +626,7 @@ static int read_cpu(struct xr *r, xmlNode *n) {
   x->numa = (int)numa;
   x->cores = cores;
   x->sys_bw = cpu_sys_bw(arch, vendor, family, model);
+  x->gcoll_sys_bw = gcoll_sys_bw;
   struct xref me = {XK_CPU, self};
   return read_children(r, n, me, self, 0);
 }
@@ -704,45 +735,54 @@ static void fix_virtual_bridges(struct xr *r) {
   }
 }
 
-static int build_nvlinks(struct xr *r, struct gcoll_topo *t, int nvs) {
+/* Links are added in GPU order (gpuN), whatever order the file lists them
+ * in, so that any file describing the same node (gcoll's own export of it
+ * included) gives the same link order and hash. */
+static int build_nvlinks(struct xr *r, struct gcoll_topo *t, int nvs, const int *gorder) {
   /* GPU -> fabric: all lanes to any NVSwitch, summed per GPU. */
-  for (int g = 0; g < r->ngpu; g++) {
-    int lanes = 0;
+  for (int k = 0; k < r->ngpu; k++) {
+    int g = gorder[k], lanes = 0, exact = 1;
     long line = 0;
+    double exact_bw = 0;
     for (int i = 0; i < r->nnvl; i++)
       if (r->nvl[i].gpu == g && strcmp(r->nvl[i].target, r->gpu[g].busid) != 0 &&
           is_nvswitch_target(r, &r->nvl[i])) {
         lanes += r->nvl[i].count;
+        exact_bw += r->nvl[i].gcoll_bw;
+        exact &= r->nvl[i].gcoll_bw > 0;
         if (line == 0) line = r->nvl[i].line;
       }
     if (lanes == 0) continue;
     if (lanes > 1024) return fail(r, line, "GPU %s: more than 1024 NVLink lanes", r->gpu[g].busid);
-    double lane = nvlink_lane_bw(r->gpu[g].sm);
-    if (add_link(r, t, line, r->gpu[g].dev, nvs, GCOLL_LINK_NVL, lanes, lanes * lane)) return -1;
+    double bw = exact ? exact_bw : lanes * nvlink_lane_bw(r->gpu[g].sm);
+    if (add_link(r, t, line, r->gpu[g].dev, nvs, GCOLL_LINK_NVL, lanes, bw)) return -1;
   }
-  /* GPU <-> GPU: listed at one or both ends; the larger count once. */
-  for (int i = 0; i < r->nnvl; i++) {
-    const struct xnvlink *l = &r->nvl[i];
-    if (strcmp(l->target, r->gpu[l->gpu].busid) == 0 || is_nvswitch_target(r, l)) continue;
-    int peer = find_gpu(r, l->target);
-    int a = l->gpu < peer ? l->gpu : peer, b = l->gpu < peer ? peer : l->gpu;
-    int count = 0, first = 1;
-    for (int k = 0; k < r->nnvl; k++) {
-      const struct xnvlink *m = &r->nvl[k];
-      if (is_nvswitch_target(r, m)) continue;
-      int q = find_gpu(r, m->target);
-      if (!((m->gpu == a && q == b) || (m->gpu == b && q == a))) continue;
-      if (k < i) first = 0;
-      if (m->count > count) count = m->count;
+  /* GPU <-> GPU, pairs in GPU order: listed at one or both ends, the
+   * larger count once. */
+  for (int ka = 0; ka < r->ngpu; ka++)
+    for (int kb = ka + 1; kb < r->ngpu; kb++) {
+      int a = gorder[ka], b = gorder[kb], count = 0;
+      long line = 0;
+      double exact = 0;
+      for (int i = 0; i < r->nnvl; i++) {
+        const struct xnvlink *m = &r->nvl[i];
+        if (is_nvswitch_target(r, m)) continue;
+        int q = find_gpu(r, m->target);
+        if (!((m->gpu == a && q == b) || (m->gpu == b && q == a))) continue;
+        if (m->count > count) {
+          count = m->count;
+          exact = m->gcoll_bw;
+          line = m->line;
+        }
+      }
+      if (count == 0) continue;
+      double lane = nvlink_lane_bw(r->gpu[a].sm);
+      double lb = nvlink_lane_bw(r->gpu[b].sm);
+      if (lb < lane) lane = lb;
+      if (add_link(r, t, line, r->gpu[a].dev, r->gpu[b].dev, GCOLL_LINK_NVL, count,
+                   exact > 0 ? exact : count * lane))
+        return -1;
     }
-    if (!first) continue; /* added at its first mention */
-    double lane = nvlink_lane_bw(r->gpu[a].sm);
-    double lb = nvlink_lane_bw(r->gpu[b].sm);
-    if (lb < lane) lane = lb;
-    if (add_link(r, t, l->line, r->gpu[a].dev, r->gpu[b].dev, GCOLL_LINK_NVL, count,
-                 count * lane))
-      return -1;
-  }
   return 0;
 }
 
@@ -827,11 +867,18 @@ static int build(struct xr *r, struct gcoll_topo *t) {
     /* Multicast (NVLS) is what the driver says at run time; the file does
      * not, so it is left off. */
     if ((nvs = add_dev(r, t, r->nvl[0].line, GCOLL_DEV_NVS, "nvs", -1, "")) < 0) return -1;
+    /* ... except in gcoll's own export, which keeps the model's flag. */
+    for (int i = 0; i < r->nnvl; i++)
+      if (r->nvl[i].gcoll_multicast && is_nvswitch_target(r, &r->nvl[i]))
+        t->dev[nvs].u.nvs.multicast = 1;
   }
   /* Links: sockets pairwise, then each device's uplink, then NVLink. */
   for (int i = 0; i < r->ncpu; i++)
     for (int j = i + 1; j < r->ncpu; j++) {
       double bw = r->cpu[i].sys_bw < r->cpu[j].sys_bw ? r->cpu[i].sys_bw : r->cpu[j].sys_bw;
+      if (r->cpu[i].gcoll_sys_bw > 0 && r->cpu[j].gcoll_sys_bw > 0)
+        bw = r->cpu[i].gcoll_sys_bw < r->cpu[j].gcoll_sys_bw ? r->cpu[i].gcoll_sys_bw
+                                                             : r->cpu[j].gcoll_sys_bw;
       if (add_link(r, t, r->cpu[j].line, r->cpu[i].dev, r->cpu[j].dev, GCOLL_LINK_SYS, 1, bw))
         return -1;
     }
@@ -855,7 +902,7 @@ static int build(struct xr *r, struct gcoll_topo *t) {
     if (add_link(r, t, x->line, parent_dev(r, x->parent), x->dev, GCOLL_LINK_PCI, 1, x->bw))
       return -1;
   }
-  return build_nvlinks(r, t, nvs);
+  return build_nvlinks(r, t, nvs, gorder);
 }
 
 /* ---- entry ----------------------------------------------------------------- */

@@ -11,8 +11,8 @@
 #define CMD "topo"
 
 const char plan_usage_topo[] =
-    "usage: gcoll-plan topo (--detect | --from-nccl FILE.xml | TOPO) [--paths | --hash]\n"
-    "                       [-o OUT.yaml]\n"
+    "usage: gcoll-plan topo (--detect | --from-nccl FILE.xml | TOPO)\n"
+    "                       [--paths | --hash | --to-nccl] [-o OUT]\n"
     "\n"
     "Prints a node topology as normalized YAML: the running machine's\n"
     "(--detect: hwloc, NVML/CUDA driver, RDMA devices), an NCCL topology file's\n"
@@ -27,7 +27,11 @@ const char plan_usage_topo[] =
     "                        what is mapped); a file that only places devices (a\n"
     "                        cloud's override) converts, but plans refuse it,\n"
     "                        naming what it lacks\n"
-    "  -o, --output FILE     write the YAML to FILE (atomically) instead of stdout\n"
+    "  -t, --to-nccl         print NCCL's topology XML instead (for NCCL_TOPO_FILE);\n"
+    "                        gcoll_* attributes keep gcoll's exact values, so it\n"
+    "                        reads back as the same topology (same --hash)\n"
+    "  -o, --output FILE     write the YAML (or XML) to FILE, atomically, instead of\n"
+    "                        stdout\n"
     "  -p, --paths           print the path matrix between GPUs and NICs instead\n"
     "                        (like 'nvidia-smi topo -m'): path type and bottleneck GB/s\n"
     "  -x, --hash            print only the topology's content hash (the 'hash' of\n"
@@ -36,7 +40,7 @@ const char plan_usage_topo[] =
     "\n"
     "Exit status: 0 printed, 1 unreadable topology or detection failure, 2 usage.\n";
 
-enum topo_output { TOPO_YAML, TOPO_PATHS, TOPO_HASH };
+enum topo_output { TOPO_YAML, TOPO_PATHS, TOPO_HASH, TOPO_NCCL };
 
 /* The devices the matrix shows: GPUs and NICs, or CPUs and NICs on nodes
  * without GPUs so that CPU-only nodes still show where their NICs are. */
@@ -100,6 +104,7 @@ int plan_cmd_topo(int argc, char **argv) {
   static const struct option longopts[] = {{"detect", no_argument, NULL, 'd'},
                                            {"from-nccl", required_argument, NULL, 'n'},
                                            {"output", required_argument, NULL, 'o'},
+                                           {"to-nccl", no_argument, NULL, 't'},
                                            {"paths", no_argument, NULL, 'p'},
                                            {"hash", no_argument, NULL, 'x'},
                                            {"help", no_argument, NULL, 'h'},
@@ -109,15 +114,17 @@ int plan_cmd_topo(int argc, char **argv) {
   enum topo_output what = TOPO_YAML;
   cli_getopt_reset();
   int c;
-  while ((c = getopt_long(argc, argv, ":dn:o:pxh", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":dn:o:tpxh", longopts, NULL)) != -1) {
     switch (c) {
     case 'd': detect = 1; break;
     case 'n': nccl = optarg; break;
     case 'o': out = optarg; break;
     case 'p':
     case 'x':
-      if (what != TOPO_YAML) return cli_usage_error(CMD, "--paths and --hash exclude each other");
-      what = c == 'p' ? TOPO_PATHS : TOPO_HASH;
+    case 't':
+      if (what != TOPO_YAML)
+        return cli_usage_error(CMD, "--paths, --hash and --to-nccl exclude each other");
+      what = c == 'p' ? TOPO_PATHS : c == 'x' ? TOPO_HASH : TOPO_NCCL;
       break;
     case 'h': return cli_print_usage(plan_usage_topo);
     default: return cli_bad_option(CMD, c, argv);
@@ -129,8 +136,8 @@ int plan_cmd_topo(int argc, char **argv) {
   if (!detect && nccl == NULL && nargs == 0)
     return cli_usage_error(CMD, "needs --detect, --from-nccl FILE or a topology file");
   if (nargs > 1) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind + 1]);
-  if (out != NULL && what != TOPO_YAML)
-    return cli_usage_error(CMD, "-o writes the YAML; it excludes --paths and --hash");
+  if (out != NULL && what != TOPO_YAML && what != TOPO_NCCL)
+    return cli_usage_error(CMD, "-o writes the YAML or XML; it excludes --paths and --hash");
 
   char err[PLAN_CLI_ERRLEN];
   struct gcoll_topo *topo;
@@ -153,6 +160,11 @@ int plan_cmd_topo(int argc, char **argv) {
   switch (what) {
   case TOPO_HASH: printf("%08" PRIx32 "\n", gcoll_topo_hash(topo)); break;
   case TOPO_PATHS: print_paths(topo); break;
+  case TOPO_NCCL:
+    if (out != NULL ? gcoll_topo_write_nccl_xml_file(topo, out, err, sizeof(err)) != 0
+                    : gcoll_topo_write_nccl_xml_stream(topo, stdout, err, sizeof(err)) != 0)
+      rc = cli_fail("%s", err);
+    break;
   case TOPO_YAML:
     if (out != NULL ? gcoll_topo_write_file(topo, out, err, sizeof(err)) != 0
                     : gcoll_topo_write_stream(topo, stdout, err, sizeof(err)) != 0)

@@ -429,6 +429,21 @@ expect_rc "-o with --hash" 2 "$BIN" topo dgx-h100 --hash -o "$tmp/h.yaml"
 expect_rc "topo dgx-h100 -o" 0 "$BIN" topo dgx-h100 -o "$tmp/h100.yaml"
 check "topo -o writes the normalized YAML" cmp -s "$tmp/h100.yaml" <("$BIN" topo dgx-h100)
 
+# ---- NCCL topology XML out (--to-nccl) ------------------------------------------
+for topo in dgx-h100 dgx-a100 pcie-2s-4gpu cpu-only; do
+  expect_rc "topo $topo --to-nccl -o" 0 "$BIN" topo "$topo" --to-nccl -o "$tmp/$topo.xml"
+  check "$topo.xml is NCCL's <system version=\"1\">" grep -q '^<system version="1">$' "$tmp/$topo.xml"
+  expect_rc "topo $topo --to-nccl (stdout)" 0 "$BIN" topo "$topo" --to-nccl
+  check "$topo: stdout is the -o file" cmp -s "$tmp/out" "$tmp/$topo.xml"
+  h=$("$BIN" topo "$topo" --hash)
+  expect_rc "topo $topo.xml --hash" 0 "$BIN" topo "$tmp/$topo.xml" --hash
+  check "$topo: import of the export has its hash" [ "$(cat "$tmp/out")" = "$h" ]
+  expect_rc "topo --from-nccl $topo.xml --hash" 0 "$BIN" topo --from-nccl "$tmp/$topo.xml" --hash
+  check "$topo: --from-nccl of the export has its hash" [ "$(cat "$tmp/out")" = "$h" ]
+done
+expect_rc "--to-nccl with --hash" 2 "$BIN" topo dgx-h100 --to-nccl --hash
+expect_rc "--to-nccl with --paths" 2 "$BIN" topo dgx-h100 --paths --to-nccl
+
 # ---- paths that are not regular files ----------------------------------------
 # A FIFO used to block the open forever; each reader must refuse it at once
 # (timeout turns a hang into status 124).

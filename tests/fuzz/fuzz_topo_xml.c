@@ -3,7 +3,8 @@
  *
  * Never crash, never leak, fail with one line naming the input, and what it
  * accepts satisfies the same invariants as the YAML reader's topologies,
- * including the XML -> YAML -> same hash round trip (topo_invariants.h).
+ * including the XML -> YAML -> same hash round trip, and its NCCL XML
+ * export reads back with the same hash (topo_invariants.h).
  * Built with replay_main.c it is the `make check` corpus replayer. */
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   check_accepted(t);
+  check_xml_round_trip(t);
   gcoll_topo_free(t);
   return 0;
 }

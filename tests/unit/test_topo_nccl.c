@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -641,6 +642,126 @@ static void test_yaml_unknown_fields(void **state) {
   gcoll_topo_free(t);
 }
 
+/* ---- export (gcoll-plan topo --to-nccl) -------------------------------------- */
+
+static char *to_xml(const struct gcoll_topo *t, size_t *len) {
+  char *buf = NULL, err[512] = "";
+  FILE *f = open_memstream(&buf, len);
+  assert_non_null(f);
+  int rc = gcoll_topo_write_nccl_xml_stream(t, f, err, sizeof(err));
+  assert_int_equal(fclose(f), 0);
+  if (rc != 0) fail_msg("XML export of '%s': %s", t->name, err);
+  return buf;
+}
+
+/* Export, import: the same topology (hash, names, flags). */
+static void assert_xml_round_trip(const struct gcoll_topo *t) {
+  size_t len = 0;
+  char err[1024] = "", what[96];
+  char *xml = to_xml(t, &len);
+  assert_true(gcoll_topo_is_xml(xml, len));
+  snprintf(what, sizeof(what), "%s.xml", t->name);
+  struct gcoll_topo *back = gcoll_topo_read_mem(xml, len, what, err, sizeof(err));
+  if (back == NULL) fail_msg("re-reading the export of '%s': %s\n%s", t->name, err, xml);
+  if (gcoll_topo_hash(back) != gcoll_topo_hash(t)) fail_msg("'%s': export changes the hash\n%s", t->name, xml);
+  assert_string_equal(back->name, t->name);
+  assert_int_equal(back->ndev, t->ndev);
+  assert_int_equal(back->incomplete, t->incomplete);
+  for (int i = 0; i < t->ndev; i++) {
+    assert_string_equal(back->dev[i].name, t->dev[i].name);
+    if (t->dev[i].type == GCOLL_DEV_NVS)
+      assert_int_equal(back->dev[i].u.nvs.multicast, t->dev[i].u.nvs.multicast);
+  }
+  gcoll_topo_free(back);
+  free(xml);
+}
+
+static void test_export_references(void **state) {
+  (void)state;
+  for (int i = 0; i < TEST_NREF; i++) {
+    struct gcoll_topo *t = test_topo_load(test_ref_names[i]);
+    assert_xml_round_trip(t);
+    gcoll_topo_free(t);
+  }
+  /* What NCCL reads is there: dgx-h100's GPU 0 with its SM generation and
+   * 18 lanes to the (invisible) NVSwitch, its NIC by name and speed, and
+   * 56 CPUs in socket 0's affinity. */
+  struct gcoll_topo *t = test_topo_load("dgx-h100");
+  size_t len;
+  char *xml = to_xml(t, &len);
+  assert_non_null(strstr(xml, "<gpu dev=\"0\" sm=\"90\""));
+  assert_non_null(strstr(xml, "<nvlink target=\"fffffff:ff:ff.0\" count=\"18\" tclass=\"0x068000\""));
+  assert_non_null(strstr(xml, "<net name=\"mlx5_0\" dev=\"0\" speed=\"400000\" port=\"1\"/>"));
+  assert_non_null(strstr(xml, "<cpu numaid=\"0\" affinity=\"00ffffff,ffffffff\""));
+  free(xml);
+  gcoll_topo_free(t);
+}
+
+static void test_export_nccl_files(void **state) {
+  (void)state;
+  const char *files[] = {NCCL_DIR "/aws-p4d-24xl-topo.xml", NCCL_DIR "/azure-ndv4-topo.xml",
+                         NCCL_DIR "/azure-ndv5-topo.xml", NCCL_DIR "/gcoll-quirks.xml", IBM_FILE};
+  for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+    if (!have_file(files[i])) continue; /* IBM's: see test_ibm_h100 */
+    fflush(stderr);
+    int saved = dup(2), devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 2); /* the quirks fixture's self-link warning */
+    struct gcoll_topo *t = load(files[i]);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(devnull);
+    assert_xml_round_trip(t);
+    gcoll_topo_free(t);
+  }
+  char *x = p5_xml(4), err[512];
+  struct gcoll_topo *t = gcoll_topo_read_mem(x, strlen(x), "p5.xml", err, sizeof(err));
+  assert_non_null(t);
+  assert_xml_round_trip(t);
+  gcoll_topo_free(t);
+  free(x);
+}
+
+static void expect_export_refused(struct gcoll_topo *t, const char *why) {
+  char *buf = NULL, err[512] = "", want[512];
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  assert_int_equal(gcoll_topo_write_nccl_xml_stream(t, f, err, sizeof(err)), -1);
+  fclose(f);
+  free(buf);
+  snprintf(want, sizeof(want), "topology '%s' cannot be written as NCCL XML: %s", t->name, why);
+  assert_string_equal(err, want);
+}
+
+static void test_export_refusals(void **state) {
+  (void)state;
+  char err[256];
+  /* A switch without a bus id. */
+  struct gcoll_topo *t = gcoll_topo_new("nobus");
+  int cpu = gcoll_topo_add_dev(t, GCOLL_DEV_CPU, "cpu0", -1, err, sizeof(err));
+  t->dev[cpu].u.cpu.cores = 4;
+  int sw = gcoll_topo_add_dev(t, GCOLL_DEV_PCI, "sw0", cpu, err, sizeof(err));
+  assert_int_equal(gcoll_topo_add_link(t, cpu, sw, GCOLL_LINK_PCI, 1, 16, err, sizeof(err)), 0);
+  expect_export_refused(t, "'sw0' has no bus id");
+  /* A PCI link between two switches that are not parent and child. */
+  snprintf(t->dev[sw].busid, GCOLL_BUSID_MAX, "0000:01:00.0");
+  int sw1 = gcoll_topo_add_dev(t, GCOLL_DEV_PCI, "sw1", cpu, err, sizeof(err));
+  snprintf(t->dev[sw1].busid, GCOLL_BUSID_MAX, "0000:02:00.0");
+  assert_int_equal(gcoll_topo_add_link(t, cpu, sw1, GCOLL_LINK_PCI, 1, 16, err, sizeof(err)), 0);
+  assert_int_equal(gcoll_topo_add_link(t, sw, sw1, GCOLL_LINK_PCI, 1, 16, err, sizeof(err)), 0);
+  expect_export_refused(t, "link from 'sw0' is not a parent, C2C, NVLink or socket link");
+  gcoll_topo_free(t);
+  /* A GPU with no socket above it. */
+  t = gcoll_topo_new("orphan");
+  cpu = gcoll_topo_add_dev(t, GCOLL_DEV_CPU, "cpu0", -1, err, sizeof(err));
+  int g = gcoll_topo_add_dev(t, GCOLL_DEV_GPU, "gpu0", -1, err, sizeof(err));
+  snprintf(t->dev[g].busid, GCOLL_BUSID_MAX, "0000:01:00.0");
+  assert_int_equal(gcoll_topo_add_link(t, cpu, g, GCOLL_LINK_PCI, 1, 16, err, sizeof(err)), 0);
+  expect_export_refused(t, "'gpu0' has no socket above it");
+  gcoll_topo_free(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_aws_p4d),         cmocka_unit_test(test_azure_ndv4),
@@ -648,6 +769,8 @@ int main(void) {
       cmocka_unit_test(test_quirks_fixture),  cmocka_unit_test(test_p5_shaped),
       cmocka_unit_test(test_malformed),       cmocka_unit_test(test_truncations),
       cmocka_unit_test(test_sniffing),        cmocka_unit_test(test_yaml_unknown_fields),
+      cmocka_unit_test(test_export_references), cmocka_unit_test(test_export_nccl_files),
+      cmocka_unit_test(test_export_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
