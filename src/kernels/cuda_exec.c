@@ -60,6 +60,8 @@ struct gcoll_cuda_exec {
   gcoll_cu_event caller_ready, done; /* ordering with the caller's stream */
   uint64_t launched, reaped;        /* launches so far; those whose result is known */
   uint64_t captured;                /* launches recorded into CUDA graphs */
+  int copies_queued;                /* single-rank copies on own_stream since the last wait:
+                                       they have no slot, so wait syncs the stream */
   struct gcoll_cuda_coll graph_job; /* the widest captured launch, for messages */
   gcollResult_t failed;             /* the first failed launch's result, sticky */
   char failed_msg[256];
@@ -454,6 +456,7 @@ static gcollResult_t launch_copy(struct gcoll_cuda_exec *e, const struct gcoll_c
       (r = driver_ok(e, e->cu->memcpy_dtod_async(c->recvbuf, c->sendbuf, bytes, e->own_stream),
                      "cuMemcpyDtoDAsync", err, errlen)) != gcollSuccess)
     return r;
+  e->copies_queued = 1;
   if ((r = driver_ok(e, e->cu->event_record(e->done, e->own_stream), "cuEventRecord", err,
                      errlen)) != gcollSuccess)
     return r;
@@ -677,8 +680,31 @@ gcollResult_t gcoll_cuda_exec_wait_until(struct gcoll_cuda_exec *e, uint64_t rea
   }
 }
 
+/* Single-rank copies have no slot: the executor's stream, idle once they
+ * are done, says so. Polled with the launches' deadline, though a copy
+ * needs no peer and ends. */
+static gcollResult_t wait_copies(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
+  uint64_t start = gcoll_wait_now_ns();
+  for (uint64_t sleep_ns = 1000;; sleep_ns = sleep_ns < 1000000 ? sleep_ns * 2 : sleep_ns) {
+    gcoll_cu_result q = e->cu->stream_query(e->own_stream);
+    if (q == GCOLL_CU_SUCCESS) {
+      e->copies_queued = 0;
+      return gcollSuccess;
+    }
+    if (q != GCOLL_CU_ERROR_NOT_READY)
+      return driver_ok(e, q, "the executor's stream (single-rank copies)", err, errlen);
+    if (gcoll_wait_now_ns() - start > e->timeout_ns) {
+      set_err(err, errlen, "single-rank copies did not finish within the timeout");
+      return gcollSystemError;
+    }
+    nap(sleep_ns);
+  }
+}
+
 gcollResult_t gcoll_cuda_exec_wait(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
-  return gcoll_cuda_exec_wait_until(e, e->launched, err, errlen);
+  gcollResult_t r = gcoll_cuda_exec_wait_until(e, e->launched, err, errlen);
+  if (r == gcollSuccess && e->copies_queued) r = wait_copies(e, err, errlen);
+  return r;
 }
 
 void gcoll_cuda_exec_abort(struct gcoll_cuda_exec *e, gcollResult_t why) {
