@@ -162,6 +162,30 @@ int gcoll_topo_write_nccl_xml_file(const struct gcoll_topo *topo, const char *pa
  * is '<'). */
 int gcoll_topo_is_xml(const char *buf, size_t len);
 
+/* Overrides (topo_merge.c; rules in docs/topology-format.md, "Overrides:
+ * merging with detection"). A file that only places devices (Azure's, AWS's
+ * NCCL_TOPO_FILE) is merged with a base, the node's detected topology or a
+ * reference one: the file's devices, placement, PCIe links, NIC names and
+ * speeds and NVLinks win; the base fills in what the file lacks (GPU cc and
+ * SMs, NVLinks and NVSwitch fabric when the file has none, NIC names and
+ * speeds of NICs the file gives no speed, socket core counts) and adds the
+ * NICs the file does not place. GPUs are matched by PCI bus id (any case,
+ * any domain width); every GPU of the file must be in the base and every
+ * GPU of the base in the file, else one line names the first that is not.
+ * GCOLL_MATCH_BUSID_OR_ORDER (offline: a reference base is another
+ * machine) matches in order when no bus id is shared and the GPU counts
+ * are equal. Returns the merged topology, paths computed and `incomplete`
+ * set as a reader would, named as the file; summary gets one line saying
+ * what came from each side. */
+enum gcoll_topo_match { GCOLL_MATCH_BUSID = 0, GCOLL_MATCH_BUSID_OR_ORDER };
+struct gcoll_topo *gcoll_topo_merge(const struct gcoll_topo *file, const struct gcoll_topo *base,
+                                    enum gcoll_topo_match match, char *summary, size_t sumlen,
+                                    char *err, size_t errlen);
+/* "00000001:00:00.0", "0001:00:00.0", "1:00:00.0" -> "0001:00:00.0" (lower
+ * case, a domain of at least 4 digits). 0, or -1 when `in` is not
+ * DOMAIN:BB:DD.F with a 1 to 8 digit domain. */
+int gcoll_busid_normalize(const char *in, char *out, size_t outlen);
+
 /* Detection of the running machine (topo_detect.c): hwloc for CPUs/NUMA/PCI,
  * the CUDA driver and NVML through dlopen, libibverbs when built with it,
  * TCP interfaces otherwise. Never fails for lack of GPUs. */

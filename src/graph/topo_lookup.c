@@ -75,3 +75,62 @@ struct gcoll_topo *gcoll_topo_load_name(const char *arg, char *err, size_t errle
   }
   return topo;
 }
+
+struct gcoll_topo *gcoll_topo_detect_merged(const char *file, char *info, size_t infolen,
+                                            char *err, size_t errlen) {
+  char why[TOPO_LOOKUP_ERRLEN], summary[768];
+  if (info != NULL && infolen > 0) info[0] = '\0';
+  struct gcoll_topo *detected = gcoll_topo_detect(why, sizeof(why));
+  if (detected == NULL) {
+    snprintf(err, errlen, "detection failed: %s", why);
+    return NULL;
+  }
+  if (file == NULL) {
+    if (detected->paths == NULL && gcoll_topo_compute_paths(detected, why, sizeof(why)) != 0) {
+      snprintf(err, errlen, "detection failed: %s", why);
+      gcoll_topo_free(detected);
+      return NULL;
+    }
+    if (info != NULL)
+      snprintf(info, infolen, "topology detected (%d GPU%s, %d NIC%s), no topology file",
+               detected->ngpu, detected->ngpu == 1 ? "" : "s", detected->nnic,
+               detected->nnic == 1 ? "" : "s");
+    return detected;
+  }
+  /* The file is read as given (never searched for by name): a variable
+   * that names a file names that file. */
+  struct gcoll_topo *over = gcoll_topo_read_file(file, why, sizeof(why));
+  struct gcoll_topo *merged = NULL;
+  if (over == NULL) {
+    snprintf(err, errlen, "%s", why);
+  } else {
+    merged = gcoll_topo_merge(over, detected, GCOLL_MATCH_BUSID, summary, sizeof(summary), why,
+                              sizeof(why));
+    if (merged == NULL) snprintf(err, errlen, "%s: merging with detection: %s", file, why);
+    else if (info != NULL) snprintf(info, infolen, "topology file %s merged with detection: %s",
+                                    file, summary);
+  }
+  gcoll_topo_free(over);
+  gcoll_topo_free(detected);
+  return merged;
+}
+
+struct gcoll_topo *gcoll_topo_load_merged(const char *file_arg, const char *base_arg,
+                                          char *info, size_t infolen, char *err, size_t errlen) {
+  char why[TOPO_LOOKUP_ERRLEN], summary[768];
+  if (info != NULL && infolen > 0) info[0] = '\0';
+  struct gcoll_topo *over = gcoll_topo_load_name(file_arg, err, errlen);
+  if (over == NULL) return NULL;
+  struct gcoll_topo *base = gcoll_topo_load_name(base_arg, err, errlen);
+  struct gcoll_topo *merged = NULL;
+  if (base != NULL) {
+    merged = gcoll_topo_merge(over, base, GCOLL_MATCH_BUSID_OR_ORDER, summary, sizeof(summary),
+                              why, sizeof(why));
+    if (merged == NULL) snprintf(err, errlen, "%s merged with %s: %s", file_arg, base_arg, why);
+    else if (info != NULL) snprintf(info, infolen, "%s merged with %s: %s", file_arg, base_arg,
+                                    summary);
+  }
+  gcoll_topo_free(base);
+  gcoll_topo_free(over);
+  return merged;
+}

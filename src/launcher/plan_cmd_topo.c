@@ -7,11 +7,12 @@
 #include <string.h>
 
 #include "launcher/plan_cli.h"
+#include "runtime/settings.h"
 
 #define CMD "topo"
 
 const char plan_usage_topo[] =
-    "usage: gcoll-plan topo (--detect | --from-nccl FILE.xml | TOPO)\n"
+    "usage: gcoll-plan topo (--detect | --from-nccl FILE.xml | TOPO) [--merge BASE]\n"
     "                       [--paths | --hash | --to-nccl] [-o OUT]\n"
     "\n"
     "Prints a node topology as normalized YAML: the running machine's\n"
@@ -22,11 +23,20 @@ const char plan_usage_topo[] =
     "topology directory, then the source tree's etc/topologies.\n"
     "Save the detected one with  gcoll-plan topo --detect -o mynode.yaml.\n"
     "\n"
-    "  -d, --detect          detect this machine's topology\n"
+    "  -d, --detect          detect this machine's topology, merged with the file\n"
+    "                        GCOLL_TOPO_FILE names, else NCCL_TOPO_FILE (environment,\n"
+    "                        $NCCL_CONF_FILE, ~/.nccl.conf, /etc/nccl.conf); the\n"
+    "                        file wins where both speak (GCOLL_DEBUG=INFO says what\n"
+    "                        came from where)\n"
     "  -n, --from-nccl FILE  read NCCL's topology XML (docs/topology-format.md says\n"
     "                        what is mapped); a file that only places devices (a\n"
     "                        cloud's override) converts, but plans refuse it,\n"
     "                        naming what it lacks\n"
+    "  -m, --merge BASE      merge the file (an override that only places devices)\n"
+    "                        with BASE, a topology file or name (dgx-a100): BASE\n"
+    "                        fills in what the file lacks (GPU model, NVLinks, NIC\n"
+    "                        names and speeds, core counts); GPUs matched by bus id,\n"
+    "                        or in order when the two share none\n"
     "  -t, --to-nccl         print NCCL's topology XML instead (for NCCL_TOPO_FILE);\n"
     "                        gcoll_* attributes keep gcoll's exact values, so it\n"
     "                        reads back as the same topology (same --hash)\n"
@@ -104,21 +114,23 @@ int plan_cmd_topo(int argc, char **argv) {
   static const struct option longopts[] = {{"detect", no_argument, NULL, 'd'},
                                            {"from-nccl", required_argument, NULL, 'n'},
                                            {"output", required_argument, NULL, 'o'},
+                                           {"merge", required_argument, NULL, 'm'},
                                            {"to-nccl", no_argument, NULL, 't'},
                                            {"paths", no_argument, NULL, 'p'},
                                            {"hash", no_argument, NULL, 'x'},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   int detect = 0;
-  const char *nccl = NULL, *out = NULL;
+  const char *nccl = NULL, *out = NULL, *merge = NULL;
   enum topo_output what = TOPO_YAML;
   cli_getopt_reset();
   int c;
-  while ((c = getopt_long(argc, argv, ":dn:o:tpxh", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":dn:o:m:tpxh", longopts, NULL)) != -1) {
     switch (c) {
     case 'd': detect = 1; break;
     case 'n': nccl = optarg; break;
     case 'o': out = optarg; break;
+    case 'm': merge = optarg; break;
     case 'p':
     case 'x':
     case 't':
@@ -136,19 +148,33 @@ int plan_cmd_topo(int argc, char **argv) {
   if (!detect && nccl == NULL && nargs == 0)
     return cli_usage_error(CMD, "needs --detect, --from-nccl FILE or a topology file");
   if (nargs > 1) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind + 1]);
+  if (merge != NULL && detect)
+    return cli_usage_error(CMD, "--merge takes a file's base offline; --detect merges with "
+                                "GCOLL_TOPO_FILE / NCCL_TOPO_FILE");
   if (out != NULL && what != TOPO_YAML && what != TOPO_NCCL)
     return cli_usage_error(CMD, "-o writes the YAML or XML; it excludes --paths and --hash");
 
   char err[PLAN_CLI_ERRLEN];
   struct gcoll_topo *topo;
+  char info[2048];
   if (detect) {
-    topo = gcoll_topo_detect(err, sizeof(err));
-    if (topo != NULL && topo->paths == NULL &&
-        gcoll_topo_compute_paths(topo, err, sizeof(err)) != 0) {
-      gcoll_topo_free(topo);
-      topo = NULL;
-    }
-    if (topo == NULL) return cli_fail("detection failed: %s", err);
+    const char *file = gcoll_setting("GCOLL_TOPO_FILE");
+    char origin[1024] = "";
+    if (file != NULL) gcoll_setting_origin("GCOLL_TOPO_FILE", origin, sizeof(origin));
+    topo = gcoll_topo_detect_merged(file, info, sizeof(info), err, sizeof(err));
+    if (topo == NULL)
+      return file != NULL ? cli_fail("%s (from %s)", err, origin) : cli_fail("%s", err);
+    const char *dbg = gcoll_setting("GCOLL_DEBUG");
+    if (dbg != NULL && (strcmp(dbg, "INFO") == 0 || strcmp(dbg, "TRACE") == 0))
+      fprintf(stderr, "gcoll-plan: %s%s%s%s\n", info, file ? " (file from " : "",
+              file ? origin : "", file ? ")" : "");
+  } else if (merge != NULL) {
+    topo = gcoll_topo_load_merged(nccl != NULL ? nccl : argv[optind], merge, info, sizeof(info),
+                                  err, sizeof(err));
+    if (topo == NULL) return cli_fail("%s", err);
+    const char *dbg = gcoll_setting("GCOLL_DEBUG");
+    if (dbg != NULL && (strcmp(dbg, "INFO") == 0 || strcmp(dbg, "TRACE") == 0))
+      fprintf(stderr, "gcoll-plan: %s\n", info);
   } else if (nccl != NULL) {
     topo = gcoll_topo_read_nccl_xml_file(nccl, err, sizeof(err));
     if (topo == NULL) return cli_fail("%s", err);

@@ -252,6 +252,18 @@ static int tr_ifname(const char *raw, char *out, size_t outlen, char *note, size
   return 1;
 }
 
+/* NCCL_TOPO_FILE: a path, taken as is (relative to where the process runs,
+ * as NCCL opens it); one that cannot be read is an error where it is used,
+ * never skipped. */
+static int tr_path(const char *raw, char *out, size_t outlen, char *note, size_t notelen) {
+  if (strpbrk(raw, "\n\r") != NULL) {
+    snprintf(note, notelen, "not a path");
+    return 0;
+  }
+  snprintf(out, outlen, "%s", raw);
+  return 1;
+}
+
 struct mapping {
   const char *gcoll;
   const char *nccl;
@@ -275,6 +287,7 @@ static const struct mapping mappings[] = {
     {"GCOLL_MAX_GPU_CHANNELS", "NCCL_MAX_NCHANNELS", tr_gpu_channels},
     {"GCOLL_MIN_GPU_CHANNELS", "NCCL_MIN_CTAS", tr_gpu_channels},
     {"GCOLL_MIN_GPU_CHANNELS", "NCCL_MIN_NCHANNELS", tr_gpu_channels},
+    {"GCOLL_TOPO_FILE", "NCCL_TOPO_FILE", tr_path},
 };
 #define NMAPPINGS (sizeof(mappings) / sizeof(mappings[0]))
 

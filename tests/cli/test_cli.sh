@@ -444,6 +444,56 @@ done
 expect_rc "--to-nccl with --hash" 2 "$BIN" topo dgx-h100 --to-nccl --hash
 expect_rc "--to-nccl with --paths" 2 "$BIN" topo dgx-h100 --paths --to-nccl
 
+# ---- overrides merged with a base (--merge) and with detection -----------------
+AZ="$NCCL_DATA/azure-ndv4-topo.xml"
+: >"$tmp/empty.conf"
+export NCCL_CONF_FILE="$tmp/empty.conf"   # no ~/.nccl.conf of whoever runs this
+expect_rc "topo override --merge dgx-a100 -o" 0 "$BIN" topo "$AZ" --merge dgx-a100 -o "$tmp/az-merged.yaml"
+check "--merge prints nothing without GCOLL_DEBUG" [ ! -s "$tmp/out" ] && [ ! -s "$tmp/err" ]
+# The file's placement: GPU 0003:00:00.0 shares sw0 with NIC 0103:00:00.0,
+# which takes the base's name and speed; the base's GPU model fills in.
+check "merged: the file's GPU placement" grep -q "^- {name: gpu2, busid: '0003:00:00.0', parent: sw0, sms: 108, cc: 80}$" "$tmp/az-merged.yaml"
+check "merged: the file's NIC placement, the base's name and speed" grep -q "^- {name: mlx5_0, busid: '0103:00:00.0', parent: sw0, port: 1, gbps: 200}$" "$tmp/az-merged.yaml"
+check "merged: the base's NVLinks" [ "$(grep -c 'b: nvs, type: nvlink, count: 12, bw: 300' "$tmp/az-merged.yaml")" -eq 8 ]
+expect_rc "merged --paths" 0 "$BIN" topo "$tmp/az-merged.yaml" --paths
+check "merged: gpu2 - mlx5_0 is PIX" [ "$(awk '$1 == "gpu2" { print $17 }' "$tmp/out")" = "PIX" ]
+expect_rc "generate from the merged override" 0 "$BIN" generate --topo "$tmp/az-merged.yaml" --nodes 4 -o "$tmp/az-merged-plan.yaml"
+expect_rc "verify the merged override's plan" 0 "$BIN" verify "$tmp/az-merged-plan.yaml" --nodes 4 --ranks 32
+expect_rc "--from-nccl --merge" 0 "$BIN" topo --from-nccl "$AZ" --merge dgx-a100 --hash
+check "--from-nccl --merge has the merged hash" [ "$(cat "$tmp/out")" = "$("$BIN" topo "$tmp/az-merged.yaml" --hash)" ]
+run env GCOLL_DEBUG=INFO "$BIN" topo "$AZ" --merge dgx-a100 --hash
+check "--merge at GCOLL_DEBUG=INFO: one line saying what came from where" \
+  [ "$rc" -eq 0 ] && [ "$(grep -c 'merged with dgx-a100: GPUs matched in order' "$tmp/err")" -eq 1 ] && grep -q 'from the base: GPU model (cc/sms) of 8, 8 NVLinks' "$tmp/err"
+expect_err "--merge with an unknown base" 1 \
+  "gcoll-plan: topology 'no-such-base': no such file, and no no-such-base.yaml in \$GCOLL_TOPO_DIR ($GCOLL_TOPO_DIR), $(sed -n 's/.*in \$GCOLL_TOPO_DIR ([^)]*), //p' <("$BIN" topo no-such-base 2>&1))" \
+  "$BIN" topo "$AZ" --merge no-such-base
+expect_err "--merge with a base of another GPU count" 1 \
+  "gcoll-plan: $AZ merged with pcie-2s-4gpu: the file's gpu0 (0001:00:00.0) is not among the 4 GPUs found (no GPU at that bus id)" \
+  "$BIN" topo "$AZ" --merge pcie-2s-4gpu
+expect_rc "--merge with --detect" 2 "$BIN" topo --detect --merge dgx-a100
+expect_rc "--merge without a file" 2 "$BIN" topo --merge dgx-a100
+# --detect merges GCOLL_TOPO_FILE, else NCCL_TOPO_FILE (environment or
+# NCCL's files); a file that cannot be used is one line, never skipped.
+expect_err "--detect with a missing GCOLL_TOPO_FILE" 1 \
+  "gcoll-plan: $tmp/none.xml: cannot open: No such file or directory (from GCOLL_TOPO_FILE)" \
+  env GCOLL_TOPO_FILE="$tmp/none.xml" "$BIN" topo --detect
+expect_err "--detect with a missing NCCL_TOPO_FILE" 1 \
+  "gcoll-plan: $tmp/none.xml: cannot open: No such file or directory (from NCCL_TOPO_FILE=$tmp/none.xml (environment))" \
+  env -u GCOLL_TOPO_FILE NCCL_TOPO_FILE="$tmp/none.xml" "$BIN" topo --detect
+echo "NCCL_TOPO_FILE=$TOPOS/cpu-only.yaml" >"$tmp/topo.conf"
+run env -u GCOLL_TOPO_FILE -u NCCL_TOPO_FILE NCCL_CONF_FILE="$tmp/topo.conf" GCOLL_DEBUG=INFO "$BIN" topo --detect
+check "--detect with NCCL_TOPO_FILE from a conf file: merged and said so" \
+  [ "$rc" -eq 0 ] && grep -q "^gcoll-plan: topology file $TOPOS/cpu-only.yaml merged with detection: .*(file from NCCL_TOPO_FILE=$TOPOS/cpu-only.yaml ($tmp/topo.conf:1))\$" "$tmp/err"
+run env NCCL_TOPO_FILE="$tmp/none.xml" GCOLL_TOPO_FILE="$TOPOS/cpu-only.yaml" "$BIN" topo --detect
+check "--detect: GCOLL_TOPO_FILE wins over NCCL_TOPO_FILE" [ "$rc" -eq 0 ] && grep -q '^name: cpu-only$' "$tmp/out"
+if ! "$BIN" topo --detect 2>/dev/null | grep -q '^gpus:'; then
+  # No GPU on this machine: the 8-GPU override names its first GPU.
+  expect_err "--detect with an 8-GPU override on a GPU-less machine" 1 \
+    "gcoll-plan: $AZ: merging with detection: the file's gpu0 (0001:00:00.0) is not among the 0 GPUs found (no GPU at all) (from GCOLL_TOPO_FILE)" \
+    env GCOLL_TOPO_FILE="$AZ" "$BIN" topo --detect
+fi
+unset NCCL_CONF_FILE
+
 # ---- paths that are not regular files ----------------------------------------
 # A FIFO used to block the open forever; each reader must refuse it at once
 # (timeout turns a hang into status 124).

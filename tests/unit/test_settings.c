@@ -47,7 +47,7 @@ static const char *const vars[] = {
     "NCCL_P2P_LEVEL",     "NCCL_IB_HCA",         "NCCL_IB_GID_INDEX",  "NCCL_IB_DISABLE",
     "NCCL_NET",           "NCCL_SOCKET_IFNAME",  "NCCL_CONF_FILE",     "NCCL_TIMEOUT",
     "GCOLL_MAX_GPU_CHANNELS", "GCOLL_MIN_GPU_CHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS",
-    "NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS"};
+    "NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS", "GCOLL_TOPO_FILE", "NCCL_TOPO_FILE"};
 
 static void write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
@@ -627,6 +627,43 @@ static void *reader(void *arg) {
   return NULL;
 }
 
+/* NCCL_TOPO_FILE gives GCOLL_TOPO_FILE (a path, as is) from the
+ * environment and from NCCL's files; GCOLL_TOPO_FILE wins over both, the
+ * environment over the files, and the origin names where it came from. */
+static void test_topo_file(void **state) {
+  (void)state;
+  char origin[512];
+  expect_translation("NCCL_TOPO_FILE", "/opt/azure/ndv4-topo.xml", "GCOLL_TOPO_FILE",
+                     "/opt/azure/ndv4-topo.xml");
+  expect_translation("NCCL_TOPO_FILE", "rel/topo.xml", "GCOLL_TOPO_FILE", "rel/topo.xml");
+  gcoll_setting_origin("GCOLL_TOPO_FILE", origin, sizeof(origin));
+  assert_string_equal(origin, "NCCL_TOPO_FILE=rel/topo.xml (environment)");
+  /* /etc/nccl.conf, as the clouds ship it. */
+  fresh();
+  write_file(sys_conf, "# Azure\nNCCL_IB_PCI_RELAXED_ORDERING=1\n"
+                       "NCCL_TOPO_FILE=/opt/microsoft/ndv4-topo.xml\n");
+  expect_setting("GCOLL_TOPO_FILE", "/opt/microsoft/ndv4-topo.xml");
+  gcoll_setting_origin("GCOLL_TOPO_FILE", origin, sizeof(origin));
+  if (strstr(origin, "etc-nccl.conf:3") == NULL) fail_msg("origin '%s'", origin);
+  /* ~/.nccl.conf before /etc/nccl.conf; the environment before both. */
+  write_file(home_conf, "NCCL_TOPO_FILE=/home/me/topo.xml\n");
+  gcoll_settings_reset_for_test(sys_conf);
+  expect_setting("GCOLL_TOPO_FILE", "/home/me/topo.xml");
+  setenv("NCCL_TOPO_FILE", "/env/topo.xml", 1);
+  expect_setting("GCOLL_TOPO_FILE", "/env/topo.xml");
+  /* GCOLL_TOPO_FILE wins over NCCL_TOPO_FILE wherever that is set. */
+  setenv("GCOLL_TOPO_FILE", "/gcoll/node.yaml", 1);
+  expect_setting("GCOLL_TOPO_FILE", "/gcoll/node.yaml");
+  gcoll_setting_origin("GCOLL_TOPO_FILE", origin, sizeof(origin));
+  assert_string_equal(origin, "GCOLL_TOPO_FILE");
+  unsetenv("NCCL_TOPO_FILE");
+  expect_setting("GCOLL_TOPO_FILE", "/gcoll/node.yaml");
+  /* Unset everywhere: no file. */
+  fresh();
+  expect_setting("GCOLL_TOPO_FILE", NULL);
+  fresh();
+}
+
 /* The first readers race to load the files; all see the same value, one
  * process-lifetime string. */
 static void test_threads(void **state) {
@@ -650,7 +687,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       TEST(test_precedence), TEST(test_parsing),      TEST(test_odd_files),
       TEST(test_translations), TEST(test_ifname_lists), TEST(test_debug_lines),
-      TEST(test_threads),
+      TEST(test_threads),    TEST(test_topo_file),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
