@@ -68,6 +68,32 @@ static char *slurp(const char *rel) {
 
 /* ---- arguments ------------------------------------------------------------ */
 
+/* topo_file= and the job's GCOLL_TOPO_FILE / NCCL_TOPO_FILE: the job's
+ * GCOLL_TOPO_FILE, then its NCCL_TOPO_FILE, then the plugstack default. */
+static void test_topo_file(void **state) {
+  (void)state;
+  struct gcoll_spank_config c;
+  char err[GCOLL_SPANK_ERRLEN];
+  const char *from = "x";
+  char *none[] = {"plandir=/p"};
+  assert_int_equal(gcoll_spank_config_parse(&c, 1, none, err, sizeof(err)), 0);
+  assert_string_equal(c.topo_file, "");
+  assert_null(gcoll_spank_topo_file(&c, NULL, "", &from));
+  assert_string_equal(from, "");
+  assert_string_equal(gcoll_spank_topo_file(&c, "", "/job/nccl.xml", &from), "/job/nccl.xml");
+  assert_string_equal(from, "NCCL_TOPO_FILE");
+  char *site[] = {"plandir=/p", "topo_file=/etc/azure/ndv4-topo.xml"};
+  assert_int_equal(gcoll_spank_config_parse(&c, 2, site, err, sizeof(err)), 0);
+  assert_string_equal(c.topo_file, "/etc/azure/ndv4-topo.xml");
+  assert_string_equal(gcoll_spank_topo_file(&c, NULL, NULL, &from), "/etc/azure/ndv4-topo.xml");
+  assert_string_equal(from, "plugstack topo_file=");
+  assert_string_equal(gcoll_spank_topo_file(&c, "", "/job/nccl.xml", &from), "/job/nccl.xml");
+  assert_string_equal(from, "NCCL_TOPO_FILE");
+  assert_string_equal(gcoll_spank_topo_file(&c, "/job/gcoll.yaml", "/job/nccl.xml", &from),
+                      "/job/gcoll.yaml");
+  assert_string_equal(from, "GCOLL_TOPO_FILE");
+}
+
 static void test_config(void **state) {
   (void)state;
   struct gcoll_spank_config c;
@@ -91,6 +117,8 @@ static void test_config(void **state) {
       {"timeout=5s", "timeout="},
       {"cache=maybe", "cache="},
       {"novalue", "not key=value"},
+      {"topo_file=rel/topo.xml", "topo_file=rel/topo.xml must be an absolute path"},
+      {"topo_file=", "topo_file= must be a non-empty path"},
   };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     char *argv[] = {"plandir=/ok", bad[i].arg};
@@ -528,7 +556,7 @@ static void test_read_absolute_fifo(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_config),
+      cmocka_unit_test(test_config), cmocka_unit_test(test_topo_file),
       cmocka_unit_test(test_option),
       cmocka_unit_test(test_step_name),
       cmocka_unit_test(test_private_dir_created_0700),

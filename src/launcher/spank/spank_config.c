@@ -52,6 +52,13 @@ int gcoll_spank_config_parse(struct gcoll_spank_config *cfg, int argc, char **ar
       }
     } else if (klen == 4 && strncmp(arg, "topo", 4) == 0) {
       if (copy_path(cfg->topo, sizeof(cfg->topo), "topo", v, err, errlen) != 0) return -1;
+    } else if (klen == 9 && strncmp(arg, "topo_file", 9) == 0) {
+      if (copy_path(cfg->topo_file, sizeof(cfg->topo_file), "topo_file", v, err, errlen) != 0)
+        return -1;
+      if (v[0] != '/') {
+        snprintf(err, errlen, "topo_file=%.64s must be an absolute path", v);
+        return -1;
+      }
     } else if (klen == 7 && strncmp(arg, "timeout", 7) == 0) {
       char *end;
       errno = 0;
@@ -67,8 +74,8 @@ int gcoll_spank_config_parse(struct gcoll_spank_config *cfg, int argc, char **ar
         return -1;
       }
     } else {
-      snprintf(err, errlen, "unknown plugstack argument '%.*s' (known: plandir, topo, timeout, "
-                            "cache)", (int)(klen > 64 ? 64 : klen), arg);
+      snprintf(err, errlen, "unknown plugstack argument '%.*s' (known: plandir, topo, topo_file, "
+                            "timeout, cache)", (int)(klen > 64 ? 64 : klen), arg);
       return -1;
     }
   }
@@ -113,4 +120,22 @@ const char *gcoll_spank_mode_name(enum gcoll_spank_mode mode) {
     case GCOLL_MODE_FILE: return "file";
   }
   return "?";
+}
+
+const char *gcoll_spank_topo_file(const struct gcoll_spank_config *cfg, const char *job_gcoll,
+                                  const char *job_nccl, const char **from) {
+  if (job_gcoll != NULL && job_gcoll[0] != '\0') {
+    *from = "GCOLL_TOPO_FILE";
+    return job_gcoll;
+  }
+  if (job_nccl != NULL && job_nccl[0] != '\0') {
+    *from = "NCCL_TOPO_FILE";
+    return job_nccl;
+  }
+  if (cfg->topo_file[0] != '\0') {
+    *from = "plugstack topo_file=";
+    return cfg->topo_file;
+  }
+  *from = "";
+  return NULL;
 }

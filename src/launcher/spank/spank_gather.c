@@ -146,17 +146,35 @@ static int plan_writer(const void *obj, void *stream, char *err, size_t errlen) 
   return gcoll_plan_write_stream(obj, stream, err, errlen);
 }
 
-static struct gcoll_topo *load_topology(const char *topo, char *err, size_t errlen) {
-  if (strcmp(topo, "auto") == 0) return gcoll_topo_detect(err, errlen);
-  return gcoll_topo_load_name(topo, err, errlen);
+/* topo=auto: this node's detection, merged with the topology file the job
+ * or the administrator names (gcoll_spank_topo_file); a file that cannot
+ * be used fails the node's plan phase rather than being skipped. */
+static struct gcoll_topo *load_topology(const struct gcoll_spank_config *cfg,
+                                        const struct gcoll_gather_node *me, char *info,
+                                        size_t infolen, char *err, size_t errlen) {
+  if (strcmp(cfg->topo, "auto") != 0) {
+    snprintf(info, infolen, "topology %.900s", cfg->topo);
+    return gcoll_topo_load_name(cfg->topo, err, errlen);
+  }
+  const char *from = "";
+  const char *file = gcoll_spank_topo_file(cfg, me->job_topo_file, me->job_nccl_topo_file, &from);
+  char why[GCOLL_SPANK_ERRLEN], what[768];
+  struct gcoll_topo *t = gcoll_topo_detect_merged(file, what, sizeof(what), why, sizeof(why));
+  /* Cut, not refused, when long: these are messages. */
+  if (t == NULL && file != NULL) snprintf(err, errlen, "%.400s (from %s)", why, from);
+  else if (t == NULL) snprintf(err, errlen, "%.480s", why);
+  else if (file != NULL) snprintf(info, infolen, "%.700s (file from %s)", what, from);
+  else snprintf(info, infolen, "%.700s", what);
+  return t;
 }
 
 /* ---- this node's contribution ---------------------------------------- */
 
 static int write_node(const struct stepdir *d, const struct gcoll_spank_config *cfg,
-                      const struct gcoll_gather_node *me, char *err, size_t errlen) {
+                      const struct gcoll_gather_node *me, char *topo_info, size_t topo_infolen,
+                      char *err, size_t errlen) {
   char why[GCOLL_SPANK_ERRLEN], name[32], info[512];
-  struct gcoll_topo *topo = load_topology(cfg->topo, why, sizeof(why));
+  struct gcoll_topo *topo = load_topology(cfg, me, topo_info, topo_infolen, why, sizeof(why));
   if (topo == NULL) {
     snprintf(err, errlen, "topology (%s): %s", cfg->topo, why);
     return -1;
@@ -436,8 +454,8 @@ static int read_error(const struct stepdir *d, char *err, size_t errlen) {
  * and wait for the outcome, joining again whenever the directory turns
  * out to be a leftover or is replaced. 0 when plan.yaml is there. */
 static int join_and_wait(struct stepdir *d, const struct gcoll_spank_config *cfg,
-                         const struct gcoll_gather_node *me, double deadline, char *err,
-                         size_t errlen) {
+                         const struct gcoll_gather_node *me, double deadline, char *topo_info,
+                         size_t topo_infolen, char *err, size_t errlen) {
   char why[GCOLL_SPANK_ERRLEN] = "";
   double nap_ms = 1;
   for (;;) {
@@ -452,7 +470,7 @@ static int join_and_wait(struct stepdir *d, const struct gcoll_spank_config *cfg
           snprintf(why, sizeof(why), "%s holds an earlier run's plan", d->name);
         stepdir_leave(d);
       } else if (rc == 0) {
-        if (stepdir_subdirs(d, me, err, errlen) != 0 || write_node(d, cfg, me, err, errlen) != 0) {
+        if (stepdir_subdirs(d, me, err, errlen) != 0 || write_node(d, cfg, me, topo_info, topo_infolen, err, errlen) != 0) {
           /* Node 0 removed a leftover under us: join the new one. */
           if (!same_run(d, me)) {
             stepdir_leave(d);
@@ -558,7 +576,7 @@ int gcoll_spank_gather(const struct gcoll_spank_config *cfg, const struct gcoll_
   int rc = -1;
   char why[GCOLL_SPANK_ERRLEN];
   if (me->node_index == 0) {
-    if (write_node(&d, cfg, me, err, errlen) != 0 ||
+    if (write_node(&d, cfg, me, out->topo_info, sizeof(out->topo_info), err, errlen) != 0 ||
         node0_plan(cfg, &d, me, t0 + GATHER_SHARE * cfg->timeout_s * 1e3, out, err, errlen) != 0) {
       /* Node 0 tells the others why (its own topology, or the plan,
        * failed), so they stop waiting with the reason instead of at the
@@ -567,7 +585,8 @@ int gcoll_spank_gather(const struct gcoll_spank_config *cfg, const struct gcoll_
       goto out;
     }
     out->build_ms = gcoll_spank_now_ms() - t0;
-  } else if (join_and_wait(&d, cfg, me, deadline, err, errlen) != 0) {
+  } else if (join_and_wait(&d, cfg, me, deadline, out->topo_info, sizeof(out->topo_info), err,
+                           errlen) != 0) {
     goto out;
   }
   if (check_published(&d, me, err, errlen) != 0 ||

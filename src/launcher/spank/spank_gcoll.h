@@ -31,6 +31,7 @@ enum gcoll_spank_mode {
 struct gcoll_spank_config {
   char plandir[GCOLL_SPANK_PATH_MAX];  /* required */
   char topo[GCOLL_SPANK_PATH_MAX];     /* "auto" or a topology file/name */
+  char topo_file[GCOLL_SPANK_PATH_MAX]; /* topo_file=: merged with detection; "" none */
   int timeout_s;                       /* every wait of the plan phase */
   int cache;                           /* reuse plans across steps of a job */
 };
@@ -48,6 +49,13 @@ int gcoll_spank_config_parse(struct gcoll_spank_config *cfg, int argc, char **ar
 int gcoll_spank_option_parse(struct gcoll_spank_option *opt, const char *value, char *err,
                              size_t errlen);
 const char *gcoll_spank_mode_name(enum gcoll_spank_mode mode);
+/* The topology file merged with detection (topo=auto) on a node: the job's
+ * GCOLL_TOPO_FILE, else its NCCL_TOPO_FILE (values from the job's
+ * environment, NULL or "" when unset), else plugstack topo_file=. NULL when
+ * none; *from names the source ("GCOLL_TOPO_FILE", "NCCL_TOPO_FILE",
+ * "plugstack topo_file="). NCCL's configuration files are not read here. */
+const char *gcoll_spank_topo_file(const struct gcoll_spank_config *cfg, const char *job_gcoll,
+                                  const char *job_nccl, const char **from);
 
 /* ---- spank_jobdir.c: files under plandir -------------------------------- */
 
@@ -121,6 +129,9 @@ struct gcoll_gather_node {
   char node_name[256];          /* SLURMD_NODENAME */
   uid_t uid;
   gid_t gid;
+  /* The job's GCOLL_TOPO_FILE / NCCL_TOPO_FILE ("" when unset). */
+  char job_topo_file[GCOLL_SPANK_PATH_MAX];
+  char job_nccl_topo_file[GCOLL_SPANK_PATH_MAX];
 };
 
 struct gcoll_gather_result {
@@ -128,6 +139,7 @@ struct gcoll_gather_result {
   char job_key[64];             /* hex, shared by every node of the step */
   int from_cache;               /* node 0: reused, not recomputed */
   double build_ms;              /* node 0: gather wait + compute/cache */
+  char topo_info[1024];         /* one line: detected, or which file merged */
 };
 
 /* The whole plan phase on this node: write the topology, (node 0) compute

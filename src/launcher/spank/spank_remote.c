@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,6 +66,24 @@ static int describe_node(spank_t sp, struct gcoll_gather_node *me, char *err, si
   return 0;
 }
 
+/* A job variable's value, "" when unset or too long (a path that does not
+ * fit is reported by the reader as missing, never cut short). */
+static void job_env(spank_t sp, const char *name, char *buf, int len) {
+  if (spank_getenv(sp, name, buf, len) != ESPANK_SUCCESS) buf[0] = '\0';
+}
+
+/* GCOLL_DEBUG (or NCCL_DEBUG) at INFO or TRACE in the job's environment. */
+static int job_debug_info(spank_t sp) {
+  static const char *const vars[] = {"GCOLL_DEBUG", "NCCL_DEBUG"};
+  for (int i = 0; i < 2; i++) {
+    char v[16];
+    job_env(sp, vars[i], v, (int)sizeof(v));
+    if (v[0] != '\0')
+      return strcasecmp(v, "INFO") == 0 || strcasecmp(v, "TRACE") == 0;
+  }
+  return 0;
+}
+
 static int export_plan(spank_t sp, const struct gcoll_gather_result *res, char *err,
                        size_t errlen) {
   if (spank_setenv(sp, "GCOLL_PLAN", res->plan_path, 1) != ESPANK_SUCCESS ||
@@ -118,6 +137,10 @@ int gcoll_spank_remote_user_init(spank_t sp) {
   double t0 = gcoll_spank_now_ms();
   int rc = describe_node(sp, &me, err, sizeof(err));
   if (rc > 0) return 0;
+  if (rc == 0) {
+    job_env(sp, "GCOLL_TOPO_FILE", me.job_topo_file, (int)sizeof(me.job_topo_file));
+    job_env(sp, "NCCL_TOPO_FILE", me.job_nccl_topo_file, (int)sizeof(me.job_nccl_topo_file));
+  }
   if (rc == 0 && st->setup_err[0] != '\0') {
     snprintf(err, sizeof(err), "%s", st->setup_err);
     rc = -1;
@@ -127,6 +150,8 @@ int gcoll_spank_remote_user_init(spank_t sp) {
              ? gcoll_spank_check_file(st->option.file, &me, &res, err, sizeof(err))
              : gcoll_spank_gather(&st->config, &me, &res, err, sizeof(err));
   }
+  if (rc == 0 && res.topo_info[0] != '\0' && job_debug_info(sp))
+    slurm_info("gcoll: step %u.%u node %u: %s", me.job, me.step, me.node_index, res.topo_info);
   if (rc == 0) rc = export_plan(sp, &res, err, sizeof(err));
   if (rc == 0) {
     st->have_plan = 1;
