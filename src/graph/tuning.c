@@ -21,7 +21,7 @@
  * shared-memory/TCP step costing a few microseconds of CPU time. */
 const struct gcoll_tuning_model gcoll_tuning_defaults = {
   .exec = {
-    [GCOLL_EXEC_GPU] = {
+    [GCOLL_TUNE_GPU] = {
       /* Simple pays a flag write and memory fence per step, so its per-step
        * latency is high; LL and LL128 carry flags inside the data. */
       .base_lat = {  /* [algo][proto]: simple, ll, ll128 */
@@ -44,7 +44,7 @@ const struct gcoll_tuning_model gcoll_tuning_defaults = {
       .proto_ok = {1, 1, 1},
       .min_channel_bytes = 32768,
     },
-    [GCOLL_EXEC_HOST] = {
+    [GCOLL_TUNE_HOST] = {
       /* Measured on a 2-core host, np=2 over shm (gcoll-perf, 1 channel):
        * Simple allreduce takes 0.5 us at 8 B and 1.2 us at 8 KB; LL the
        * same at 8 B but moves only ~0.9 GB/s (a CPU polls and copies it a
@@ -82,7 +82,7 @@ struct job_shape {
   int nranks, nnodes, max_local, nchannels;
   double bw_ch;        /* GB/s per channel, the bottleneck of intra and net */
   int nvls;            /* every node has NVLS heads and there is one node */
-  enum gcoll_exec exec;
+  enum gcoll_tune_exec exec;
 };
 
 static struct job_shape shape_of(const struct gcoll_plan *p, const struct gcoll_tuning_model *m) {
@@ -99,7 +99,7 @@ static struct job_shape shape_of(const struct gcoll_plan *p, const struct gcoll_
     if (g->nvls_nheads == 0) all_nvls = 0;
   }
   s.bw_ch = isfinite(bw) ? bw : m->default_bw;
-  s.exec = all_gpu ? GCOLL_EXEC_GPU : GCOLL_EXEC_HOST;
+  s.exec = all_gpu ? GCOLL_TUNE_GPU : GCOLL_TUNE_HOST;
   s.nvls = all_gpu && all_nvls && p->nnodes == 1 && p->nranks > 1;
   return s;
 }
@@ -118,7 +118,7 @@ static int algo_allowed(enum gcoll_coll coll, enum gcoll_algo a, const struct jo
 }
 
 /* Predicted time in microseconds of one collective of `bytes` bytes. */
-double gcoll_tuning_predict(const struct gcoll_tuning_model *m, enum gcoll_exec exec,
+double gcoll_tuning_predict(const struct gcoll_tuning_model *m, enum gcoll_tune_exec exec,
                             enum gcoll_coll coll, enum gcoll_algo a, enum gcoll_proto p,
                             int nranks, int nnodes, int nlocal, int nch, double bw_ch,
                             uint64_t bytes) {
@@ -270,8 +270,8 @@ static int set_one(struct gcoll_tuning_model *m, char *item, char *err, size_t e
     if (parts[i][0] == '\0') goto unknown;
   if (np == 1 && strcmp(parts[0], "nvls_ratio") == 0) { m->nvls_ratio = v; return 0; }
   if (np == 1 && strcmp(parts[0], "default_bw") == 0) { m->default_bw = v; return 0; }
-  int ex = np >= 2 ? (strcmp(parts[0], "gpu") == 0 ? GCOLL_EXEC_GPU
-                      : strcmp(parts[0], "host") == 0 ? GCOLL_EXEC_HOST : -1) : -1;
+  int ex = np >= 2 ? (strcmp(parts[0], "gpu") == 0 ? GCOLL_TUNE_GPU
+                      : strcmp(parts[0], "host") == 0 ? GCOLL_TUNE_HOST : -1) : -1;
   if (ex < 0) goto unknown;
   struct gcoll_tuning_exec *e = &m->exec[ex];
   if (np == 2 && strcmp(parts[1], "min_channel_bytes") == 0) {

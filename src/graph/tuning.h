@@ -13,7 +13,7 @@
 
 /* Who executes the collective: GPU kernels or host threads. The job is GPU
  * only when every node class is. */
-enum gcoll_exec { GCOLL_EXEC_GPU = 0, GCOLL_EXEC_HOST, GCOLL_NEXECS };
+enum gcoll_tune_exec { GCOLL_TUNE_GPU = 0, GCOLL_TUNE_HOST, GCOLL_TUNE_NEXECS };
 
 struct gcoll_tuning_exec {
   double base_lat[GCOLL_NALGOS][GCOLL_NPROTOS];   /* us per collective */
@@ -26,7 +26,7 @@ struct gcoll_tuning_exec {
 };
 
 struct gcoll_tuning_model {
-  struct gcoll_tuning_exec exec[GCOLL_NEXECS];
+  struct gcoll_tuning_exec exec[GCOLL_TUNE_NEXECS];
   double nvls_ratio;   /* NVLS algorithm bandwidth / bus bandwidth */
   double default_bw;   /* GB/s per channel when the search reported none */
 };
@@ -35,7 +35,7 @@ extern const struct gcoll_tuning_model gcoll_tuning_defaults;
 
 /* Predicted time (us) of one collective; exposed for tests and `gcoll-plan
  * show --tuning`. bw_ch is GB/s per channel. */
-double gcoll_tuning_predict(const struct gcoll_tuning_model *m, enum gcoll_exec exec,
+double gcoll_tuning_predict(const struct gcoll_tuning_model *m, enum gcoll_tune_exec exec,
                             enum gcoll_coll coll, enum gcoll_algo a, enum gcoll_proto p,
                             int nranks, int nnodes, int nlocal, int nch, double bw_ch,
                             uint64_t bytes);

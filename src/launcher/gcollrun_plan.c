@@ -13,7 +13,6 @@
 #include "launcher/gcollrun.h"
 #include "runtime/comm_init_paths.h"
 
-#define DEFAULT_TOPO "cpu-only"
 
 static int fill_layout(struct gcollrun_plan *p, const struct gcoll_plan *plan, char *err,
                        size_t errlen) {
@@ -56,7 +55,7 @@ static int computed_plan(struct gcollrun_plan *p, int nranks, int nnodes, const 
     return -1;
   }
   gcollrun_block_layout(nranks, nnodes, node_ranks);
-  int wrc = gcoll_local_plan_write_nodes(nnodes, node_ranks, topo ? topo : DEFAULT_TOPO, NULL,
+  int wrc = gcoll_local_plan_write_nodes(nnodes, node_ranks, topo, NULL,
                                          p->dir, sizeof(p->dir), p->path, sizeof(p->path), err,
                                          errlen);
   free(node_ranks);

@@ -19,7 +19,9 @@
 #include "graph/topo.h"
 #include "graph/topo_lookup.h"
 #include "graph/tuning.h"
+#include "runtime/comm.h"
 #include "runtime/comm_init_paths.h"
+#include "runtime/settings.h"
 
 /* This host's short name; with several nodes "<host>-v<i>", like gcollrun's
  * virtual nodes (the plan's hosts are not checked on these init paths). */
@@ -43,6 +45,32 @@ static char **node_hosts(int nnodes) {
   return names;
 }
 
+/* The topology of every virtual node: a name or file, or "auto": this
+ * host as detection sees it, merged with GCOLL_TOPO_FILE / NCCL_TOPO_FILE
+ * (environment or nccl.conf) when one is set, as the SPANK plugin does
+ * per node. Without a name, $GCOLL_TOPO, else cpu-only. */
+static struct gcoll_topo *node_topology(const char *name, char *err, size_t errlen) {
+  if (name == NULL || *name == '\0') name = getenv("GCOLL_TOPO");
+  if (name == NULL || *name == '\0') name = "cpu-only";
+  if (strcmp(name, "auto") != 0) return gcoll_topo_load_name(name, err, errlen);
+  const char *file = gcoll_setting("GCOLL_TOPO_FILE");
+  char info[1024], why[512], from[512];
+  struct gcoll_topo *t = gcoll_topo_detect_merged(file, info, sizeof(info), why, sizeof(why));
+  if (t == NULL) {
+    gcoll_setting_origin("GCOLL_TOPO_FILE", from, sizeof(from));
+    snprintf(err, errlen, "topology auto: %s%s%s%s", why, file ? " (" : "", file ? from : "",
+             file ? ")" : "");
+    return NULL;
+  }
+  if (t->paths == NULL && gcoll_topo_compute_paths(t, why, sizeof(why)) != 0) {
+    snprintf(err, errlen, "topology auto: %s", why);
+    gcoll_topo_free(t);
+    return NULL;
+  }
+  gcoll_log_info(NULL, "topology auto: %s", info);
+  return t;
+}
+
 static struct gcoll_plan *build(int nnodes, const int *node_ranks, const char *topo_name,
                                 char *err, size_t errlen) {
   if (nnodes < 1 || nnodes > GCOLL_MAX_NODES || node_ranks == NULL) {
@@ -56,7 +84,7 @@ static struct gcoll_plan *build(int nnodes, const int *node_ranks, const char *t
                node_ranks[i]);
       return NULL;
     }
-  struct gcoll_topo *topo = gcoll_topo_load_name(topo_name, err, errlen);
+  struct gcoll_topo *topo = node_topology(topo_name, err, errlen);
   if (topo == NULL) return NULL;
   struct gcoll_plan *plan = NULL;
   const struct gcoll_topo **node_topo = calloc((size_t)nnodes, sizeof(*node_topo));
@@ -89,7 +117,7 @@ int gcoll_local_plan_write_nodes(int nnodes, const int *node_ranks, const char *
                                  const char *parent, char *dir, size_t dirlen, char *path,
                                  size_t pathlen, char *err, size_t errlen) {
   dir[0] = '\0';
-  struct gcoll_plan *plan = build(nnodes, node_ranks, topo ? topo : "cpu-only", err, errlen);
+  struct gcoll_plan *plan = build(nnodes, node_ranks, topo, err, errlen);
   if (plan == NULL) return -1;
   if (parent == NULL || *parent == '\0') parent = getenv("TMPDIR");
   if (parent == NULL || *parent == '\0') parent = "/tmp";

@@ -154,6 +154,21 @@ one_line_matching "--plan FIFO" 1 "^gcollrun: $tmp/fifo.yaml: is a FIFO, not a r
 one_line_matching "--topo FIFO" 1 "^gcollrun: $tmp/fifo.yaml: is a FIFO, not a regular file\$" \
   "$RUN" -n 2 --topo "$tmp/fifo.yaml" "$CLIENT"
 
+# ---- the node topology: a name, $GCOLL_TOPO, or auto (detection) ------------
+GCOLL_DEBUG=INFO run "$RUN" -n 4 --nodes 2 --topo auto "$CLIENT"
+check "--topo auto: runs (exit $rc, $(errtext))" [ "$rc" -eq 0 ]
+check "--topo auto: 4 ok lines" [ "$(grep -c ' ok$' "$tmp/out")" -eq 4 ]
+check "--topo auto: says what it detected" grep -q 'topology auto: topology detected (.*), no topology file' "$tmp/err"
+GCOLL_TOPO=pcie-2s-4gpu run "$RUN" -n 2 sh -c '[ "$GCOLL_RANK" != 0 ] || cp "$GCOLL_PLAN" "$1"' sh "$tmp/envtopo.yaml"
+check "GCOLL_TOPO names the default topology" \
+  eval '[ "$rc" -eq 0 ] && [ "$("$top_builddir/gcoll-plan" show "$tmp/envtopo.yaml" | grep -c "pcie-2s-4gpu")" -gt 0 ]'
+one_line_matching "--topo auto with a missing GCOLL_TOPO_FILE" 1 \
+  '^gcollrun: topology auto: .*/nonexistent.xml: .*\(GCOLL_TOPO_FILE\)$' \
+  env GCOLL_TOPO_FILE="$tmp/nonexistent.xml" "$RUN" -n 2 --topo auto "$CLIENT"
+one_line_matching "--topo auto with a missing NCCL_TOPO_FILE" 1 \
+  '^gcollrun: topology auto: .*/nonexistent.xml: .*NCCL_TOPO_FILE' \
+  env NCCL_TOPO_FILE="$tmp/nonexistent.xml" "$RUN" -n 2 --topo auto "$CLIENT"
+
 # ---- --tag-output -----------------------------------------------------------
 # Lines written in pieces, from many ranks at once, come out whole.
 run "$RUN" -n 4 --tag-output bash -c \

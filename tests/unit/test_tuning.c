@@ -78,7 +78,7 @@ static int teardown(void **state) {
 struct shape {
   int nranks, nnodes, nlocal, nchannels, nvls;
   double bw;
-  enum gcoll_exec exec;
+  enum gcoll_tune_exec exec;
 };
 
 static struct shape shape_of_plan(const struct gcoll_plan *p, const struct gcoll_tuning_model *m) {
@@ -94,7 +94,7 @@ static struct shape shape_of_plan(const struct gcoll_plan *p, const struct gcoll
     heads &= c->graph.nvls_nheads > 0;
   }
   s.bw = isinf(bw) ? m->default_bw : bw;
-  s.exec = gpu ? GCOLL_EXEC_GPU : GCOLL_EXEC_HOST;
+  s.exec = gpu ? GCOLL_TUNE_GPU : GCOLL_TUNE_HOST;
   s.nvls = gpu && heads && p->nnodes == 1 && p->nranks > 1;
   return s;
 }
@@ -201,8 +201,8 @@ static void check_structure(const struct gcoll_plan *p, const struct gcoll_tunin
         fail_msg("%s %s: row %d uses %s/%s", what, gcoll_coll_name(c), r, gcoll_algo_name(e->algo),
                  gcoll_proto_name(e->proto));
       if (e->algo != GCOLL_ALGO_RING) assert_int_equal(c, GCOLL_COLL_ALLREDUCE);
-      if (e->algo == GCOLL_ALGO_NVLS) assert_true(p->nnodes == 1 && s.exec == GCOLL_EXEC_GPU);
-      if (s.exec == GCOLL_EXEC_HOST) assert_int_not_equal(e->proto, GCOLL_PROTO_LL128);
+      if (e->algo == GCOLL_ALGO_NVLS) assert_true(p->nnodes == 1 && s.exec == GCOLL_TUNE_GPU);
+      if (s.exec == GCOLL_TUNE_HOST) assert_int_not_equal(e->proto, GCOLL_PROTO_LL128);
     }
   }
 }
@@ -267,7 +267,7 @@ static void test_algorithms_by_job_shape(void **state) {
     const struct gcoll_plan *p = f->plan[i];
     struct shape s = shape_of_plan(p, &gcoll_tuning_defaults);
     int gpu = strcmp(configs[i].topo, "cpu-only") != 0;
-    assert_int_equal(s.exec, gpu ? GCOLL_EXEC_GPU : GCOLL_EXEC_HOST);
+    assert_int_equal(s.exec, gpu ? GCOLL_TUNE_GPU : GCOLL_TUNE_HOST);
     int nvls_rows = 0;
     for (int c = 0; c < GCOLL_NCOLLS; c++)
       for (int r = 0; r < p->ntuning[c]; r++) nvls_rows += p->tuning[c][r].algo == GCOLL_ALGO_NVLS;
@@ -339,30 +339,30 @@ static void test_predict_monotone(void **state) {
   const struct gcoll_tuning_model *m = &gcoll_tuning_defaults;
   static const int shapes[][2] = {{2, 1}, {3, 1}, {8, 1}, {4, 4}, {16, 2}, {32, 4}, {512, 64},
                                   {9, 3}, {64, 64}};
-  for (int ex = 0; ex < GCOLL_NEXECS; ex++)
+  for (int ex = 0; ex < GCOLL_TUNE_NEXECS; ex++)
     for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++)
       for (int c = 0; c < GCOLL_NCOLLS; c++)
         for (int a = 0; a < GCOLL_NALGOS; a++)
           for (int pr = 0; pr < GCOLL_NPROTOS; pr++) {
             if (!m->exec[ex].proto_ok[pr]) continue;
-            if (a == GCOLL_ALGO_NVLS && (ex != GCOLL_EXEC_GPU || pr != GCOLL_PROTO_SIMPLE)) continue;
+            if (a == GCOLL_ALGO_NVLS && (ex != GCOLL_TUNE_GPU || pr != GCOLL_PROTO_SIMPLE)) continue;
             int nranks = shapes[k][0], nnodes = shapes[k][1], nlocal = nranks / nnodes;
             for (double bw = 0.5; bw < 100; bw *= 4) {
               for (int nch = 1; nch <= GCOLL_MAX_CHANNELS; nch *= 2) {
-                double lat = gcoll_tuning_predict(m, (enum gcoll_exec)ex, (enum gcoll_coll)c,
+                double lat = gcoll_tuning_predict(m, (enum gcoll_tune_exec)ex, (enum gcoll_coll)c,
                                                   (enum gcoll_algo)a, (enum gcoll_proto)pr,
                                                   nranks, nnodes, nlocal, nch, bw, 0);
                 assert_true(isfinite(lat) && lat > 0);
                 double prev = lat;
                 for (int lg = 0; lg <= 40; lg++) {
                   uint64_t b = (uint64_t)1 << lg;
-                  double t = gcoll_tuning_predict(m, (enum gcoll_exec)ex, (enum gcoll_coll)c,
+                  double t = gcoll_tuning_predict(m, (enum gcoll_tune_exec)ex, (enum gcoll_coll)c,
                                                   (enum gcoll_algo)a, (enum gcoll_proto)pr,
                                                   nranks, nnodes, nlocal, nch, bw, b);
-                  double t2 = gcoll_tuning_predict(m, (enum gcoll_exec)ex, (enum gcoll_coll)c,
+                  double t2 = gcoll_tuning_predict(m, (enum gcoll_tune_exec)ex, (enum gcoll_coll)c,
                                                    (enum gcoll_algo)a, (enum gcoll_proto)pr,
                                                    nranks, nnodes, nlocal, 2 * nch, bw, b);
-                  double t2b = gcoll_tuning_predict(m, (enum gcoll_exec)ex, (enum gcoll_coll)c,
+                  double t2b = gcoll_tuning_predict(m, (enum gcoll_tune_exec)ex, (enum gcoll_coll)c,
                                                     (enum gcoll_algo)a, (enum gcoll_proto)pr,
                                                     nranks, nnodes, nlocal, nch, bw, 2 * b);
                   /* more bytes cost more; more channels cost less */
@@ -382,9 +382,9 @@ static void test_predict_monotone(void **state) {
           }
   /* A single rank moves nothing over links: its time does not grow. */
   for (int pr = 0; pr < GCOLL_NPROTOS; pr++) {
-    double t0 = gcoll_tuning_predict(m, GCOLL_EXEC_GPU, GCOLL_COLL_ALLREDUCE, GCOLL_ALGO_RING,
+    double t0 = gcoll_tuning_predict(m, GCOLL_TUNE_GPU, GCOLL_COLL_ALLREDUCE, GCOLL_ALGO_RING,
                                      (enum gcoll_proto)pr, 1, 1, 1, 1, 10, 64);
-    double t1 = gcoll_tuning_predict(m, GCOLL_EXEC_GPU, GCOLL_COLL_ALLREDUCE, GCOLL_ALGO_RING,
+    double t1 = gcoll_tuning_predict(m, GCOLL_TUNE_GPU, GCOLL_COLL_ALLREDUCE, GCOLL_ALGO_RING,
                                      (enum gcoll_proto)pr, 1, 1, 1, 1, 10, (uint64_t)1 << 34);
     assert_true(t0 == t1);
   }
@@ -398,25 +398,25 @@ static void test_predict_ring_bus_bandwidth(void **state) {
   for (int nranks = 2; nranks <= 256; nranks *= 2) {
     uint64_t b = (uint64_t)1 << 30;
     for (int pr = 0; pr < GCOLL_NPROTOS; pr++) {
-      double ar = gcoll_tuning_predict(m, GCOLL_EXEC_GPU, GCOLL_COLL_ALLREDUCE, GCOLL_ALGO_RING,
+      double ar = gcoll_tuning_predict(m, GCOLL_TUNE_GPU, GCOLL_COLL_ALLREDUCE, GCOLL_ALGO_RING,
                                        (enum gcoll_proto)pr, nranks, 1, nranks, 4, 20, b) -
-                  gcoll_tuning_predict(m, GCOLL_EXEC_GPU, GCOLL_COLL_ALLREDUCE, GCOLL_ALGO_RING,
+                  gcoll_tuning_predict(m, GCOLL_TUNE_GPU, GCOLL_COLL_ALLREDUCE, GCOLL_ALGO_RING,
                                        (enum gcoll_proto)pr, nranks, 1, nranks, 4, 20, 0);
-      double ag = gcoll_tuning_predict(m, GCOLL_EXEC_GPU, GCOLL_COLL_ALLGATHER, GCOLL_ALGO_RING,
+      double ag = gcoll_tuning_predict(m, GCOLL_TUNE_GPU, GCOLL_COLL_ALLGATHER, GCOLL_ALGO_RING,
                                        (enum gcoll_proto)pr, nranks, 1, nranks, 4, 20, b) -
-                  gcoll_tuning_predict(m, GCOLL_EXEC_GPU, GCOLL_COLL_ALLGATHER, GCOLL_ALGO_RING,
+                  gcoll_tuning_predict(m, GCOLL_TUNE_GPU, GCOLL_COLL_ALLGATHER, GCOLL_ALGO_RING,
                                        (enum gcoll_proto)pr, nranks, 1, nranks, 4, 20, 0);
       assert_true(fabs(ar - 2 * ag) <= 1e-9 * ar);
       /* and the allgather term is (n-1)/n of the bytes at bus bandwidth */
-      double busbw = 4 * 20.0 * m->exec[GCOLL_EXEC_GPU].proto_eff[pr] *
-                     m->exec[GCOLL_EXEC_GPU].algo_eff[GCOLL_ALGO_RING] * 1e3;  /* bytes/us */
+      double busbw = 4 * 20.0 * m->exec[GCOLL_TUNE_GPU].proto_eff[pr] *
+                     m->exec[GCOLL_TUNE_GPU].algo_eff[GCOLL_ALGO_RING] * 1e3;  /* bytes/us */
       double want = (double)b * (nranks - 1) / nranks / busbw;
       assert_true(fabs(ag - want) <= 1e-9 * want);
     }
   }
 }
 
-static double lat_of(enum gcoll_exec ex, enum gcoll_coll c, enum gcoll_algo a, enum gcoll_proto p,
+static double lat_of(enum gcoll_tune_exec ex, enum gcoll_coll c, enum gcoll_algo a, enum gcoll_proto p,
                      int nranks, int nnodes) {
   return gcoll_tuning_predict(&gcoll_tuning_defaults, ex, c, a, p, nranks, nnodes,
                               nranks / nnodes, 4, 10, 0);
@@ -426,7 +426,7 @@ static double lat_of(enum gcoll_exec ex, enum gcoll_coll c, enum gcoll_algo a, e
  * tree level across nodes costs net_lat going up and again going down. */
 static void test_predict_latency_counts_steps(void **state) {
   (void)state;
-  for (int ex = 0; ex < GCOLL_NEXECS; ex++) {
+  for (int ex = 0; ex < GCOLL_TUNE_NEXECS; ex++) {
     const struct gcoll_tuning_exec *e = &gcoll_tuning_defaults.exec[ex];
     for (int p = 0; p < GCOLL_NPROTOS; p++) {
       if (!e->proto_ok[p]) continue;
@@ -507,7 +507,7 @@ static void test_set_keys_map_to_fields(void **state) {
   static const char *lat_fields[] = {"base_lat", "intra_lat", "net_lat"};
   char spec[128], err[256];
   double v = 1.25;
-  for (int ex = 0; ex < GCOLL_NEXECS; ex++) {
+  for (int ex = 0; ex < GCOLL_TUNE_NEXECS; ex++) {
     for (int a = 0; a < GCOLL_NALGOS; a++)
       for (int p = 0; p < GCOLL_NPROTOS; p++)
         for (int k = 0; k < 3; k++, v += 0.5) {
@@ -546,7 +546,7 @@ static void test_set_keys_map_to_fields(void **state) {
                                     sizeof(err)), 0);
   want.nvls_ratio = 0.5;
   want.default_bw = 3;
-  want.exec[GCOLL_EXEC_GPU].algo_eff[GCOLL_ALGO_RING] = 0.75;
+  want.exec[GCOLL_TUNE_GPU].algo_eff[GCOLL_ALGO_RING] = 0.75;
   assert_memory_equal(&got, &want, sizeof(got));
   /* empty and NULL specs change nothing */
   assert_int_equal(gcoll_tuning_set(&got, "", err, sizeof(err)), 0);
@@ -663,7 +663,7 @@ static void test_random_models(void **state) {
   unsigned long long seed = 0x7a11e5ULL;
   for (int iter = 0; iter < 400; iter++) {
     struct gcoll_tuning_model m = gcoll_tuning_defaults;
-    for (int ex = 0; ex < GCOLL_NEXECS; ex++) {
+    for (int ex = 0; ex < GCOLL_TUNE_NEXECS; ex++) {
       struct gcoll_tuning_exec *e = &m.exec[ex];
       for (int a = 0; a < GCOLL_NALGOS; a++) {
         for (int p = 0; p < GCOLL_NPROTOS; p++) {
