@@ -277,7 +277,20 @@ static int kill_mode(void) {
   ncclComm_t world = join_world();
   const int all[] = {0, 1, 2, 3}, survivors[] = {0, 2, 3};
   check_comm(world, all, 4, 1, "world allreduce before the kill");
+  /* The victim dies only once every rank has its results: a collective
+   * returns on the victim when its data is in the FIFOs, and on 2 virtual
+   * nodes its proxy may still be sending when SIGKILL would land, which
+   * would fail the survivors' checks above instead of the in-flight call
+   * below. */
+  char mark[32];
+  snprintf(mark, sizeof(mark), "checked.%d", world_rank);
+  put_file(mark, "1", 1);
   if (world_rank == victim) {
+    for (int r = 0; r < 4; r++) {
+      char other[32], one;
+      snprintf(other, sizeof(other), "checked.%d", r);
+      get_file(other, &one, 1);
+    }
     raise(SIGKILL);   /* no destroy, no goodbye: a crash */
     _exit(3);
   }
