@@ -353,6 +353,37 @@ static gcollResult_t driver_ok(struct gcoll_cuda_exec *e, gcoll_cu_result r, con
   return gcollUnhandledCudaError;
 }
 
+/* Work on the executor's stream is ordered like work on the caller's own:
+ * after the caller's earlier work (before it is queued) and before the
+ * caller's later work (after). */
+static gcollResult_t after_caller(struct gcoll_cuda_exec *e, gcoll_cu_stream caller, char *err,
+                                  size_t errlen) {
+  gcollResult_t r = driver_ok(e, e->cu->event_record(e->caller_ready, caller), "cuEventRecord",
+                              err, errlen);
+  if (r != gcollSuccess) return r;
+  return driver_ok(e, e->cu->stream_wait_event(e->own_stream, e->caller_ready, 0),
+                   "cuStreamWaitEvent", err, errlen);
+}
+
+static gcollResult_t before_caller(struct gcoll_cuda_exec *e, gcoll_cu_stream caller, char *err,
+                                   size_t errlen) {
+  gcollResult_t r = driver_ok(e, e->cu->event_record(e->done, e->own_stream), "cuEventRecord",
+                              err, errlen);
+  if (r != gcollSuccess) return r;
+  return driver_ok(e, e->cu->stream_wait_event(caller, e->done, 0), "cuStreamWaitEvent", err,
+                   errlen);
+}
+
+/* One rank's collective, its input copied to its output on `stream`
+ * (nothing to do in place or for 0 elements). */
+static gcollResult_t copy_one_rank(struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
+                                   gcoll_cu_stream stream, char *err, size_t errlen) {
+  size_t bytes = c->count * gcoll_dtype_size(c->dtype);
+  if (bytes == 0 || c->sendbuf == c->recvbuf) return gcollSuccess;
+  return driver_ok(e, e->cu->memcpy_dtod_async(c->recvbuf, c->sendbuf, bytes, stream),
+                   "cuMemcpyDtoDAsync", err, errlen);
+}
+
 /* The kernel's argument for collective c on nch channels, reporting to the
  * status row and local abort word at these device addresses. */
 static void fill_work(const struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c, int nch,
@@ -409,11 +440,7 @@ static gcollResult_t launch_captured(struct gcoll_cuda_exec *e, const struct gco
   gcoll_cu_stream caller = (gcoll_cu_stream)stream;
   gcollResult_t r;
   if (e->nranks == 1) {
-    size_t bytes = c->count * gcoll_dtype_size(c->dtype);
-    if (bytes > 0 && c->sendbuf != c->recvbuf &&
-        (r = driver_ok(e, e->cu->memcpy_dtod_async(c->recvbuf, c->sendbuf, bytes, caller),
-                       "cuMemcpyDtoDAsync (captured)", err, errlen)) != gcollSuccess)
-      return r;
+    if ((r = copy_one_rank(e, c, caller, err, errlen)) != gcollSuccess) return r;
     e->captured++;
     return gcollSuccess;
   }
@@ -445,23 +472,12 @@ static gcollResult_t launch_captured(struct gcoll_cuda_exec *e, const struct gco
 static gcollResult_t launch_copy(struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
                                  void *stream, char *err, size_t errlen) {
   gcoll_cu_stream caller = (gcoll_cu_stream)stream;
-  size_t bytes = c->count * gcoll_dtype_size(c->dtype);
   gcollResult_t r;
-  if ((r = driver_ok(e, e->cu->event_record(e->caller_ready, caller), "cuEventRecord", err,
-                     errlen)) != gcollSuccess ||
-      (r = driver_ok(e, e->cu->stream_wait_event(e->own_stream, e->caller_ready, 0),
-                     "cuStreamWaitEvent", err, errlen)) != gcollSuccess)
-    return r;
-  if (bytes > 0 && c->sendbuf != c->recvbuf &&
-      (r = driver_ok(e, e->cu->memcpy_dtod_async(c->recvbuf, c->sendbuf, bytes, e->own_stream),
-                     "cuMemcpyDtoDAsync", err, errlen)) != gcollSuccess)
+  if ((r = after_caller(e, caller, err, errlen)) != gcollSuccess ||
+      (r = copy_one_rank(e, c, e->own_stream, err, errlen)) != gcollSuccess)
     return r;
   e->copies_queued = 1;
-  if ((r = driver_ok(e, e->cu->event_record(e->done, e->own_stream), "cuEventRecord", err,
-                     errlen)) != gcollSuccess)
-    return r;
-  return driver_ok(e, e->cu->stream_wait_event(caller, e->done, 0), "cuStreamWaitEvent", err,
-                   errlen);
+  return before_caller(e, caller, err, errlen);
 }
 
 gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
@@ -501,10 +517,7 @@ gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gco
    * caller's later work after it, as the caller's own stream would. */
   gcoll_cu_stream caller = (gcoll_cu_stream)stream;
   void *params[] = {&w};
-  if ((r = driver_ok(e, e->cu->event_record(e->caller_ready, caller), "cuEventRecord", err,
-                     errlen)) != gcollSuccess ||
-      (r = driver_ok(e, e->cu->stream_wait_event(e->own_stream, e->caller_ready, 0),
-                     "cuStreamWaitEvent", err, errlen)) != gcollSuccess ||
+  if ((r = after_caller(e, caller, err, errlen)) != gcollSuccess ||
       (r = driver_ok(e, e->cu->launch_kernel(e->fn, (unsigned)nch, 1, 1, GCOLL_CUDA_THREADS, 1,
                                              1, 0, e->own_stream, params, NULL),
                      "cuLaunchKernel", err, errlen)) != gcollSuccess)
@@ -512,12 +525,7 @@ gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gco
   e->jobs[slot] = *c;
   e->jobs[slot].nchannels = nch;
   e->launched++;
-  if ((r = driver_ok(e, e->cu->event_record(e->done, e->own_stream), "cuEventRecord", err,
-                     errlen)) != gcollSuccess ||
-      (r = driver_ok(e, e->cu->stream_wait_event(caller, e->done, 0), "cuStreamWaitEvent", err,
-                     errlen)) != gcollSuccess)
-    return r;
-  return gcollSuccess;
+  return before_caller(e, caller, err, errlen);
 }
 
 /* ---- completion ------------------------------------------------------------ */

@@ -69,6 +69,7 @@ struct gcollComm {
   pthread_mutex_t busy;
   /* Forced choices from GCOLL_ALGO / GCOLL_PROTO, -1 when free. */
   int force_algo, force_proto;
+  int trace;                           /* GCOLL_DEBUG=TRACE at init: a line per collective */
   /* Channels one call may run: the plan's, capped by the CPUs this rank
    * has (comm_init.c, set_channel_cap). */
   int max_run_channels;                /* host calls: channels are threads (CPU cap) */
@@ -172,7 +173,8 @@ gcollResult_t gcoll_fail(gcollResult_t result, const char *fmt, ...)
 /* Debug log (GCOLL_DEBUG=INFO or TRACE) on stderr, prefixed with the rank. */
 void gcoll_log_info(const struct gcollComm *comm, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* One line per collective (GCOLL_DEBUG=TRACE), as NCCL's COLL subsystem. */
+/* One line per collective when comm->trace (GCOLL_DEBUG=TRACE at init), as
+ * NCCL's COLL subsystem; decided at init so a collective looks nothing up. */
 void gcoll_log_trace(const struct gcollComm *comm, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -36,6 +36,8 @@ static int env_choice(const char *name, int (*from_name)(const char *), int *out
 }
 
 static gcollResult_t read_tuning_env(struct gcollComm *comm) {
+  const char *debug = gcoll_setting("GCOLL_DEBUG");
+  comm->trace = debug != NULL && strcmp(debug, "TRACE") == 0;
   if (env_choice("GCOLL_ALGO", gcoll_algo_from_name, &comm->force_algo) != 0)
     return gcoll_fail(gcollInvalidArgument, "GCOLL_ALGO='%s': expected ring or tree",
                       gcoll_setting("GCOLL_ALGO"));
@@ -154,39 +156,35 @@ out:
  * 16-channel DGX plan on one block; only GCOLL_MAX_NCHANNELS caps them. */
 static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) {
   comm->max_run_channels = comm->max_device_channels = comm->nchannels;
-  comm->min_device_channels = 1;
+  comm->host_cpus = comm->ranks_on_host = 0;   /* unknown: no dedicated cores */
   /* NCCL_MAX_NCHANNELS / NCCL_MAX_CTAS and the MIN ones land here. */
   long gpu_max = 0, gpu_min = 0;
   char why[256];
   if (gcoll_setting_long("GCOLL_MAX_GPU_CHANNELS", 1, 1024, &gpu_max, why, sizeof(why)) < 0 ||
       gcoll_setting_long("GCOLL_MIN_GPU_CHANNELS", 1, 1024, &gpu_min, why, sizeof(why)) < 0)
     return gcoll_fail(gcollInvalidArgument, "%s", why);
-  if (gpu_max > 0 && gpu_max < comm->max_device_channels) comm->max_device_channels = (int)gpu_max;
-  if (gpu_min > 0) comm->min_device_channels = gpu_min < comm->nchannels ? (int)gpu_min : comm->nchannels;
-  if (comm->min_device_channels > comm->max_device_channels)
-    comm->min_device_channels = comm->max_device_channels;
-  comm->host_cpus = comm->ranks_on_host = 0;   /* unknown: no dedicated cores */
   if (getenv("GCOLL_MAX_NCHANNELS") != NULL) {
     long v;
-    char err[256];
-    if (gcoll_bootstrap_env_int("GCOLL_MAX_NCHANNELS", 1, GCOLL_MAX_CHANNELS, &v, err,
-                                sizeof(err)) != 0)
-      return gcoll_fail(gcollInvalidArgument, "%s", err);
+    if (gcoll_bootstrap_env_int("GCOLL_MAX_NCHANNELS", 1, GCOLL_MAX_CHANNELS, &v, why,
+                                sizeof(why)) != 0)
+      return gcoll_fail(gcollInvalidArgument, "%s", why);
     if (v < comm->max_run_channels) comm->max_run_channels = (int)v;
     if (v < comm->max_device_channels) comm->max_device_channels = (int)v;
-    if (comm->min_device_channels > comm->max_device_channels)
-      comm->min_device_channels = comm->max_device_channels;
-    return gcollSuccess;
+  } else {
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (cpus <= 0) cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (ranks_on_host < 1) ranks_on_host = 1;
+    comm->host_cpus = cpus;
+    comm->ranks_on_host = ranks_on_host;
+    int cap = cpus / ranks_on_host;
+    if (cap < 1) cap = 1;
+    if (cap < comm->max_run_channels) comm->max_run_channels = cap;
   }
-  cpu_set_t set;
-  int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
-  if (cpus <= 0) cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
-  if (ranks_on_host < 1) ranks_on_host = 1;
-  comm->host_cpus = cpus;
-  comm->ranks_on_host = ranks_on_host;
-  int cap = cpus / ranks_on_host;
-  if (cap < 1) cap = 1;
-  if (cap < comm->max_run_channels) comm->max_run_channels = cap;
+  if (gpu_max > 0 && gpu_max < comm->max_device_channels) comm->max_device_channels = (int)gpu_max;
+  comm->min_device_channels = gpu_min > 0 ? (int)gpu_min : 1;
+  if (comm->min_device_channels > comm->max_device_channels)
+    comm->min_device_channels = comm->max_device_channels;
   return gcollSuccess;
 }
 

@@ -62,8 +62,7 @@ void gcoll_log_info(const struct gcollComm *comm, const char *fmt, ...) {
 }
 
 void gcoll_log_trace(const struct gcollComm *comm, const char *fmt, ...) {
-  const char *level = gcoll_setting("GCOLL_DEBUG");
-  if (level == NULL || strcmp(level, "TRACE") != 0) return;
+  if (comm == NULL || !comm->trace) return;
   va_list ap;
   va_start(ap, fmt);
   log_line(comm, fmt, ap);
