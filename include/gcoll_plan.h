@@ -74,6 +74,8 @@ struct gcoll_rank_view {
   int rank, nranks;
   int node, nnodes;               /* node index in plan order */
   int local_rank, local_nranks;
+  int gpu;                        /* the node's GPU this rank drives (index in
+                                   * its topology), -1 on CPU nodes */
   char host[GCOLL_PLAN_HOST_MAX];
   char topology[GCOLL_PLAN_NAME_MAX];  /* topology class name */
   uint32_t topology_hash;

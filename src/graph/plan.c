@@ -300,6 +300,7 @@ int gcoll_plan_rank_view(const struct gcoll_plan *plan, int rank, struct gcoll_r
   view->nnodes = plan->nnodes;
   view->local_rank = local;
   view->local_nranks = k->nlocal;
+  view->gpu = k->intra_edge != GCOLL_EDGE_P2P ? -1 : k->has_gpu_map ? k->gpu[local] : local;
   if (plan->node_host != NULL && plan->node_host[node] != NULL)
     snprintf(view->host, sizeof(view->host), "%s", plan->node_host[node]);
   snprintf(view->topology, sizeof(view->topology), "%s", k->name);

@@ -15,6 +15,7 @@
 #define GCOLL_MAX_LOCAL_RANKS 256   /* ranks per node (cores on CPU nodes) */
 #define GCOLL_MAX_SEARCH_CHANNELS (GCOLL_MAX_CHANNELS / 2)  /* before duplication */
 #define GCOLL_MAX_CLASSES 64
+#define GCOLL_MAX_GPU_INDEX 1023    /* largest GPU index a class's gpu map holds */
 #define GCOLL_MAX_RANKS (1 << 24)
 #define GCOLL_MAX_NODES (1 << 20)
 
@@ -76,6 +77,12 @@ struct gcoll_plan_class {
   int nlocal;                  /* ranks per node of this class */
   enum gcoll_edge intra_edge;  /* SHM on CPU nodes, P2P on GPU nodes */
   struct gcoll_intra_graph graph;
+  /* Which of the node's GPUs each local rank drives (index into the
+   * topology's GPUs). A class made from part of a node (plan_subset.c: a
+   * sub-communicator with GPUs 0, 2, 4, 6 of a DGX) has one; without it
+   * local rank i drives GPU i, as the search assumes. P2P classes only. */
+  int has_gpu_map;
+  int gpu[GCOLL_MAX_LOCAL_RANKS];
 };
 
 struct gcoll_plan_job {
@@ -136,6 +143,33 @@ int gcoll_plan_alloc_nodes(struct gcoll_plan *plan, int nnodes);
 /* Computes the whole plan (classes, search, ring, trees, tuning). */
 struct gcoll_plan *gcoll_plan_build(const struct gcoll_plan_input *in,
                                     char *err, size_t errlen);
+
+/* The parts of gcoll_plan_build that follow from the nodes alone, for
+ * plans assembled elsewhere (plan_subset.c): the double binary tree over
+ * nodes 0..nnodes-1, and the generator, job and creation time. */
+void gcoll_plan_build_trees(struct gcoll_plan *plan);
+void gcoll_plan_stamp(struct gcoll_plan *plan, int64_t job_id, int64_t step_id);
+
+/* A plan for some of a plan's ranks, as a sub-communicator needs:
+ * members[i] is the parent rank that becomes rank i (n entries, distinct).
+ * Derived from the parent alone, with no topology: each node keeps its
+ * host and class, restricted to its members (rings and chains keep the
+ * parent's order of the remaining local ranks, each ring or chain end keeps
+ * the NIC the parent paired with that GPU, the GPUs driven are recorded in
+ * the class's gpu map), nodes keep the parent's ring order, and the trees
+ * and tuning are computed for the new node count as gcoll_plan_build
+ * does. Each node's members must be contiguous in the new rank order
+ * (plans keep a node's ranks together). */
+struct gcoll_plan *gcoll_plan_subset(const struct gcoll_plan *parent, const int *members, int n,
+                                     char *err, size_t errlen);
+
+/* Rank lists as people and the runtime write them: "0-7,16,20-30:2"
+ * (ranges, with an optional step), in order, duplicates allowed by the
+ * syntax (callers decide). Parse fills a malloc'd array; format returns a
+ * malloc'd string, or NULL when out of memory. */
+int gcoll_ranklist_parse(const char *s, int max_rank, int **ranks, int *n, char *err,
+                         size_t errlen);
+char *gcoll_ranklist_format(const int *ranks, int n);
 
 /* Tuning (tuning.c): fills plan->tuning from the latency/bandwidth model. */
 void gcoll_plan_tune(struct gcoll_plan *plan);

@@ -198,23 +198,22 @@ static int fill_hosts(struct gcoll_plan *p, const char **hosts, char *err, size_
   return 0;
 }
 
-static void build_trees(struct gcoll_plan *p) {
+void gcoll_plan_build_trees(struct gcoll_plan *p) {
   int n = p->nnodes, c0, c1;
   p->t1_root = 0;
   p->t2_root = 0;
   p->t2_construction = gcoll_dtree_construction(n);
   for (int i = 0; i < n; i++) {
-    p->ring_node_order[i] = i;
     gcoll_btree(n, i, &p->t1_parent[i], &c0, &c1);
     gcoll_dtree_t2(n, i, &p->t2_parent[i], &c0, &c1);
     if (p->t2_parent[i] < 0) p->t2_root = i;
   }
 }
 
-static void stamp(struct gcoll_plan *p, const struct gcoll_plan_input *in) {
+void gcoll_plan_stamp(struct gcoll_plan *p, int64_t job_id, int64_t step_id) {
   snprintf(p->generator, sizeof(p->generator), "gcoll %s", PACKAGE_VERSION);
-  p->job.id = in->job_id >= 0 ? in->job_id : -1;
-  p->job.step = in->step_id >= 0 ? in->step_id : -1;
+  p->job.id = job_id >= 0 ? job_id : -1;
+  p->job.step = step_id >= 0 ? step_id : -1;
   time_t now = time(NULL);
   struct tm tm;
   if (gmtime_r(&now, &tm) == NULL ||
@@ -250,8 +249,9 @@ struct gcoll_plan *gcoll_plan_build(const struct gcoll_plan_input *in, char *err
   if (assign_classes(p, in, src, err, errlen) || search_classes(p, src, in->max_channels, err, errlen) ||
       fill_hosts(p, in->node_host, err, errlen))
     goto fail;
-  build_trees(p);
-  stamp(p, in);
+  for (int n = 0; n < p->nnodes; n++) p->ring_node_order[n] = n;
+  gcoll_plan_build_trees(p);
+  gcoll_plan_stamp(p, in->job_id, in->step_id);
   gcoll_plan_tune(p);
   free(src);
   return p;

@@ -67,6 +67,22 @@ static int check_perm(const char *cls, const char *kind, int s, const int *v, in
              cls, kind, s, v[i], what ? "appears twice" : "is out of range");
 }
 
+static int check_gpu_map(const struct gcoll_plan_class *c, char *err, size_t errlen) {
+  if (c->intra_edge != GCOLL_EDGE_P2P)
+    return bad(err, errlen, "class '%s' has a GPU map but is not a GPU class (intra %s)", c->name,
+               gcoll_edge_name(c->intra_edge));
+  for (int i = 0; i < c->nlocal; i++) {
+    if (c->gpu[i] < 0 || c->gpu[i] > GCOLL_MAX_GPU_INDEX)
+      return bad(err, errlen, "class '%s' local rank %d drives GPU %d, outside 0..%d", c->name, i,
+                 c->gpu[i], GCOLL_MAX_GPU_INDEX);
+    for (int j = 0; j < i; j++)
+      if (c->gpu[j] == c->gpu[i])
+        return bad(err, errlen, "class '%s' drives GPU %d from local ranks %d and %d", c->name,
+                   c->gpu[i], j, i);
+  }
+  return 0;
+}
+
 static int check_class(const struct gcoll_plan *p, int k, char *err, size_t errlen) {
   const struct gcoll_plan_class *c = &p->classes[k];
   const struct gcoll_intra_graph *g = &c->graph;
@@ -94,6 +110,7 @@ static int check_class(const struct gcoll_plan *p, int k, char *err, size_t errl
         check_perm(c->name, "tree chain", s, g->ch[s].chain, c->nlocal, err, errlen))
       return -1;
   }
+  if (c->has_gpu_map && check_gpu_map(c, err, errlen)) return -1;
   if (g->nvls_nheads < 0 || g->nvls_nheads > GCOLL_MAX_NVLS_HEADS || g->nvls_nheads > c->nlocal)
     return bad(err, errlen, "class '%s' has %d NVLS heads (expected 0..%d)", c->name,
                g->nvls_nheads, c->nlocal < GCOLL_MAX_NVLS_HEADS ? c->nlocal : GCOLL_MAX_NVLS_HEADS);

@@ -197,9 +197,28 @@ static int parse_nvls(struct rd *r, const struct ydoc_node *cls, const char *cna
   return 0;
 }
 
+/* Optional: which GPU of the node each local rank drives (a class made
+ * from part of a node); GPU classes only, distinct. */
+static int parse_gpu_map(struct rd *r, const struct ydoc_node *cls, const char *cname,
+                         struct gcoll_plan_class *c) {
+  const struct ydoc_node *n = ydoc_get(cls, "gpus");
+  char f[160];
+  if (n == NULL) return 0;
+  snprintf(f, sizeof(f), "topologies.%s.gpus", cname);
+  if (c->intra_edge != GCOLL_EDGE_P2P)
+    return rd_err(r, n, f, "only GPU classes (intra: p2p) drive GPUs");
+  if (int_list(r, n, f, c->nlocal, 0, GCOLL_MAX_GPU_INDEX, c->gpu)) return -1;
+  for (int i = 0; i < c->nlocal; i++)
+    for (int j = 0; j < i; j++)
+      if (c->gpu[i] == c->gpu[j])
+        return rd_err(r, ydoc_item(n, (size_t)i), f, "GPU %d appears twice", c->gpu[i]);
+  c->has_gpu_map = 1;
+  return 0;
+}
+
 static int parse_class(struct rd *r, const char *name, const struct ydoc_node *keynode,
                        const struct ydoc_node *cls, int nsearch, struct gcoll_plan_class *c) {
-  static const char *const keys[] = {"hash", "local_ranks", "intra", "bandwidth",
+  static const char *const keys[] = {"hash", "local_ranks", "intra", "gpus", "bandwidth",
                                      "ring", "tree", "nvls", NULL};
   static const char *const bw_keys[] = {"ring", "net", NULL};
   const struct ydoc_node *n, *bw;
@@ -228,6 +247,7 @@ static int parse_class(struct rd *r, const char *name, const struct ydoc_node *k
   if (e != GCOLL_EDGE_SHM && e != GCOLL_EDGE_P2P)
     return rd_err(r, n, f, "expected shm or p2p, found '%.40s'", n->scalar);
   c->intra_edge = (enum gcoll_edge)e;
+  if (parse_gpu_map(r, cls, name, c)) return -1;
   snprintf(f, sizeof(f), "topologies.%s.bandwidth", name);
   if (get_map(r, cls, "bandwidth", &bw) || only_keys(r, bw, f, bw_keys)) return -1;
   snprintf(f, sizeof(f), "topologies.%s.bandwidth.ring", name);

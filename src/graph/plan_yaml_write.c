@@ -192,6 +192,10 @@ static void write_class(struct emit *e, const struct gcoll_plan_class *c, int ns
   quoted(e, hash);
   key_int(e, "local_ranks", c->nlocal);
   key_str(e, "intra", gcoll_edge_name(c->intra_edge));
+  if (c->has_gpu_map) {
+    scalar(e, "gpus");
+    int_list(e, c->gpu, c->nlocal);
+  }
   scalar(e, "bandwidth");
   map_start(e, 1);
   scalar(e, "ring");

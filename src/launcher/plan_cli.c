@@ -32,6 +32,8 @@ static const struct subcommand subcommands[] = {
     {"verify", plan_cmd_verify, plan_usage_verify,
      "check a plan's invariants (and that it fits a job)"},
     {"diff", plan_cmd_diff, plan_usage_diff, "compare two plans semantically"},
+    {"split", plan_cmd_split, plan_usage_split,
+     "the plan a sub-communicator of some of a plan's ranks runs on"},
     {"dot", plan_cmd_dot, plan_usage_dot, "draw a plan's rings or trees as Graphviz"},
     {"topo", plan_cmd_topo, plan_usage_topo,
      "print a node topology (detected or from a file), its paths or hash"},

@@ -28,6 +28,7 @@ int plan_cmd_verify(int argc, char **argv);
 int plan_cmd_diff(int argc, char **argv);
 int plan_cmd_dot(int argc, char **argv);
 int plan_cmd_topo(int argc, char **argv);
+int plan_cmd_split(int argc, char **argv);
 
 extern const char plan_usage_generate[];
 extern const char plan_usage_show[];
@@ -35,6 +36,7 @@ extern const char plan_usage_verify[];
 extern const char plan_usage_diff[];
 extern const char plan_usage_dot[];
 extern const char plan_usage_topo[];
+extern const char plan_usage_split[];
 
 /* "gcoll-plan: MESSAGE\n" on stderr; returns PLAN_EXIT_FAIL. Messages are
  * flattened to one line so that a library error can never span several. */

@@ -108,6 +108,14 @@ static void diff_class(struct differ *d, const struct gcoll_plan_class *a,
   diff_ll(d, what, a->nlocal, b->nlocal);
   snprintf(what, sizeof(what), "class %s: intra", a->name);
   diff_str(d, what, gcoll_edge_name(a->intra_edge), gcoll_edge_name(b->intra_edge));
+  /* Without a map local rank i drives GPU i: compare what is driven. */
+  int gpu_a[GCOLL_MAX_LOCAL_RANKS], gpu_b[GCOLL_MAX_LOCAL_RANKS];
+  for (int i = 0; i < a->nlocal; i++) gpu_a[i] = a->has_gpu_map ? a->gpu[i] : i;
+  for (int i = 0; i < b->nlocal; i++) gpu_b[i] = b->has_gpu_map ? b->gpu[i] : i;
+  if (a->intra_edge == GCOLL_EDGE_P2P || b->intra_edge == GCOLL_EDGE_P2P) {
+    snprintf(what, sizeof(what), "class %s: GPUs", a->name);
+    diff_list(d, what, gpu_a, a->nlocal, gpu_b, b->nlocal);
+  }
   /* Bandwidths went through decimal text; compare at the precision plans
    * are written with rather than bit for bit. */
   if (fabs(ga->ring_bw - gb->ring_bw) > 1e-6 || fabs(ga->net_bw - gb->net_bw) > 1e-6)

@@ -56,6 +56,11 @@ static void print_class(const struct gcoll_plan *plan, int k) {
   printf("  %s: hash %08" PRIx32 ", %d node%s, %d local rank%s, intra %s\n", cls->name,
          cls->hash, nodes, nodes == 1 ? "" : "s", cls->nlocal, cls->nlocal == 1 ? "" : "s",
          gcoll_edge_name(cls->intra_edge));
+  if (cls->has_gpu_map) {
+    printf("    GPUs driven by local ranks 0..%d: ", cls->nlocal - 1);
+    print_perm(cls->gpu, cls->nlocal);
+    printf("\n");
+  }
   printf("    bandwidth per channel: ring %.1f GB/s, net %.1f GB/s\n", g->ring_bw, g->net_bw);
   for (int s = 0; s < g->nchannels; s++) {
     const struct gcoll_intra_channel *ch = &g->ch[s];
@@ -137,7 +142,9 @@ static void print_edge_rank(int rank, enum gcoll_edge e) {
 static void print_rank_view(const struct gcoll_rank_view *v) {
   printf("rank %d of %d\n", v->rank, v->nranks);
   printf("node:      %d of %d, host %s\n", v->node, v->nnodes, v->host);
-  printf("local:     rank %d of %d\n", v->local_rank, v->local_nranks);
+  printf("local:     rank %d of %d", v->local_rank, v->local_nranks);
+  if (v->gpu >= 0) printf(", drives GPU %d of the node", v->gpu);
+  printf("\n");
   printf("topology:  %s (hash %08" PRIx32 ")\n", v->topology, v->topology_hash);
   if (v->job_id >= 0 || v->step_id >= 0) {
     printf("job:       ");

@@ -97,7 +97,7 @@ check "--version names gcoll" grep -q '^gcoll-plan (gcoll) ' "$tmp/out"
 expect_err "unknown command" 2 "gcoll-plan: unknown command 'frobnicate' (see 'gcoll-plan --help')" \
   "$BIN" frobnicate
 expect_rc "no command" 2 "$BIN"
-for cmd in generate show verify diff dot topo; do
+for cmd in generate show verify diff dot topo split; do
   expect_rc "$cmd --help" 0 "$BIN" "$cmd" --help
   cp "$tmp/out" "$tmp/help1"
   check "$cmd --help starts with usage" grep -q "^usage: gcoll-plan $cmd" "$tmp/help1"
@@ -138,7 +138,9 @@ for topo in dgx-h100 dgx-a100 pcie-2s-4gpu cpu-only; do
     expect_rc "show --rank $last $topo x$n" 0 "$BIN" show "$p" --rank "$last"
     check "show --rank $last header" grep -q "^rank $last of $R\$" "$tmp/out"
     check "show --rank $last node" grep -q "^node: *$((n - 1)) of $n," "$tmp/out"
-    check "show --rank $last local" grep -q "^local: *rank $((L - 1)) of $L\$" "$tmp/out"
+    gpu_suffix=", drives GPU $((L - 1)) of the node"
+    [ "$topo" = cpu-only ] && gpu_suffix=
+    check "show --rank $last local" grep -q "^local: *rank $((L - 1)) of $L$gpu_suffix\$" "$tmp/out"
     expect_err_prefix "show --rank $R $topo x$n out of range" 1 "gcoll-plan: " \
       "$BIN" show "$p" --rank "$R"
     expect_rc "show $topo x$n" 0 "$BIN" show "$p"
@@ -493,6 +495,34 @@ if ! "$BIN" topo --detect 2>/dev/null | grep -q '^gpus:'; then
     env GCOLL_TOPO_FILE="$AZ" "$BIN" topo --detect
 fi
 unset NCCL_CONF_FILE
+
+# ---- split: sub-communicator plans ---------------------------------------------
+expect_rc "split: parent" 0 "$BIN" generate -t dgx-h100 -N 3 -q -o "$tmp/dgx3.yaml"
+expect_rc "split: even GPUs of node 0 and all of node 1" 0 \
+  "$BIN" split "$tmp/dgx3.yaml" --ranks 0-6:2,8-15 -o "$tmp/half.yaml"
+check "split: summary line" grep -qx "$tmp/half.yaml: 12 ranks, 2 nodes, 2 topology classes, 16 channels" "$tmp/err"
+expect_rc "split: child verifies" 0 "$BIN" verify "$tmp/half.yaml" --ranks 12 --hosts 'node[00000-00001]'
+expect_rc "split: show the child" 0 "$BIN" show "$tmp/half.yaml"
+check "split: show names the GPUs driven" grep -q "GPUs driven by local ranks 0..3: \[0 2 4 6\]" "$tmp/out"
+expect_rc "split: a rank's view" 0 "$BIN" show "$tmp/half.yaml" --rank 3
+check "split: child rank 3 drives GPU 6" grep -q "local:     rank 3 of 4, drives GPU 6 of the node" "$tmp/out"
+expect_rc "split: every rank in order is the parent itself" 0 \
+  "$BIN" split "$tmp/dgx3.yaml" --ranks 0-23 -q -o "$tmp/same.yaml"
+expect_rc "split: ... as diff sees it" 0 "$BIN" diff "$tmp/dgx3.yaml" "$tmp/same.yaml"
+expect_rc "split: to stdout" 0 "$BIN" split "$tmp/dgx3.yaml" --ranks 5,13,21 -q -o -
+check "split: one GPU per node keeps its NIC" grep -q "{order: \[0\], nic_in: mlx5_5, nic_out: mlx5_5}" "$tmp/out"
+expect_err "split: a node's members apart" 1 \
+  "gcoll-plan: $tmp/dgx3.yaml: members 0 and 2 are on one node but member 1 is not: a plan keeps each node's ranks together (order the group by node)" \
+  "$BIN" split "$tmp/dgx3.yaml" --ranks 0,8,1 -o "$tmp/no.yaml"
+check "split: nothing written on failure" [ ! -e "$tmp/no.yaml" ]
+expect_err "split: bad list" 2 \
+  "gcoll-plan: split: --ranks: rank list '0-x': '0-x' is not N, N-M or N-M:STEP (see 'gcoll-plan split --help')" \
+  "$BIN" split "$tmp/dgx3.yaml" --ranks 0-x -o "$tmp/no.yaml"
+expect_err "split: rank outside" 2 \
+  "gcoll-plan: split: --ranks: rank list '0,24': rank 24 is outside 0..23 (see 'gcoll-plan split --help')" \
+  "$BIN" split "$tmp/dgx3.yaml" --ranks 0,24 -o "$tmp/no.yaml"
+expect_err "split: no --ranks" 2 "gcoll-plan: split: missing --ranks (see 'gcoll-plan split --help')" \
+  "$BIN" split "$tmp/dgx3.yaml" -o "$tmp/no.yaml"
 
 # ---- paths that are not regular files ----------------------------------------
 # A FIFO used to block the open forever; each reader must refuse it at once
