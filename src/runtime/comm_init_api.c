@@ -215,8 +215,13 @@ gcollResult_t gcollCommInitRank(gcollComm_t *comm, int nranks, gcollUniqueId id,
   if (rc != gcollSuccess) {
     gcoll_bootstrap_close(a.bs);
   } else {
-    a.check_host = plan->from_launcher;
+    a.check_host = plan->real_hosts;
     rc = gcoll_comm_init_with(comm, &a);
+    if (rc == gcollSuccess && (*comm)->view->gpu >= 0)
+      gcoll_log_info(*comm, "plan %s; drives GPU %d of %s", plan->origin, (*comm)->view->gpu,
+                     (*comm)->view->host);
+    else if (rc == gcollSuccess)
+      gcoll_log_info(*comm, "plan %s", plan->origin);
   }
   /* Init ends in a barrier, so every rank has read its plan by now. */
   gcoll_local_plan_remove(plan->dir);

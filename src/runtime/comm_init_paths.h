@@ -48,6 +48,11 @@ int gcoll_local_plan_write(int nranks, int nnodes, const char *topo, const char 
 int gcoll_local_plan_write_nodes(int nnodes, const int *node_ranks, const char *topo,
                                  const char *parent, char *dir, size_t dirlen, char *path,
                                  size_t pathlen, char *err, size_t errlen);
+struct gcoll_plan;
+/* Writes plan to plan.yaml in a fresh private directory under parent, as
+ * gcoll_local_plan_write does with the plan it computes. */
+int gcoll_local_plan_save(const struct gcoll_plan *plan, const char *parent, char *dir,
+                          size_t dirlen, char *path, size_t pathlen, char *err, size_t errlen);
 /* Removes what gcoll_local_plan_write created. */
 void gcoll_local_plan_remove(const char *dir);
 

@@ -9,20 +9,26 @@
  *   - the launcher's plan (GCOLL_PLAN, from gcollrun or the SPANK plugin)
  *     when the members are exactly the launcher's ranks in its order: the
  *     plan computed at job start, GPU topology and all;
+ *   - a plan derived from the launcher's when every member holds a rank of
+ *     it (a group of the job, e.g. gcollCommSplit's children, or PyTorch's
+ *     new_group): gcoll_plan_subset keeps each member's node, GPU and NICs
+ *     and reads no topology. Rank 0 sends the members' launcher ranks as a
+ *     rank list (strided groups stay a few bytes) and every member derives
+ *     the same plan from the same file;
  *   - otherwise a plan for the members computed here, one node per
- *     distinct node name (the launcher plan's node when there is one, else
- *     the host, or GCOLL_NODES's virtual nodes), with that node's member
- *     count. Each member computes it itself from the same counts (the plan
- *     builder is deterministic), so nothing but a line of text travels and
- *     no file needs a shared filesystem. These plans are cpu-only: which
- *     GPUs a subset drives is not known yet (issue 22), and host-memory
- *     FIFOs carry device buffers too.
+ *     distinct node name (the host, or GCOLL_NODES's virtual nodes), with
+ *     that node's member count. Each member computes it itself from the
+ *     same counts (the plan builder is deterministic), so nothing but a
+ *     line of text travels and no file needs a shared filesystem. These
+ *     plans are of $GCOLL_TOPO's topology (cpu-only by default): without a
+ *     launcher no rank knows which GPU of which topology its peers drive.
  * Members of one node must be contiguous in rank order, since plans keep
  * each node's ranks together; other orders are refused in one line naming
  * the node.
  *
  * Rank 0 reads nranks member records (one round trip each), every other
- * rank one record back: O(nranks) at rank 0, O(1) elsewhere. */
+ * rank one record back: O(nranks) at rank 0, O(1) elsewhere. A derived
+ * plan costs each member one read of the launcher's plan file. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -34,13 +40,15 @@
 
 #include "gcoll_plan.h"
 #include "graph/plan.h"
+#include "graph/tuning.h"
 #include "runtime/comm.h"
 #include "runtime/comm_init_paths.h"
 #include "runtime/comm_members.h"
+#include "runtime/kvs_proto.h"
 
 #define MEMBER_KEY "members/%d"
 #define CHOICE_KEY "members/plan"
-#define CHOICE_MAX 8192
+#define CHOICE_MAX KVS_MAX_VALUE
 #define NODE_MAX GCOLL_PLAN_HOST_MAX
 
 struct member {
@@ -69,6 +77,18 @@ static int launcher_rank(void) {
   return -1;
 }
 
+/* Whether this process is the launcher's rank lr of a job of nranks, or
+ * one of several ranks a launcher task started itself (`srun torchrun`:
+ * torchrun's RANK/WORLD_SIZE describe the process, while GCOLL_RANK is the
+ * task's, shared by every rank the task started). A RANK or WORLD_SIZE
+ * that contradicts the launcher's says the latter. */
+static int is_launcher_rank(int lr, int nranks) {
+  const char *rank = getenv("RANK"), *size = getenv("WORLD_SIZE");
+  if (size != NULL && *size != '\0' && strtol(size, NULL, 10) != nranks) return 0;
+  if (rank != NULL && *rank != '\0' && strtol(rank, NULL, 10) != lr) return 0;
+  return 1;
+}
+
 /* Who this member is, for rank 0's decision. */
 static gcollResult_t describe_self(struct member *m, int rank, int nranks) {
   m->launcher_rank = m->launcher_nranks = -1;
@@ -82,8 +102,11 @@ static gcollResult_t describe_self(struct member *m, int rank, int nranks) {
       free(view);
       return gcoll_fail(gcollInvalidUsage, "the launcher's plan (GCOLL_PLAN): %s", err);
     }
-    m->launcher_rank = lr;
-    m->launcher_nranks = view->nranks;
+    /* A rank a task started itself is still on the task's node. */
+    if (is_launcher_rank(lr, view->nranks)) {
+      m->launcher_rank = lr;
+      m->launcher_nranks = view->nranks;
+    }
     snprintf(m->node, sizeof(m->node), "%s", view->host);
     free(view);
     return gcollSuccess;
@@ -109,8 +132,33 @@ static int parse_member(const char *s, struct member *m) {
          s[used] == '\0' && m->launcher_rank >= -1 && m->launcher_nranks >= -1;
 }
 
+/* "S <list>" when every member holds its own rank of one launcher plan; 0
+ * when they do not (under `srun torchrun` the ranks a Slurm task starts
+ * all hold that task's rank), or the list does not fit: then the counts
+ * plan serves. */
+static int choose_derived(const struct member *all, int nranks, char *choice, size_t len) {
+  int job = all[0].launcher_nranks;
+  if (job < 1 || nranks > job) return 0;
+  int *ranks = malloc((size_t)nranks * sizeof(*ranks));
+  unsigned char *taken = calloc((size_t)job, 1);
+  int ok = ranks != NULL && taken != NULL;
+  for (int r = 0; r < nranks && ok; r++) {
+    int l = all[r].launcher_rank;
+    ok = l >= 0 && l < job && all[r].launcher_nranks == job && !taken[l]++;
+    ranks[r] = l;
+  }
+  free(taken);
+  char *list = ok ? gcoll_ranklist_format(ranks, nranks) : NULL;
+  free(ranks);
+  ok = list != NULL && strlen(list) + 3 <= len;
+  if (ok) snprintf(choice, len, "S %s", list);
+  free(list);
+  return ok;
+}
+
 /* Rank 0: the choice line every member acts on. "L": the launcher's plan;
- * "P N c0 c1 ...": a plan of N nodes with these member counts; "!why". */
+ * "S <launcher ranks>": derived from it; "P N c0 c1 ...": a plan of N nodes
+ * with these member counts; "!why". */
 static void decide(const struct member *all, int nranks, char *choice, size_t len) {
   int launcher = all[0].launcher_nranks == nranks;
   for (int r = 0; r < nranks && launcher; r++) launcher = all[r].launcher_rank == r;
@@ -138,6 +186,7 @@ static void decide(const struct member *all, int nranks, char *choice, size_t le
     nnodes++;
     count = 1;
   }
+  if (choose_derived(all, nranks, choice, len)) return;
   at += (size_t)snprintf(choice + at, at < len ? len - at : 0, " %d", count);
   if (at >= len) {
     snprintf(choice, len, "!%d nodes: too many for one plan line", nnodes);
@@ -151,6 +200,38 @@ static void decide(const struct member *all, int nranks, char *choice, size_t le
   }
   snprintf(choice, len, "P %d%s", nnodes, counts);
   free(counts);
+}
+
+/* Acts on an "S <launcher ranks>" line: the launcher's plan restricted to
+ * the members, in a private dir. */
+static gcollResult_t write_derived_plan(const char *line, int nranks,
+                                        struct gcoll_members_plan *out) {
+  const char *launcher = getenv("GCOLL_PLAN");
+  char err[1024];
+  int *members = NULL, n = 0;
+  gcollResult_t rc = gcollSuccess;
+  struct gcoll_plan *child = NULL, *parent = gcoll_plan_read_file(launcher, err, sizeof(err));
+  if (parent == NULL)
+    return gcoll_fail(gcollInvalidUsage, "the launcher's plan (GCOLL_PLAN): %s", err);
+  if (gcoll_plan_verify(parent, err, sizeof(err)) != 0)
+    rc = gcoll_fail(gcollInvalidUsage, "%s: invalid plan: %s", launcher, err);
+  else if (gcoll_ranklist_parse(line + 2, parent->nranks - 1, &members, &n, err,
+                                sizeof(err)) != 0 || n != nranks)
+    rc = gcoll_fail(gcollRemoteError, "rank 0 sent a malformed plan choice");
+  else if ((child = gcoll_plan_subset(parent, members, n, err, sizeof(err))) == NULL)
+    rc = gcoll_fail(gcollInvalidUsage, "plan derived from %s: %s", launcher, err);
+  else if (gcoll_plan_retune(child, getenv("GCOLL_TUNING"), err, sizeof(err)) != 0)
+    rc = gcoll_fail(gcollInvalidUsage, "GCOLL_TUNING: %s", err);
+  else if (gcoll_local_plan_save(child, getenv("GCOLL_PLAN_DIR"), out->dir, sizeof(out->dir),
+                                 out->path, sizeof(out->path), err, sizeof(err)) != 0)
+    rc = gcoll_fail(gcollSystemError, "plan derived from %s: %s", launcher, err);
+  else
+    snprintf(out->origin, sizeof(out->origin), "derived from the launcher's plan %s for its "
+             "ranks %.200s", launcher, line + 2);
+  free(members);
+  gcoll_plan_free(child);
+  gcoll_plan_free(parent);
+  return rc;
 }
 
 /* Acts on a "P N c0 c1 ..." line: writes that plan into a private dir. */
@@ -188,8 +269,8 @@ static gcollResult_t write_members_plan(const char *line, int nranks, char *dir,
 gcollResult_t gcoll_members_plan(struct gcoll_bootstrap *bs, int rank, int nranks,
                                  struct gcoll_members_plan *out) {
   char err[1024], key[64], value[32 + NODE_MAX];
-  out->dir[0] = '\0';
-  out->from_launcher = 0;
+  out->dir[0] = out->origin[0] = '\0';
+  out->from_launcher = out->real_hosts = 0;
   struct member me;
   gcollResult_t rc = describe_self(&me, rank, nranks);
   /* A member that cannot describe itself still says so, so that rank 0
@@ -239,10 +320,16 @@ gcollResult_t gcoll_members_plan(struct gcoll_bootstrap *bs, int rank, int nrank
       rc = gcoll_fail(gcollInvalidUsage, "%s", choice + 1);
     } else if (strcmp(choice, "L") == 0) {
       snprintf(out->path, sizeof(out->path), "%s", getenv("GCOLL_PLAN"));
-      out->from_launcher = 1;
+      snprintf(out->origin, sizeof(out->origin), "the launcher's plan");
+      out->from_launcher = out->real_hosts = 1;
+    } else if (choice[0] == 'S' && choice[1] == ' ') {
+      rc = write_derived_plan(choice, nranks, out);
+      out->real_hosts = rc == gcollSuccess;
     } else if (choice[0] == 'P') {
       rc = write_members_plan(choice, nranks, out->dir, sizeof(out->dir), out->path,
                               sizeof(out->path));
+      snprintf(out->origin, sizeof(out->origin), "computed for the members' nodes (%.200s)",
+               choice + 2);
     } else {
       rc = gcoll_fail(gcollRemoteError, "rank 0 sent a malformed plan choice");
     }

@@ -1,6 +1,6 @@
 /* The plan of a communicator made from a unique id (comm_members.c): the
- * launcher's when its members are the launcher's ranks in order, else one
- * computed for them. */
+ * launcher's when its members are the launcher's ranks in order, derived
+ * from it when they are some of its ranks, else one computed for them. */
 #ifndef GCOLL_RUNTIME_COMM_MEMBERS_H
 #define GCOLL_RUNTIME_COMM_MEMBERS_H
 
@@ -11,6 +11,8 @@ struct gcoll_members_plan {
   char path[4200];     /* the plan file to load */
   char dir[4096];      /* a private directory to remove after init, or "" */
   int from_launcher;   /* path is GCOLL_PLAN */
+  int real_hosts;      /* the plan's hosts are the launcher's: check them */
+  char origin[400];    /* where the plan came from, for the INFO line */
 };
 
 /* Collective over the members of bs (the id's store): each says where it

@@ -113,12 +113,9 @@ static struct gcoll_plan *build(int nnodes, const int *node_ranks, const char *t
   return plan;
 }
 
-int gcoll_local_plan_write_nodes(int nnodes, const int *node_ranks, const char *topo,
-                                 const char *parent, char *dir, size_t dirlen, char *path,
-                                 size_t pathlen, char *err, size_t errlen) {
+int gcoll_local_plan_save(const struct gcoll_plan *plan, const char *parent, char *dir,
+                          size_t dirlen, char *path, size_t pathlen, char *err, size_t errlen) {
   dir[0] = '\0';
-  struct gcoll_plan *plan = build(nnodes, node_ranks, topo, err, errlen);
-  if (plan == NULL) return -1;
   if (parent == NULL || *parent == '\0') parent = getenv("TMPDIR");
   if (parent == NULL || *parent == '\0') parent = "/tmp";
   int rc = -1;
@@ -133,6 +130,16 @@ int gcoll_local_plan_write_nodes(int nnodes, const int *node_ranks, const char *
     rc = gcoll_plan_write_file(plan, path, err, errlen);
   }
   if (rc != 0 && dir[0] != '\0') gcoll_local_plan_remove(dir);
+  return rc;
+}
+
+int gcoll_local_plan_write_nodes(int nnodes, const int *node_ranks, const char *topo,
+                                 const char *parent, char *dir, size_t dirlen, char *path,
+                                 size_t pathlen, char *err, size_t errlen) {
+  dir[0] = '\0';
+  struct gcoll_plan *plan = build(nnodes, node_ranks, topo, err, errlen);
+  if (plan == NULL) return -1;
+  int rc = gcoll_local_plan_save(plan, parent, dir, dirlen, path, pathlen, err, errlen);
   gcoll_plan_free(plan);
   return rc;
 }
