@@ -166,6 +166,15 @@ for spec in "n2 2 4" "n4 4 8"; do
     bad "send/recv -N$2 -n$3: srun exit $rc, $good of $3 ranks clean: $(head -c 800 "$tmp/p2p")"
 done
 
+# p2p_check colls: gcollAlltoAll, gcollGather, gcollScatter against a serial reference, in
+# and out of groups; every rank prints "rank R: N alltoall/gather/scatter calls, 0 wrong bytes".
+GCOLL_PLAN=$tmp/n2.yaml srun_checked 180 --mpi=pmi2 -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 \
+  "$P2P" colls >"$tmp/p2p"
+rc=$?
+good=$(grep -c '^rank [0-9]*: [0-9]* alltoall/gather/scatter calls, 0 wrong bytes' "$tmp/p2p")
+((rc == 0 && good == 4)) && ok "alltoall, gather, scatter, srun --mpi=pmi2 -N2 -n4" ||
+  bad "alltoall/gather/scatter -N2 -n4: srun exit $rc, $good of 4 ranks clean: $(head -c 800 "$tmp/p2p")"
+
 # --- without --mpi=pmi2 ----------------------------------------------------------------------
 no_pmi2='bootstrap: running under srun without PMI2: use srun --mpi=pmi2 '
 no_pmi2+='(or MpiDefault=pmi2 in slurm.conf)'

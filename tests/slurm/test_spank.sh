@@ -261,6 +261,41 @@ if [[ -f $inc/nccl.h ]] &&
     "$tmp/store2")
   check "torchrun-style (3 ranks per srun task, 2 nodes): world x2 and a 3x2 mesh, 0 wrong" \
     test "$(count ', 0 wrong; finalize+destroy ok; abort ok; splits ok' "$out")" = 6
+  # On DGX H100 nodes the groups run on plans derived from the plugin's:
+  # each member drives the GPU its Slurm task was planned on (task t is
+  # local rank t % 2 of node t / 2, so GPU t % 2), and none computes a plan.
+  use_plugin "topo=$srcdir/etc/topologies/dgx-h100.yaml"
+  mkdir -m 755 "$tmp/store3"
+  out=$(GCOLL_DEBUG=INFO run_srun 120 --gcoll=plan -N2 -n4 --ntasks-per-node=2 "$tmp/groups" \
+    "$tmp/store3" 2)
+  check "srun --gcoll=plan on DGX nodes: the 2x2 mesh, 0 wrong" \
+    test "$(count ', 0 wrong; finalize+destroy ok; abort ok; splits ok' "$out")" = 4
+  derived=$(grep "plan derived from the launcher's plan .* drives GPU " <<<"$out")
+  wrong_gpu=0
+  while IFS= read -r line; do
+    r=${line#gcoll rank }; r=${r%%:*}
+    list=${line#*for its ranks }; list=${list%%;*}
+    gpu=${line#*drives GPU }; gpu=${gpu%% *}
+    members=(); for item in ${list//,/ }; do
+      step=1; [[ $item == *:* ]] && { step=${item#*:}; item=${item%%:*}; }
+      members+=($(seq "${item%%-*}" "$step" "${item#*-}"))
+    done
+    [[ $gpu == $((members[r] % 2)) ]] || { wrong_gpu=$((wrong_gpu + 1)); echo "wrong GPU: $line"; }
+  done <<<"$derived"
+  check "srun --gcoll=plan on DGX nodes: groups derive their plans from the plugin's ($(grep -c . <<<"$derived") joins), each member on its task's GPU" \
+    test -n "$derived" -a "$wrong_gpu" = 0 -a "$(count "plan computed for the members' nodes" "$out")" = 0
+  # ncclCommShrink after a rank is SIGKILLed, under the plugin's plan: the
+  # world is the plugin's plan, the shrunk communicator one derived from it.
+  if cc -std=gnu11 -pthread -I"$inc" "$srcdir/tests/nccl/nccl_shrink_check.c" -o "$tmp/shrink" \
+       "$builddir/.libs/libnccl.so.2" -Wl,-rpath,"$builddir/.libs" 2>"$tmp/cc.out"; then
+    mkdir -m 755 "$tmp/store4"
+    out=$(GCOLL_DEBUG=INFO GCOLL_TIMEOUT=20 run_srun 120 --gcoll=plan -N2 -n4 --ntasks-per-node=2 \
+      bash -c 'GCOLL_NRANKS=$SLURM_NTASKS exec "$0" kill "$1"' "$tmp/shrink" "$tmp/store4")
+    check "srun --gcoll=plan: ncclCommShrink after rank 1 is SIGKILLed, survivors 0 wrong on a derived plan" \
+      test "$(count ', 0 wrong$' "$out")" = 4 -a "$(count "plan derived from the launcher's plan .* for its ranks 0,2-3" "$out")" = 3
+  else
+    bad "nccl_shrink_check does not compile: $(head -c 300 "$tmp/cc.out")"
+  fi
 else
   echo "skipped: NCCL communicator cases (no $inc/nccl.h)"
 fi
