@@ -76,6 +76,8 @@ struct gcoll_rank_view {
   int local_rank, local_nranks;
   int gpu;                        /* the node's GPU this rank drives (index in
                                    * its topology), -1 on CPU nodes */
+  char gpu_busid[16];             /* that GPU's PCI bus id ("0000:1b:00.0"),
+                                   * "" when the plan does not say */
   char host[GCOLL_PLAN_HOST_MAX];
   char topology[GCOLL_PLAN_NAME_MAX];  /* topology class name */
   uint32_t topology_hash;

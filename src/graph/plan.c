@@ -301,6 +301,8 @@ int gcoll_plan_rank_view(const struct gcoll_plan *plan, int rank, struct gcoll_r
   view->local_rank = local;
   view->local_nranks = k->nlocal;
   view->gpu = k->intra_edge != GCOLL_EDGE_P2P ? -1 : k->has_gpu_map ? k->gpu[local] : local;
+  if (k->has_gpu_busids)
+    snprintf(view->gpu_busid, sizeof(view->gpu_busid), "%s", k->gpu_busid[local]);
   if (plan->node_host != NULL && plan->node_host[node] != NULL)
     snprintf(view->host, sizeof(view->host), "%s", plan->node_host[node]);
   snprintf(view->topology, sizeof(view->topology), "%s", k->name);

@@ -83,6 +83,12 @@ struct gcoll_plan_class {
    * local rank i drives GPU i, as the search assumes. P2P classes only. */
   int has_gpu_map;
   int gpu[GCOLL_MAX_LOCAL_RANKS];
+  /* The PCI bus id of the GPU each local rank drives, from the topology:
+   * what a rank compares with the driver's view of its device, since
+   * device indices change with CUDA_VISIBLE_DEVICES and cgroups. P2P
+   * classes whose topology names every GPU's bus id only. */
+  int has_gpu_busids;
+  char gpu_busid[GCOLL_MAX_LOCAL_RANKS][GCOLL_BUSID_MAX];
 };
 
 struct gcoll_plan_job {

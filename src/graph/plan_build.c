@@ -94,6 +94,12 @@ static int add_class(struct gcoll_plan *p, struct class_src *src, const struct g
   k->hash = hash;
   k->nlocal = nlocal;
   k->intra_edge = t->ngpu > 0 ? GCOLL_EDGE_P2P : GCOLL_EDGE_SHM;
+  k->has_gpu_busids = t->ngpu > 0;
+  for (int i = 0; i < nlocal && k->has_gpu_busids; i++) {
+    const char *b = t->dev[t->gpu[i]].busid;
+    k->has_gpu_busids = b[0] != '\0';
+    snprintf(k->gpu_busid[i], sizeof(k->gpu_busid[i]), "%s", b);
+  }
   src[p->nclasses].topo = t;
   return p->nclasses++;
 }

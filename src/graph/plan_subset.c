@@ -192,6 +192,9 @@ static void derive_class(struct gcoll_plan *child, int k, const struct gcoll_pla
   if (pc->intra_edge == GCOLL_EDGE_P2P) {
     for (int j = 0; j < nsel; j++) c->gpu[j] = pc->has_gpu_map ? pc->gpu[sel[j]] : sel[j];
     c->has_gpu_map = !is_identity(c->gpu, nsel, nsel);
+    c->has_gpu_busids = pc->has_gpu_busids;
+    for (int j = 0; j < nsel && c->has_gpu_busids; j++)
+      memcpy(c->gpu_busid[j], pc->gpu_busid[sel[j]], sizeof(c->gpu_busid[j]));
   }
   child_class_name(child, pc, c, sel, k, c->name);
 }

@@ -83,6 +83,24 @@ static int check_gpu_map(const struct gcoll_plan_class *c, char *err, size_t err
   return 0;
 }
 
+static int check_gpu_busids(const struct gcoll_plan_class *c, char *err, size_t errlen) {
+  if (c->intra_edge != GCOLL_EDGE_P2P)
+    return bad(err, errlen, "class '%s' has GPU bus ids but is not a GPU class", c->name);
+  for (int i = 0; i < c->nlocal; i++) {
+    char norm[GCOLL_BUSID_MAX];
+    if (memchr(c->gpu_busid[i], '\0', sizeof(c->gpu_busid[i])) == NULL ||
+        gcoll_busid_normalize(c->gpu_busid[i], norm, sizeof(norm)) != 0 ||
+        strcmp(norm, c->gpu_busid[i]) != 0)
+      return bad(err, errlen, "class '%s' local rank %d: '%.16s' is not a normalised PCI bus id",
+                 c->name, i, c->gpu_busid[i]);
+    for (int j = 0; j < i; j++)
+      if (strcmp(c->gpu_busid[j], c->gpu_busid[i]) == 0)
+        return bad(err, errlen, "class '%s' drives GPU %s from local ranks %d and %d", c->name,
+                   c->gpu_busid[i], j, i);
+  }
+  return 0;
+}
+
 static int check_class(const struct gcoll_plan *p, int k, char *err, size_t errlen) {
   const struct gcoll_plan_class *c = &p->classes[k];
   const struct gcoll_intra_graph *g = &c->graph;
@@ -111,6 +129,7 @@ static int check_class(const struct gcoll_plan *p, int k, char *err, size_t errl
       return -1;
   }
   if (c->has_gpu_map && check_gpu_map(c, err, errlen)) return -1;
+  if (c->has_gpu_busids && check_gpu_busids(c, err, errlen)) return -1;
   if (g->nvls_nheads < 0 || g->nvls_nheads > GCOLL_MAX_NVLS_HEADS || g->nvls_nheads > c->nlocal)
     return bad(err, errlen, "class '%s' has %d NVLS heads (expected 0..%d)", c->name,
                g->nvls_nheads, c->nlocal < GCOLL_MAX_NVLS_HEADS ? c->nlocal : GCOLL_MAX_NVLS_HEADS);

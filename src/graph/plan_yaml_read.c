@@ -216,10 +216,36 @@ static int parse_gpu_map(struct rd *r, const struct ydoc_node *cls, const char *
   return 0;
 }
 
+/* Optional: the PCI bus id of the GPU each local rank drives; GPU
+ * classes only, distinct, normalised as topologies write them. */
+static int parse_gpu_busids(struct rd *r, const struct ydoc_node *cls, const char *cname,
+                            struct gcoll_plan_class *c) {
+  const struct ydoc_node *n = ydoc_get(cls, "gpu_busids");
+  char f[160], raw[64];
+  if (n == NULL) return 0;
+  snprintf(f, sizeof(f), "topologies.%s.gpu_busids", cname);
+  if (c->intra_edge != GCOLL_EDGE_P2P)
+    return rd_err(r, n, f, "only GPU classes (intra: p2p) drive GPUs");
+  if (ydoc_expect(r->doc, n, YDOC_SEQ, f, r->err, r->errlen)) return -1;
+  if (ydoc_count(n) != (size_t)c->nlocal)
+    return rd_err(r, n, f, "has %zu entries, expected %d", ydoc_count(n), c->nlocal);
+  for (int i = 0; i < c->nlocal; i++) {
+    const struct ydoc_node *item = ydoc_item(n, (size_t)i);
+    if (ydoc_str(r->doc, item, f, raw, sizeof(raw), r->err, r->errlen)) return -1;
+    if (gcoll_busid_normalize(raw, c->gpu_busid[i], sizeof(c->gpu_busid[i])) != 0)
+      return rd_err(r, item, f, "'%.40s' is not a PCI bus id (DOMAIN:BB:DD.F)", raw);
+    for (int j = 0; j < i; j++)
+      if (strcmp(c->gpu_busid[i], c->gpu_busid[j]) == 0)
+        return rd_err(r, item, f, "GPU %s appears twice", c->gpu_busid[i]);
+  }
+  c->has_gpu_busids = 1;
+  return 0;
+}
+
 static int parse_class(struct rd *r, const char *name, const struct ydoc_node *keynode,
                        const struct ydoc_node *cls, int nsearch, struct gcoll_plan_class *c) {
-  static const char *const keys[] = {"hash", "local_ranks", "intra", "gpus", "bandwidth",
-                                     "ring", "tree", "nvls", NULL};
+  static const char *const keys[] = {"hash", "local_ranks", "intra", "gpus", "gpu_busids",
+                                     "bandwidth", "ring", "tree", "nvls", NULL};
   static const char *const bw_keys[] = {"ring", "net", NULL};
   const struct ydoc_node *n, *bw;
   char f[160];
@@ -247,7 +273,7 @@ static int parse_class(struct rd *r, const char *name, const struct ydoc_node *k
   if (e != GCOLL_EDGE_SHM && e != GCOLL_EDGE_P2P)
     return rd_err(r, n, f, "expected shm or p2p, found '%.40s'", n->scalar);
   c->intra_edge = (enum gcoll_edge)e;
-  if (parse_gpu_map(r, cls, name, c)) return -1;
+  if (parse_gpu_map(r, cls, name, c) || parse_gpu_busids(r, cls, name, c)) return -1;
   snprintf(f, sizeof(f), "topologies.%s.bandwidth", name);
   if (get_map(r, cls, "bandwidth", &bw) || only_keys(r, bw, f, bw_keys)) return -1;
   snprintf(f, sizeof(f), "topologies.%s.bandwidth.ring", name);

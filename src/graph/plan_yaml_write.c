@@ -196,6 +196,12 @@ static void write_class(struct emit *e, const struct gcoll_plan_class *c, int ns
     scalar(e, "gpus");
     int_list(e, c->gpu, c->nlocal);
   }
+  if (c->has_gpu_busids) {
+    scalar(e, "gpu_busids");
+    seq_start(e, 1);
+    for (int i = 0; i < c->nlocal; i++) quoted(e, c->gpu_busid[i]);
+    seq_end(e);
+  }
   scalar(e, "bandwidth");
   map_start(e, 1);
   scalar(e, "ring");

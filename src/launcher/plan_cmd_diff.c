@@ -115,6 +115,15 @@ static void diff_class(struct differ *d, const struct gcoll_plan_class *a,
   if (a->intra_edge == GCOLL_EDGE_P2P || b->intra_edge == GCOLL_EDGE_P2P) {
     snprintf(what, sizeof(what), "class %s: GPUs", a->name);
     diff_list(d, what, gpu_a, a->nlocal, gpu_b, b->nlocal);
+    int n = a->nlocal < b->nlocal ? a->nlocal : b->nlocal;
+    if (a->has_gpu_busids != b->has_gpu_busids)
+      say(d, "class %s: GPU bus ids %s -> %s", a->name, a->has_gpu_busids ? "given" : "none",
+          b->has_gpu_busids ? "given" : "none");
+    else
+      for (int i = 0; i < n && a->has_gpu_busids; i++)
+        if (strcmp(a->gpu_busid[i], b->gpu_busid[i]) != 0)
+          say(d, "class %s: local rank %d GPU bus id %s -> %s", a->name, i, a->gpu_busid[i],
+              b->gpu_busid[i]);
   }
   /* Bandwidths went through decimal text; compare at the precision plans
    * are written with rather than bit for bit. */

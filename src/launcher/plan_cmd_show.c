@@ -61,6 +61,11 @@ static void print_class(const struct gcoll_plan *plan, int k) {
     print_perm(cls->gpu, cls->nlocal);
     printf("\n");
   }
+  if (cls->has_gpu_busids) {
+    printf("    GPU bus ids:");
+    for (int i = 0; i < cls->nlocal; i++) printf(" %s", cls->gpu_busid[i]);
+    printf("\n");
+  }
   printf("    bandwidth per channel: ring %.1f GB/s, net %.1f GB/s\n", g->ring_bw, g->net_bw);
   for (int s = 0; s < g->nchannels; s++) {
     const struct gcoll_intra_channel *ch = &g->ch[s];
@@ -144,6 +149,7 @@ static void print_rank_view(const struct gcoll_rank_view *v) {
   printf("node:      %d of %d, host %s\n", v->node, v->nnodes, v->host);
   printf("local:     rank %d of %d", v->local_rank, v->local_nranks);
   if (v->gpu >= 0) printf(", drives GPU %d of the node", v->gpu);
+  if (v->gpu_busid[0] != '\0') printf(" (%s)", v->gpu_busid);
   printf("\n");
   printf("topology:  %s (hash %08" PRIx32 ")\n", v->topology, v->topology_hash);
   if (v->job_id >= 0 || v->step_id >= 0) {

@@ -138,7 +138,7 @@ for topo in dgx-h100 dgx-a100 pcie-2s-4gpu cpu-only; do
     expect_rc "show --rank $last $topo x$n" 0 "$BIN" show "$p" --rank "$last"
     check "show --rank $last header" grep -q "^rank $last of $R\$" "$tmp/out"
     check "show --rank $last node" grep -q "^node: *$((n - 1)) of $n," "$tmp/out"
-    gpu_suffix=", drives GPU $((L - 1)) of the node"
+    gpu_suffix=", drives GPU $((L - 1)) of the node ([0-9a-f]\{4\}:[0-9a-f]\{2\}:[0-9a-f]\{2\}\.[0-7])"
     [ "$topo" = cpu-only ] && gpu_suffix=
     check "show --rank $last local" grep -q "^local: *rank $((L - 1)) of $L$gpu_suffix\$" "$tmp/out"
     expect_err_prefix "show --rank $R $topo x$n out of range" 1 "gcoll-plan: " \
@@ -505,7 +505,7 @@ expect_rc "split: child verifies" 0 "$BIN" verify "$tmp/half.yaml" --ranks 12 --
 expect_rc "split: show the child" 0 "$BIN" show "$tmp/half.yaml"
 check "split: show names the GPUs driven" grep -q "GPUs driven by local ranks 0..3: \[0 2 4 6\]" "$tmp/out"
 expect_rc "split: a rank's view" 0 "$BIN" show "$tmp/half.yaml" --rank 3
-check "split: child rank 3 drives GPU 6" grep -q "local:     rank 3 of 4, drives GPU 6 of the node" "$tmp/out"
+check "split: child rank 3 drives GPU 6" grep -qx "local:     rank 3 of 4, drives GPU 6 of the node (0000:d1:00.0)" "$tmp/out"
 expect_rc "split: every rank in order is the parent itself" 0 \
   "$BIN" split "$tmp/dgx3.yaml" --ranks 0-23 -q -o "$tmp/same.yaml"
 expect_rc "split: ... as diff sees it" 0 "$BIN" diff "$tmp/dgx3.yaml" "$tmp/same.yaml"

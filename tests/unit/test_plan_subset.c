@@ -79,6 +79,7 @@ static void check_against_parent(const struct gcoll_plan *p, const struct gcoll_
     assert_int_equal(gcoll_plan_rank_view(c, i, cv, err, sizeof(err)), 0);
     assert_string_equal(cv->host, pv->host);
     assert_int_equal(cv->gpu, pv->gpu);
+    assert_string_equal(cv->gpu_busid, pv->gpu_busid);
     assert_int_equal(cv->topology_hash, pv->topology_hash);
   }
   free(pv);
@@ -218,7 +219,21 @@ static void test_round_trip(void **state) {
     assert_memory_equal(back->classes[k].gpu, c->classes[k].gpu,
                         sizeof(int) * (size_t)c->classes[k].nlocal);
   }
+  /* Bus ids follow the members: GPU 7 of a DGX H100 is 0000:df:00.0. */
+  assert_string_equal(back->classes[back->node_class[0]].gpu_busid[0], "0000:df:00.0");
   gcoll_plan_free(back);
+  /* A bus id twice, or one that is not a bus id, is refused. */
+  char *ids = strstr(buf, "\"0000:c3:00.0\"");
+  assert_non_null(ids);
+  memcpy(ids, "\"0000:df:00.0\"", 14);
+  back = gcoll_plan_read_mem(buf, len, "subset", err, sizeof(err));
+  assert_null(back);
+  assert_non_null(strstr(err, "GPU 0000:df:00.0 appears twice"));
+  memcpy(ids, "\"0000:zz:00.0\"", 14);
+  back = gcoll_plan_read_mem(buf, len, "subset", err, sizeof(err));
+  assert_null(back);
+  assert_non_null(strstr(err, "'0000:zz:00.0' is not a PCI bus id"));
+  memcpy(ids, "\"0000:c3:00.0\"", 14);
   /* A GPU named twice, or a map on a CPU class, is refused by the reader. */
   char *dup = strstr(buf, "gpus: [7, 5, 1]");
   memcpy(dup, "gpus: [7, 5, 7]", 15);
