@@ -16,6 +16,7 @@
   X(device_get, "cuDeviceGet")                                  \
   X(device_get_attribute, "cuDeviceGetAttribute")               \
   X(device_get_name, "cuDeviceGetName")                         \
+  X(device_get_pci_bus_id, "cuDeviceGetPCIBusId")               \
   X(primary_ctx_retain, "cuDevicePrimaryCtxRetain")             \
   X(primary_ctx_release, "cuDevicePrimaryCtxRelease_v2")        \
   X(ctx_set_current, "cuCtxSetCurrent")                         \

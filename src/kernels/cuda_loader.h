@@ -67,6 +67,7 @@ struct gcoll_cuda_api {
   gcoll_cu_result (*device_get)(gcoll_cu_device *dev, int ordinal);
   gcoll_cu_result (*device_get_attribute)(int *value, int attrib, gcoll_cu_device dev);
   gcoll_cu_result (*device_get_name)(char *name, int len, gcoll_cu_device dev);
+  gcoll_cu_result (*device_get_pci_bus_id)(char *busid, int len, gcoll_cu_device dev);
   gcoll_cu_result (*primary_ctx_retain)(gcoll_cu_context *ctx, gcoll_cu_device dev);
   gcoll_cu_result (*primary_ctx_release)(gcoll_cu_device dev);
   gcoll_cu_result (*ctx_set_current)(gcoll_cu_context ctx);

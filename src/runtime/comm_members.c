@@ -53,6 +53,7 @@
 
 struct member {
   int launcher_rank, launcher_nranks; /* -1 without a launcher plan */
+  int gpu_rank;   /* the launcher rank planned on the GPU this process drives */
   char node[NODE_MAX];
 };
 
@@ -91,7 +92,7 @@ static int is_launcher_rank(int lr, int nranks) {
 
 /* Who this member is, for rank 0's decision. */
 static gcollResult_t describe_self(struct member *m, int rank, int nranks) {
-  m->launcher_rank = m->launcher_nranks = -1;
+  m->launcher_rank = m->launcher_nranks = m->gpu_rank = -1;
   const char *plan = getenv("GCOLL_PLAN");
   int lr = launcher_rank();
   if (plan != NULL && *plan != '\0' && lr >= 0) {
@@ -104,8 +105,9 @@ static gcollResult_t describe_self(struct member *m, int rank, int nranks) {
     }
     /* A rank a task started itself is still on the task's node. */
     if (is_launcher_rank(lr, view->nranks)) {
-      m->launcher_rank = lr;
+      m->launcher_rank = m->gpu_rank = lr;
       m->launcher_nranks = view->nranks;
+      m->gpu_rank = gcoll_gpu_plan_rank(plan, view);
     }
     snprintf(m->node, sizeof(m->node), "%s", view->host);
     free(view);
@@ -128,29 +130,47 @@ static gcollResult_t describe_self(struct member *m, int rank, int nranks) {
 
 static int parse_member(const char *s, struct member *m) {
   int used = 0;
-  return sscanf(s, "%d %d %63s%n", &m->launcher_rank, &m->launcher_nranks, m->node, &used) == 3 &&
-         s[used] == '\0' && m->launcher_rank >= -1 && m->launcher_nranks >= -1;
+  return sscanf(s, "%d %d %d %63s%n", &m->launcher_rank, &m->gpu_rank, &m->launcher_nranks,
+                m->node, &used) == 4 &&
+         s[used] == '\0' && m->launcher_rank >= -1 && m->gpu_rank >= -1 &&
+         m->launcher_nranks >= -1;
 }
 
-/* "S <list>" when every member holds its own rank of one launcher plan; 0
- * when they do not (under `srun torchrun` the ranks a Slurm task starts
- * all hold that task's rank), or the list does not fit: then the counts
- * plan serves. */
-static int choose_derived(const struct member *all, int nranks, char *choice, size_t len) {
+/* The members' launcher ranks, by the GPU each drives (by_gpu) or as the
+ * launcher numbered them, when they are distinct ranks of one launcher
+ * plan: malloc'd, or NULL. Under `srun torchrun` the ranks a Slurm task
+ * starts all hold that task's rank; ranks sharing one GPU (several ranks
+ * per GPU are allowed) all hold its launcher rank. */
+static int *job_ranks(const struct member *all, int nranks, int by_gpu) {
   int job = all[0].launcher_nranks;
-  if (job < 1 || nranks > job) return 0;
+  if (job < 1 || nranks > job) return NULL;
   int *ranks = malloc((size_t)nranks * sizeof(*ranks));
   unsigned char *taken = calloc((size_t)job, 1);
   int ok = ranks != NULL && taken != NULL;
   for (int r = 0; r < nranks && ok; r++) {
-    int l = all[r].launcher_rank;
+    int l = by_gpu ? all[r].gpu_rank : all[r].launcher_rank;
     ok = l >= 0 && l < job && all[r].launcher_nranks == job && !taken[l]++;
     ranks[r] = l;
   }
   free(taken);
-  char *list = ok ? gcoll_ranklist_format(ranks, nranks) : NULL;
-  free(ranks);
-  ok = list != NULL && strlen(list) + 3 <= len;
+  if (!ok) {
+    free(ranks);
+    return NULL;
+  }
+  return ranks;
+}
+
+/* "L" when ranks are the launcher's job in order, "S <list>" for other
+ * launcher ranks; 0 when the list does not fit (the counts plan serves). */
+static int choose_launcher(const int *ranks, int nranks, int job, char *choice, size_t len) {
+  int same = nranks == job;
+  for (int r = 0; r < nranks && same; r++) same = ranks[r] == r;
+  if (same) {
+    snprintf(choice, len, "L");
+    return 1;
+  }
+  char *list = gcoll_ranklist_format(ranks, nranks);
+  int ok = list != NULL && strlen(list) + 3 <= len;
   if (ok) snprintf(choice, len, "S %s", list);
   free(list);
   return ok;
@@ -158,12 +178,16 @@ static int choose_derived(const struct member *all, int nranks, char *choice, si
 
 /* Rank 0: the choice line every member acts on. "L": the launcher's plan;
  * "S <launcher ranks>": derived from it; "P N c0 c1 ...": a plan of N nodes
- * with these member counts; "!why". */
+ * with these member counts; "!why". Launcher ranks are matched by GPU
+ * first: a rank whose CUDA_VISIBLE_DEVICES or cgroup gave it another GPU
+ * than the launcher planned takes the place of the rank planned there. */
 static void decide(const struct member *all, int nranks, char *choice, size_t len) {
-  int launcher = all[0].launcher_nranks == nranks;
-  for (int r = 0; r < nranks && launcher; r++) launcher = all[r].launcher_rank == r;
-  if (launcher) {
-    snprintf(choice, len, "L");
+  int *ranks = job_ranks(all, nranks, 1);
+  if (ranks == NULL) ranks = job_ranks(all, nranks, 0);
+  /* The launcher's own job keeps its order whatever the node names say. */
+  if (ranks != NULL && nranks == all[0].launcher_nranks &&
+      choose_launcher(ranks, nranks, all[0].launcher_nranks, choice, len) && choice[0] == 'L') {
+    free(ranks);
     return;
   }
   int nnodes = 0;
@@ -180,13 +204,22 @@ static void decide(const struct member *all, int nranks, char *choice, size_t le
         snprintf(choice, len, "!ranks %d and %d of this communicator are on node %s but rank %d, "
                  "between them, is not: gcoll plans need each node's ranks contiguous (order the "
                  "group's ranks by node)", q, r, all[r].node, r - 1);
+        free(ranks);
         return;
       }
     if (r > 0) at += (size_t)snprintf(choice + at, at < len ? len - at : 0, " %d", count);
     nnodes++;
     count = 1;
   }
-  if (choose_derived(all, nranks, choice, len)) return;
+  if (ranks != NULL) {
+    char *derived = malloc(len);
+    int ok = derived != NULL &&
+             choose_launcher(ranks, nranks, all[0].launcher_nranks, derived, len);
+    if (ok) memcpy(choice, derived, len);
+    free(derived);
+    free(ranks);
+    if (ok) return;
+  }
   at += (size_t)snprintf(choice + at, at < len ? len - at : 0, " %d", count);
   if (at >= len) {
     snprintf(choice, len, "!%d nodes: too many for one plan line", nnodes);
@@ -278,7 +311,8 @@ gcollResult_t gcoll_members_plan(struct gcoll_bootstrap *bs, int rank, int nrank
   if (rc != gcollSuccess)
     snprintf(value, sizeof(value), "!");
   else
-    snprintf(value, sizeof(value), "%d %d %s", me.launcher_rank, me.launcher_nranks, me.node);
+    snprintf(value, sizeof(value), "%d %d %d %s", me.launcher_rank, me.gpu_rank,
+             me.launcher_nranks, me.node);
   snprintf(key, sizeof(key), MEMBER_KEY, rank);
   if (gcoll_bootstrap_put(bs, key, value, strlen(value) + 1, err, sizeof(err)) != 0)
     return rc != gcollSuccess ? rc : gcoll_fail(gcollSystemError, "%s", err);

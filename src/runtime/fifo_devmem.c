@@ -47,6 +47,21 @@ int gcoll_devmem_current_device(int *ordinal, char *err, size_t errlen) {
   return 0;
 }
 
+int gcoll_devmem_current_busid(char *busid, size_t len, char *err, size_t errlen) {
+  int ordinal;
+  if (gcoll_devmem_current_device(&ordinal, err, errlen) != 0) return -1;
+  const struct gcoll_cuda_api *cu = gcoll_cuda_api_get(err, errlen);
+  if (cu == NULL) return -1;
+  gcoll_cu_device dev;
+  gcoll_cu_result r = cu->ctx_get_device(&dev);
+  if (r == GCOLL_CU_SUCCESS) r = cu->device_get_pci_bus_id(busid, (int)len, dev);
+  if (r != GCOLL_CU_SUCCESS) {
+    snprintf(err, errlen, "cuDeviceGetPCIBusId: %s", gcoll_cuda_result_text(cu, r));
+    return -1;
+  }
+  return 0;
+}
+
 int gcoll_devmem_open(struct gcoll_devmem **out, int ordinal, char *err, size_t errlen) {
   *out = NULL;
   const struct gcoll_cuda_api *cu = driver(err, errlen);
@@ -162,6 +177,13 @@ void gcoll_devmem_fifo_unmap(struct gcoll_devmem *d, uint64_t fifo) {
 
 int gcoll_devmem_current_device(int *ordinal, char *err, size_t errlen) {
   (void)ordinal;
+  snprintf(err, errlen, NO_CUDA);
+  return -1;
+}
+
+int gcoll_devmem_current_busid(char *busid, size_t len, char *err, size_t errlen) {
+  (void)busid;
+  (void)len;
   snprintf(err, errlen, NO_CUDA);
   return -1;
 }

@@ -26,6 +26,10 @@ struct gcoll_devmem; /* one GPU, its primary context retained */
 /* The GPU whose context is current on the calling thread: 0 and *ordinal,
  * or -1 with the reason (no driver, no GPU, no current context). */
 int gcoll_devmem_current_device(int *ordinal, char *err, size_t errlen);
+/* The PCI bus id of that GPU as the driver reports it ("0000:1B:00.0"):
+ * the GPU's identity whatever CUDA_VISIBLE_DEVICES or a cgroup made its
+ * ordinal. 0, or -1 with the reason. */
+int gcoll_devmem_current_busid(char *busid, size_t len, char *err, size_t errlen);
 
 int gcoll_devmem_open(struct gcoll_devmem **out, int ordinal, char *err, size_t errlen);
 void gcoll_devmem_close(struct gcoll_devmem *d);

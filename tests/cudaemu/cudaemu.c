@@ -43,7 +43,11 @@
  * report CUDA_ERROR_NO_DEVICE), GCOLL_CUDAEMU_BLOCK_THREADS (threads run
  * per block, default 4: the kernel sees that as blockDim.x; a full 512-
  * thread block works but makes the test matrix far slower on small CI
- * machines).
+ * machines), GCOLL_CUDAEMU_BUSIDS (the PCI bus id cuDeviceGetPCIBusId
+ * reports for each ordinal, comma-separated; default 0000:NN:00.0 with NN
+ * = 0x10 + ordinal). A test gives each process the bus ids its
+ * CUDA_VISIBLE_DEVICES or cgroup would leave it: the driver numbers the
+ * devices a process sees from 0, whichever physical GPUs they are.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -375,6 +379,31 @@ CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev) {
   REQUIRE_INIT();
   if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   snprintf(name, (size_t)len, "%s", model);
+  return CUDA_SUCCESS;
+}
+
+/* The ordinal-th entry of GCOLL_CUDAEMU_BUSIDS, or the default. */
+CUresult CUDAAPI cuDeviceGetPCIBusId(char *out, int len, CUdevice dev) {
+  if (out == NULL || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  REQUIRE_INIT();
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  char id[32];
+  snprintf(id, sizeof(id), "0000:%02x:00.0", 0x10 + (int)dev);
+  const char *list = getenv("GCOLL_CUDAEMU_BUSIDS");
+  for (int i = 0; list != NULL && *list != '\0'; i++) {
+    size_t n = strcspn(list, ",");
+    if (i == (int)dev && n > 0 && n < sizeof(id)) {
+      memcpy(id, list, n);
+      id[n] = '\0';
+      break;
+    }
+    list += n + (list[n] == ',');
+  }
+  /* The real driver writes upper-case hex digits ("0000:1B:00.0"). */
+  for (char *p = id; *p; p++)
+    if (*p >= 'a' && *p <= 'f') *p = (char)(*p - 'a' + 'A');
+  if ((size_t)len <= strlen(id)) return CUDA_ERROR_INVALID_VALUE;
+  snprintf(out, (size_t)len, "%s", id);
   return CUDA_SUCCESS;
 }
 

@@ -31,6 +31,13 @@
  *                                ncclSend/ncclRecv rings on device buffers
  *                                and the stream, and from device memory
  *                                into host memory
+ *   nccl_host_check identity     under gcollrun, with $GCOLL_CUDA_DRIVER: the
+ *                                GPU is current before init (as after
+ *                                cudaSetDevice), then a world communicator
+ *                                from an id, collectives on device buffers,
+ *                                and a split in two; the test gives ranks
+ *                                other GPUs than the plan's (by bus id) and
+ *                                reads the plans they got from the log
  *   nccl_host_check devmem MODE  with the test's fake libcuda.so.1: buffers the
  *                                "driver" calls device memory are refused,
  *                                managed memory is used (MODE refuse), or
@@ -1043,11 +1050,48 @@ static int devmem(const char *mode) {
   return refusal_failures ? 1 : 0;
 }
 
+/* The GPU first, as a CUDA program's cudaSetDevice: init sees which GPU
+ * this rank drives. */
+static int identity(void) {
+  rank = env_int("GCOLL_RANK");
+  nranks = env_int("GCOLL_NRANKS");
+  if (check_loaded_library()) return 1;
+  if (rank < 0 || nranks < 2 || nranks > 64) {
+    fprintf(stderr, "nccl_host_check identity: run me under gcollrun, 2 ranks or more\n");
+    return 2;
+  }
+  struct bufs b;
+  bufs_alloc(&b);
+  ncclUniqueId id;
+  ncclComm_t comm, half = NULL;
+  if (gpu_open(&b) || launcher_id(&id) ||
+      check_nccl(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank"))
+    return 3;
+  long calls = 0, wrong = 0;
+  static const ncclDataType_t types[] = {ncclInt32, ncclFloat};
+  for (int i = 0; i < 2 && wrong >= 0; i++)
+    for (int coll = 0; coll < 5 && wrong >= 0; coll++) {
+      long w = run_one(comm, &b, coll, types[i], ncclSum, 0, 1021, coll & 1, coll % nranks,
+                       31 + (uint64_t)calls);
+      wrong = w < 0 ? -1 : wrong + w;
+      calls++;
+    }
+  int bad = wrong != 0;
+  bad |= check_nccl(ncclCommSplit(comm, rank % 2, rank, &half, NULL), "ncclCommSplit") != 0;
+  if (half != NULL) bad |= check_nccl(ncclCommDestroy(half), "destroy half") != 0;
+  bad |= check_nccl(ncclCommDestroy(comm), "destroy") != 0;
+  bufs_free(&b);
+  printf("rank %d: identity: %ld calls on device buffers, %ld wrong; split %s\n", rank, calls,
+         wrong, half != NULL ? "ok" : "FAILED");
+  return bad;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "matrix") == 0) return matrix(0);
   if (argc >= 2 && strcmp(argv[1], "device") == 0) return matrix(1);
   if (argc >= 2 && strcmp(argv[1], "refusals") == 0) return refusals();
   if (argc >= 2 && strcmp(argv[1], "abort") == 0) return abort_test();
+  if (argc >= 2 && strcmp(argv[1], "identity") == 0) return identity();
   int n = argc >= 3 ? atoi(argv[2]) : 0;
   if (argc >= 3 && strcmp(argv[1], "auto") == 0 && n >= 1 && n <= 64) return auto_job(n);
   if (argc >= 3 && strcmp(argv[1], "initall") == 0 && n >= 1 && n <= 64) return initall(n);
@@ -1056,7 +1100,7 @@ int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "devmem") == 0 &&
       (strcmp(argv[2], "refuse") == 0 || strcmp(argv[2], "host") == 0))
     return devmem(argv[2]);
-  fprintf(stderr, "usage: nccl_host_check matrix | device | refusals | abort | auto N | "
-                  "initall N | devmem refuse|host\n");
+  fprintf(stderr, "usage: nccl_host_check matrix | device | refusals | abort | identity | "
+                  "auto N | initall N | devmem refuse|host\n");
   return 2;
 }

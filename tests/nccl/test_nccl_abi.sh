@@ -110,6 +110,51 @@ if [ -f "$EMU" ]; then
       "$RUN" -n $spec "$PROG" device
   done
 fi
+# GPU identity by PCI bus id (issue 22 part 4): a DGX H100 plan puts local
+# rank l on GPU l; each rank's emulated device reports the bus id the test
+# gives it, as CUDA_VISIBLE_DEVICES or a cgroup would leave it.
+#   identity_run NAME BUSID0 BUSID1 WANT: local rank l drives BUSIDl; WANT is
+#   "derived LIST" (the world's plan derived for launcher ranks LIST) or
+#   "launcher" (the launcher's plan as it is).
+identity_run() {
+  local name=$1 b0=$2 b1=$3 want=$4 t0=$SECONDS
+  "$top_builddir/gcoll-plan" generate -q --topo dgx-h100 --hosts "$(hostname -s)-v[0-1]" -k 2 \
+    -o "$tmp/dgx.yaml" || { bad "$name: gcoll-plan generate"; return; }
+  GCOLL_DEBUG=INFO GCOLL_P2P_DISABLE=1 GCOLL_CUDA_DRIVER="$EMU" timeout 120 \
+    "$RUN" -n 4 --nodes 2 --plan "$tmp/dgx.yaml" bash -c \
+    'if [ $((GCOLL_RANK % 2)) = 0 ]; then b=$1; else b=$2; fi; GCOLL_CUDAEMU_BUSIDS=$b exec "$0" identity' \
+    "$PROG" "$b0" "$b1" >"$tmp/out" 2>"$tmp/err"
+  local rc=$? good world
+  good=$(grep -c "identity: 10 calls on device buffers, 0 wrong; split ok" "$tmp/out")
+  case $want in
+  launcher) world=$(grep -c "plan the launcher's plan; drives GPU" "$tmp/err") ;;
+  *) world=$(grep -c "plan derived from the launcher's plan $tmp/dgx.yaml for its ranks ${want#derived } *;" "$tmp/err") ;;
+  esac
+  if [ $rc -eq 0 ] && [ "$good" -eq 4 ] && [ "$world" -ge 4 ]; then
+    ok "$name ($((SECONDS - t0)) s)"
+  else
+    bad "$name: exit $rc, $good of 4 ranks right, $world world joins on the expected plan"
+    tail -n 15 "$tmp/out" "$tmp/err"
+  fi
+}
+if [ -f "$EMU" ]; then
+  # GPUs 0 and 1 of a DGX H100 are 0000:1b:00.0 and 0000:43:00.0.
+  identity_run "GPU identity: each node's two ranks drive each other's GPU" \
+    0000:43:00.0 0000:1b:00.0 "derived 1,0,3,2"
+  check_line() { if grep -q "$2" "$tmp/err"; then ok "$1"; else bad "$1: no '$2' in the log"; fi; }
+  check_line "GPU identity: the swap is logged" \
+    "launcher rank 0 drives GPU 0000:43:00.0, which the plan gives rank 1 of $(hostname -s)-v0"
+  check_line "GPU identity: rank 0 of the world drives GPU 1" \
+    "gcoll rank 0: plan derived from .* for its ranks 1,0,3,2; drives GPU 1 of $(hostname -s)-v0"
+  check_line "GPU identity: the split's plans follow the GPUs too" \
+    "plan derived from .* for its ranks 1,3; drives GPU 1 of $(hostname -s)-v1"
+  identity_run "GPU identity: a GPU the plan does not have keeps the launcher's numbering" \
+    0000:d1:00.0 0000:43:00.0 launcher
+  check_line "GPU identity: the unplanned GPU is logged" \
+    "launcher rank 2 drives GPU 0000:d1:00.0, which the plan does not place on $(hostname -s)-v1 (it planned GPU 0000:1b:00.0 there)"
+  identity_run "GPU identity: both ranks of a node on one GPU keep the launcher's numbering" \
+    0000:1b:00.0 0000:1b:00.0 launcher
+fi
 case_run "refusals n=2" 60 "$RUN" -n 2 "$PROG" refusals
 case_run "ncclCommAbort from another thread" 60 "$RUN" -n 2 "$PROG" abort
 case_run "plan=auto, 3 processes" 60 env -u GCOLL_PLAN "$PROG" auto 3
