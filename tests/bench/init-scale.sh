@@ -12,6 +12,9 @@
 #   req/rank     bootstrap requests one rank sent (median / max), same line
 #   store total  requests the central store (gcollrun's) served, hellos and
 #                goodbyes included, from gcollrun's INFO line at exit
+#   run cpu      gcollrun's own CPU time, same line: an upper bound on the
+#                store's (gcollrun also forks the ranks and carries their
+#                output)
 #   plan         gcollrun's plan computation and write, from its INFO line
 #   RSS          peak resident memory of a rank (median / max; shared-memory
 #                FIFOs mapped by two ranks count in both)
@@ -56,10 +59,10 @@ field() {
 }
 
 echo "# init-scale: $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), $per_node ranks per virtual node, gcollrun's plan (cpu-only topology), GCOLL_DEBUG=INFO"
-printf '| %5s | %5s | %20s | %19s | %19s | %8s | %16s | %11s | %7s | %15s |\n' ranks nodes \
+printf '| %5s | %5s | %20s | %19s | %19s | %8s | %16s | %11s | %10s | %7s | %15s |\n' ranks nodes \
   "init wall ms med/max" "init cpu ms med/max" "main cpu ms med/max" "store ms" "req/rank med/max" \
-  "store total" "plan ms" "RSS MiB med/max"
-echo "|------:|------:|---------------------:|--------------------:|--------------------:|---------:|-----------------:|------------:|--------:|----------------:|"
+  "store total" "run cpu ms" "plan ms" "RSS MiB med/max"
+echo "|------:|------:|---------------------:|--------------------:|--------------------:|---------:|-----------------:|------------:|-----------:|--------:|----------------:|"
 status=0
 for n in $ranks; do
   case $n in '' | *[!0-9]* | 0) echo "init-scale: RANKS has '$n', not a positive integer" >&2; exit 2 ;; esac
@@ -86,6 +89,7 @@ for n in $ranks; do
   field bootstrap "$tmp/timings" >"$tmp/store"
   field requests "$tmp/timings" | tr -d : >"$tmp/req"
   served=$(sed -n 's/^gcollrun: the store served \([0-9]*\) requests.*/\1/p' "$log")
+  run_cpu=$(sed -n 's/^gcollrun: the store served .* used \([0-9.]*\) ms of CPU$/\1/p' "$log")
   plan_ms=$(sed -n 's/^gcollrun: plan for .* in \([0-9.]*\) ms:.*/\1/p' "$log")
   read -r wall_med wall_max < <(stats "$tmp/wall")
   read -r cpu_med cpu_max < <(stats "$tmp/cpu")
@@ -93,9 +97,9 @@ for n in $ranks; do
   read -r rss_med rss_max < <(stats "$tmp/rss")
   read -r store_med _ < <(stats "$tmp/store")
   read -r req_med req_max < <(stats "$tmp/req")
-  printf '| %5d | %5d | %9.1f / %8.1f | %9.1f / %7.1f | %9.1f / %7.1f | %8.1f | %7s / %6s | %11s | %7s | %6s / %6s |\n' \
+  printf '| %5d | %5d | %9.1f / %8.1f | %9.1f / %7.1f | %9.1f / %7.1f | %8.1f | %7s / %6s | %11s | %10s | %7s | %6s / %6s |\n' \
     "$n" "$nodes" "$wall_med" "$wall_max" "$cpu_med" "$cpu_max" "$main_med" "$main_max" \
-    "$store_med" "$req_med" \
-    "$req_max" "${served:--}" "${plan_ms:--}" "$rss_med" "$rss_max"
+    "$store_med" "$req_med" "$req_max" "${served:--}" "${run_cpu:--}" "${plan_ms:--}" \
+    "$rss_med" "$rss_max"
 done
 exit $status

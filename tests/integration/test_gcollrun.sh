@@ -192,7 +192,7 @@ for ((r = 0; r < 6; r++)); do
   asked=$((asked + ${reqs:-0}))
 done
 check "init timings: each rank sent its connections + 4 requests" [ "$per_rank_ok" -eq 1 ]
-served=$(sed -n 's/^gcollrun: the store served \([0-9]*\) requests for 6 ranks .*/\1/p' "$tmp/err")
+served=$(sed -n 's/^gcollrun: the store served \([0-9]*\) requests for 6 ranks ([0-9]* keys); gcollrun used [0-9.]* ms of CPU$/\1/p' "$tmp/err")
 check "init timings: the store served what the ranks counted, plus 6 goodbyes ($served vs $asked)" \
   [ "${served:-0}" -eq $((asked + 6)) ]
 check "gcollrun says how long the plan took" \
