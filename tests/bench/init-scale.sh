@@ -97,7 +97,7 @@ for n in $ranks; do
   read -r rss_med rss_max < <(stats "$tmp/rss")
   read -r store_med _ < <(stats "$tmp/store")
   read -r req_med req_max < <(stats "$tmp/req")
-  printf '| %5d | %5d | %9.1f / %8.1f | %9.1f / %7.1f | %9.1f / %7.1f | %8.1f | %7s / %6s | %11s | %10s | %7s | %6s / %6s |\n' \
+  printf '| %5d | %5d | %9.1f / %8.1f | %9.1f / %7.1f | %9.1f / %7.1f | %8.1f | %7s / %6s | %11s | %10s | %7s | %6.1f / %6.1f |\n' \
     "$n" "$nodes" "$wall_med" "$wall_max" "$cpu_med" "$cpu_max" "$main_med" "$main_max" \
     "$store_med" "$req_med" "$req_max" "${served:--}" "${run_cpu:--}" "${plan_ms:--}" \
     "$rss_med" "$rss_max"
