@@ -99,20 +99,15 @@ static int recv_all(struct tcp_state *t, uint8_t *p, size_t n, uint64_t deadline
   return 0;
 }
 
-/* Sends one request and reads its reply into t->buf. Returns the reply's
- * status (>= 0) with body and body_len set, or -1 on a transport failure. A
- * transport failure leaves the stream out of step, so it closes it. */
-static int exchange(struct tcp_state *t, struct kvs_request *r, uint64_t deadline,
-                    const uint8_t **body, size_t *body_len, char *err, size_t errlen) {
-  if (t->fd < 0) {
-    snprintf(err, errlen, "connection to the KVS at %.64s is closed after an earlier error",
-             peer_of(t));
-    return -1;
-  }
-  size_t n = kvs_request_encode(r, t->buf, KVS_MAX_MSG, err, errlen);
+/* Sends the n encoded bytes of request r in t->buf and reads its reply
+ * there. Returns the reply's status (>= 0) with body and body_len set, or
+ * -1 on a transport failure, which leaves the stream out of step: the
+ * connection is closed. */
+static int round_trip(struct tcp_state *t, const struct kvs_request *r, size_t n,
+                      uint64_t deadline, const uint8_t **body, size_t *body_len, char *err,
+                      size_t errlen) {
   struct kvs_header h;
   char why[512] = "";
-  if (n == 0) return -1;
   if (send_all(t, t->buf, n, deadline, why, sizeof(why)) != 0 ||
       recv_all(t, t->buf, KVS_HEADER_LEN, deadline, why, sizeof(why)) != 0)
     goto broken;
@@ -133,15 +128,24 @@ broken:
   return -1;
 }
 
-/* exchange(), counted: every request the store sees from this rank passes
- * here, so the handle's count is what the store served it. */
+/* One request and its reply (round_trip's results). Every request the
+ * store sees from this rank leaves here, so this is where the handle
+ * counts them and the time their answers took. */
 static int transact(struct gcoll_bootstrap *bs, struct kvs_request *r, uint64_t deadline,
                     const uint8_t **body, size_t *body_len, char *err, size_t errlen) {
+  struct tcp_state *t = bs->impl;
+  if (t->fd < 0) {
+    snprintf(err, errlen, "connection to the KVS at %.64s is closed after an earlier error",
+             peer_of(t));
+    return -1;
+  }
+  size_t n = kvs_request_encode(r, t->buf, KVS_MAX_MSG, err, errlen);
+  if (n == 0) return -1;
   uint64_t t0 = gcoll_wait_now_ns();
-  int rc = exchange(bs->impl, r, deadline, body, body_len, err, errlen);
   bs->requests++;
+  int status = round_trip(t, r, n, deadline, body, body_len, err, errlen);
   bs->request_ns += gcoll_wait_now_ns() - t0;
-  return rc;
+  return status;
 }
 
 /* Formats a server's error reply: "STATUS: REASON". */
@@ -413,7 +417,7 @@ static int tcp_hello(struct gcoll_bootstrap *bs, struct tcp_state *t, uint64_t d
 /* Connects and says hello once the identity is in bs and t; a connection
  * that breaks before the hello is answered is retried with backoff. */
 static int join_with_retries(struct gcoll_bootstrap *bs, struct tcp_state *t, char *err,
-                         size_t errlen) {
+                             size_t errlen) {
   uint64_t deadline = gcoll_bootstrap_deadline(bs), backoff_ms = 10;
   for (int attempt = 1;; attempt++) {
     if ((t->fd = tcp_connect(t->addr, deadline, err, errlen)) < 0) return -1;
