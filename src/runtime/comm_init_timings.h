@@ -31,7 +31,9 @@ void gcoll_init_timings_start(struct gcoll_init_timings *t, const struct gcoll_b
 /* Logs, at GCOLL_DEBUG=INFO, the line
  *   init timings: total T ms = plan P + bootstrap B + connect C + executor E
  *   + other O; bootstrap requests N: <to whom>
- * with `other` what no phase claims (checks, agreeing on the channel cap). */
+ * with `other` what no phase claims: the plan's checks against the job and,
+ * for gcollCommInitRank, computing its members' plan before init proper
+ * (the store waits of either are in `bootstrap`). */
 void gcoll_init_timings_log(const struct gcollComm *comm, const struct gcoll_init_timings *t);
 
 #endif
