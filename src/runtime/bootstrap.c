@@ -5,6 +5,8 @@
 
 #include "runtime/bootstrap.h"
 
+#include "kernels/wait.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,19 @@ uint64_t gcoll_bootstrap_now_ms(void) {
 
 uint64_t gcoll_bootstrap_deadline(const struct gcoll_bootstrap *bs) {
   return gcoll_bootstrap_now_ms() + bs->timeout_ms;
+}
+
+void gcoll_bootstrap_requests(const struct gcoll_bootstrap *bs, uint64_t *requests,
+                              uint64_t *request_ns, char *to, size_t tolen) {
+  *requests = bs->requests;
+  *request_ns = bs->request_ns;
+  int n = snprintf(to, tolen, "%llu to %s", (unsigned long long)bs->requests, bs->store);
+  if (bs->via == NULL) return;
+  *requests += bs->via->requests;
+  *request_ns += bs->via->request_ns;
+  if (to != NULL && n >= 0 && (size_t)n < tolen)
+    snprintf(to + n, tolen - (size_t)n, ", %llu to %s", (unsigned long long)bs->via->requests,
+             bs->via->store);
 }
 
 int gcoll_bootstrap_env_int(const char *name, long min, long max, long *out, char *err,
@@ -117,6 +132,7 @@ int gcoll_bootstrap_open_from_env(struct gcoll_bootstrap **out, char *err, size_
     return -1;
   }
   bs->backend = be->name;
+  bs->opened_ns = gcoll_wait_now_ns();
   if (gcoll_bootstrap_timeout_from_env(&bs->timeout_ms, err, errlen) != 0 || be->open(bs, err, errlen) != 0) {
     free(bs);
     return -1;

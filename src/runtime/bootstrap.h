@@ -62,6 +62,19 @@ struct gcoll_bootstrap {
    * from the job and step ids that GCOLL_JOB_KEY or job_key derive from. */
   const char *job_secret;
   void *impl;               /* backend state */
+  /* What this handle asked of its store, counted by the backend where a
+   * request leaves (a hello and a goodbye count like any other): requests
+   * sent, nanoseconds spent waiting for their answers (opening included),
+   * and to whom they went. Init reports them on its INFO line, and
+   * tests/bench/init-scale.sh reads them there. */
+  uint64_t requests, request_ns;
+  uint64_t opened_ns;       /* when opening began (gcoll_wait_now_ns): the
+                             * start of an init that was handed bs */
+  char store[320];
+  /* The handle this one forwards its puts, gets, fences and barriers to
+   * (pmi2: rank 0's store), whose counts are reported beside this one's;
+   * NULL when it talks to its store itself. */
+  const struct gcoll_bootstrap *via;
 };
 
 /* Picks the backend the environment describes: $GCOLL_BOOTSTRAP names one
@@ -73,6 +86,13 @@ int gcoll_bootstrap_open_from_env(struct gcoll_bootstrap **bs, char *err, size_t
 uint64_t gcoll_bootstrap_now_ms(void);
 /* now + the job's GCOLL_TIMEOUT. */
 uint64_t gcoll_bootstrap_deadline(const struct gcoll_bootstrap *bs);
+
+/* The requests bs and the handle it forwards to sent, and the time spent on
+ * them; `to` says to whom, e.g. "41 to the store at 127.0.0.1:5000" or
+ * "3 to slurmstepd (PMI2), 38 to rank 0's store at 10.0.0.1:5000" (to may
+ * be NULL with tolen 0). */
+void gcoll_bootstrap_requests(const struct gcoll_bootstrap *bs, uint64_t *requests,
+                              uint64_t *request_ns, char *to, size_t tolen);
 
 static inline int gcoll_bootstrap_put(struct gcoll_bootstrap *bs, const char *key,
                                       const void *value, size_t len, char *err,

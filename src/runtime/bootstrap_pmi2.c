@@ -43,6 +43,7 @@
 
 #include <slurm/pmi2.h>
 
+#include "kernels/wait.h"
 #include "runtime/bootstrap.h"
 #include "runtime/comm_init_paths.h"
 #include "runtime/kvs_thread.h"
@@ -78,6 +79,7 @@ struct pmi2_state {
   char job_key[17];              /* 16 hex digits */
   char store_key[2 * STORE_KEY_BYTES + 1]; /* rank 0's random key: the job's secret */
   struct gcoll_bootstrap *store; /* rank 0's TCP store, once joined */
+  struct gcoll_bootstrap *bs;    /* the handle counting our PMI2 calls */
   char value[GCOLL_PMI2_VALLEN + 1];
 };
 
@@ -115,7 +117,9 @@ static int load_library(struct pmi2_lib *lib, char *err, size_t errlen) {
   return 0;
 }
 
-/* Bounds libpmi2's next blocking read and write on PMI_FD by deadline. */
+/* Bounds libpmi2's next blocking read and write on PMI_FD by deadline.
+ * Every call to slurmstepd comes through here first, so it is where they
+ * are counted. */
 static int bound_next_call(struct pmi2_state *s, uint64_t deadline, const char *what, char *err,
                            size_t errlen) {
   if (s->broken) {
@@ -123,6 +127,7 @@ static int bound_next_call(struct pmi2_state *s, uint64_t deadline, const char *
                           "earlier error", what);
     return -1;
   }
+  s->bs->requests++;
   uint64_t now = gcoll_bootstrap_now_ms();
   /* A zero timeval means "no timeout": never pass it. */
   uint64_t left = deadline > now ? deadline - now : 1;
@@ -375,6 +380,8 @@ static int join_store(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
     return -1;
   }
   bs->ops = &store_ops;
+  bs->via = s->store;
+  snprintf(s->store->store, sizeof(s->store->store), "rank 0's store at %s", addr);
   snprintf(s->store_key, sizeof(s->store_key), "%s", key);
   bs->job_secret = s->store_key;
   return 0;
@@ -485,9 +492,17 @@ static int pmi2_open(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
     return -1;
   }
   s->fd = -1;
+  s->bs = bs;
   bs->impl = s;
   bs->ops = &pmi2_ops;
-  if (pmi2_start(bs, s, err, errlen) == 0 && join_store(bs, err, errlen) == 0) return 0;
+  snprintf(bs->store, sizeof(bs->store), "slurmstepd (PMI2)");
+  /* Opening is all this handle itself waits for (everything after goes to
+   * rank 0's store, which counts its own time, its joining included). */
+  uint64_t t0 = gcoll_wait_now_ns();
+  if (pmi2_start(bs, s, err, errlen) == 0 && join_store(bs, err, errlen) == 0) {
+    bs->request_ns = gcoll_wait_now_ns() - t0 - s->store->request_ns;
+    return 0;
+  }
   pmi2_shutdown(s);
   bs->impl = NULL;
   bs->ops = NULL;

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "kernels/wait.h"
 #include "runtime/auth.h"
 #include "runtime/bootstrap.h"
 #include "runtime/kvs_proto.h"
@@ -98,20 +99,15 @@ static int recv_all(struct tcp_state *t, uint8_t *p, size_t n, uint64_t deadline
   return 0;
 }
 
-/* Sends one request and reads its reply into t->buf. Returns the reply's
- * status (>= 0) with body and body_len set, or -1 on a transport failure. A
- * transport failure leaves the stream out of step, so it closes it. */
-static int transact(struct tcp_state *t, struct kvs_request *r, uint64_t deadline,
-                    const uint8_t **body, size_t *body_len, char *err, size_t errlen) {
-  if (t->fd < 0) {
-    snprintf(err, errlen, "connection to the KVS at %.64s is closed after an earlier error",
-             peer_of(t));
-    return -1;
-  }
-  size_t n = kvs_request_encode(r, t->buf, KVS_MAX_MSG, err, errlen);
+/* Sends the n encoded bytes of request r in t->buf and reads its reply
+ * there. Returns the reply's status (>= 0) with body and body_len set, or
+ * -1 on a transport failure, which leaves the stream out of step: the
+ * connection is closed. */
+static int round_trip(struct tcp_state *t, const struct kvs_request *r, size_t n,
+                      uint64_t deadline, const uint8_t **body, size_t *body_len, char *err,
+                      size_t errlen) {
   struct kvs_header h;
   char why[512] = "";
-  if (n == 0) return -1;
   if (send_all(t, t->buf, n, deadline, why, sizeof(why)) != 0 ||
       recv_all(t, t->buf, KVS_HEADER_LEN, deadline, why, sizeof(why)) != 0)
     goto broken;
@@ -130,6 +126,26 @@ broken:
   t->fd = -1;
   snprintf(err, errlen, "%s", why);
   return -1;
+}
+
+/* One request and its reply (round_trip's results). Every request the
+ * store sees from this rank leaves here, so this is where the handle
+ * counts them and the time their answers took. */
+static int transact(struct gcoll_bootstrap *bs, struct kvs_request *r, uint64_t deadline,
+                    const uint8_t **body, size_t *body_len, char *err, size_t errlen) {
+  struct tcp_state *t = bs->impl;
+  if (t->fd < 0) {
+    snprintf(err, errlen, "connection to the KVS at %.64s is closed after an earlier error",
+             peer_of(t));
+    return -1;
+  }
+  size_t n = kvs_request_encode(r, t->buf, KVS_MAX_MSG, err, errlen);
+  if (n == 0) return -1;
+  uint64_t t0 = gcoll_wait_now_ns();
+  bs->requests++;
+  int status = round_trip(t, r, n, deadline, body, body_len, err, errlen);
+  bs->request_ns += gcoll_wait_now_ns() - t0;
+  return status;
 }
 
 /* Formats a server's error reply: "STATUS: REASON". */
@@ -153,11 +169,10 @@ static uint32_t server_wait_ms(uint64_t deadline) {
 /* Runs a request whose only answer is OK or an error. */
 static int simple_op(struct gcoll_bootstrap *bs, struct kvs_request *r, const char *what,
                      uint64_t client_deadline, char *err, size_t errlen) {
-  struct tcp_state *t = bs->impl;
   const uint8_t *body;
   size_t len;
   char why[512];
-  int st = transact(t, r, client_deadline, &body, &len, why, sizeof(why));
+  int st = transact(bs, r, client_deadline, &body, &len, why, sizeof(why));
   if (st < 0) {
     snprintf(err, errlen, "bootstrap(tcp): %s: %s", what, why);
     return -1;
@@ -187,7 +202,6 @@ static int tcp_put(struct gcoll_bootstrap *bs, const char *key, const void *valu
 
 static int tcp_get(struct gcoll_bootstrap *bs, const char *key, void *buf, size_t buflen,
                    size_t *len, uint64_t deadline, char *err, size_t errlen) {
-  struct tcp_state *t = bs->impl;
   size_t klen = strlen(key);
   char what[KVS_MAX_KEY + 16];
   snprintf(what, sizeof(what), "get '%.*s'", KVS_MAX_KEY, key);
@@ -201,7 +215,7 @@ static int tcp_get(struct gcoll_bootstrap *bs, const char *key, void *buf, size_
   const uint8_t *body;
   size_t blen;
   char why[512];
-  int st = transact(t, &r, deadline + SERVER_SLACK_MS, &body, &blen, why, sizeof(why));
+  int st = transact(bs, &r, deadline + SERVER_SLACK_MS, &body, &blen, why, sizeof(why));
   if (st < 0) {
     snprintf(err, errlen, "bootstrap(tcp): %s: %s", what, why);
     return -1;
@@ -251,7 +265,7 @@ static void tcp_close(struct gcoll_bootstrap *bs) {
     const uint8_t *body;
     size_t len;
     char why[512];
-    transact(t, &r, gcoll_bootstrap_now_ms() + 2000, &body, &len, why, sizeof(why));
+    transact(bs, &r, gcoll_bootstrap_now_ms() + 2000, &body, &len, why, sizeof(why));
   }
   tcp_free(t);
   free(bs);
@@ -382,7 +396,7 @@ static int tcp_hello(struct gcoll_bootstrap *bs, struct tcp_state *t, uint64_t d
                           .nranks = (uint32_t)bs->nranks, .nonce = client_nonce, .tag = tag};
   const uint8_t *body;
   size_t len;
-  int st = transact(t, &r, deadline, &body, &len, why, sizeof(why));
+  int st = transact(bs, &r, deadline, &body, &len, why, sizeof(why));
   if (st < 0) {
     snprintf(err, errlen, "bootstrap(tcp): hello: %s", why);
     return 1;
@@ -402,7 +416,8 @@ static int tcp_hello(struct gcoll_bootstrap *bs, struct tcp_state *t, uint64_t d
 
 /* Connects and says hello once the identity is in bs and t; a connection
  * that breaks before the hello is answered is retried with backoff. */
-static int tcp_join(struct gcoll_bootstrap *bs, struct tcp_state *t, char *err, size_t errlen) {
+static int join_with_retries(struct gcoll_bootstrap *bs, struct tcp_state *t, char *err,
+                             size_t errlen) {
   uint64_t deadline = gcoll_bootstrap_deadline(bs), backoff_ms = 10;
   for (int attempt = 1;; attempt++) {
     if ((t->fd = tcp_connect(t->addr, deadline, err, errlen)) < 0) return -1;
@@ -417,6 +432,17 @@ static int tcp_join(struct gcoll_bootstrap *bs, struct tcp_state *t, char *err, 
     }
     gcoll_tcp_backoff(&backoff_ms);
   }
+}
+
+/* Joining is bootstrap time as a whole: the TCP handshake, the challenge
+ * and any retries are the store's cost too, not only the hello's round
+ * trip that transact() timed. */
+static int tcp_join(struct gcoll_bootstrap *bs, struct tcp_state *t, char *err, size_t errlen) {
+  uint64_t t0 = gcoll_wait_now_ns(), before = bs->request_ns;
+  snprintf(bs->store, sizeof(bs->store), "the store at %s", t->addr);
+  int rc = join_with_retries(bs, t, err, errlen);
+  bs->request_ns = before + (gcoll_wait_now_ns() - t0);
+  return rc;
 }
 
 static int tcp_open(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
@@ -443,6 +469,7 @@ int gcoll_bootstrap_tcp_open(struct gcoll_bootstrap **out, const char *addr, con
     return -1;
   }
   bs->backend = gcoll_bootstrap_tcp_backend.name;
+  bs->opened_ns = gcoll_wait_now_ns();
   bs->rank = rank;
   bs->nranks = nranks;
   struct tcp_state *t = NULL;

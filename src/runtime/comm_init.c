@@ -14,6 +14,7 @@
 #include "runtime/auth.h"
 #include "runtime/comm.h"
 #include "runtime/comm_init_paths.h"
+#include "runtime/comm_init_timings.h"
 #include "runtime/proxy.h"
 #include "runtime/settings.h"
 
@@ -312,8 +313,22 @@ static void comm_free(struct gcollComm *comm) {
   free(comm);
 }
 
+/* gcoll_comm_connect, with the store waits inside it told apart. */
+static gcollResult_t timed_connect(struct gcollComm *comm, struct gcoll_init_timings *tm) {
+  uint64_t n, store0, store1;
+  gcoll_bootstrap_requests(comm->bs, &n, &store0, NULL, 0);
+  uint64_t t0 = gcoll_wait_now_ns();
+  gcollResult_t rc = gcoll_comm_connect(comm);
+  tm->connect_ns = gcoll_wait_now_ns() - t0;
+  gcoll_bootstrap_requests(comm->bs, &n, &store1, NULL, 0);
+  tm->connect_store_ns = store1 - store0;
+  return rc;
+}
+
 gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_init_args *a) {
   *out = NULL;
+  struct gcoll_init_timings tm;
+  gcoll_init_timings_start(&tm, a->bs);
   struct gcollComm *comm = calloc(1, sizeof(*comm));
   if (comm == NULL) {
     gcoll_bootstrap_close(a->bs);
@@ -336,7 +351,9 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
     goto fail;
   }
   if (comm->rank < 0) comm->rank = comm->bs->rank;
+  uint64_t t0 = gcoll_wait_now_ns();
   if ((rc = load_plan(comm, a->plan_path)) != gcollSuccess) goto fail;
+  tm.plan_ns = gcoll_wait_now_ns() - t0;
   /* From the environment only once the plan is known good, so a bad plan
    * is reported as such even outside a job. */
   if (comm->bs == NULL && gcoll_bootstrap_open_from_env(&comm->bs, err, sizeof(err)) != 0) {
@@ -349,12 +366,15 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
   comm->timeout_ms = comm->bs->timeout_ms;
   if ((rc = check_job(comm, a->plan_path, a->check_host)) != gcollSuccess ||
       (rc = publish_channel_cap(comm)) != gcollSuccess ||
-      (rc = gcoll_comm_connect(comm)) != gcollSuccess ||
+      (rc = timed_connect(comm, &tm)) != gcollSuccess ||
       (rc = agree_channel_cap(comm)) != gcollSuccess)
     goto fail;
-  /* The host executor reads its FIFOs: not when they are in GPU memory. */
+  /* The host executor reads its FIFOs: not when they are in GPU memory
+   * (the CUDA executor starts at the first device collective instead). */
+  t0 = gcoll_wait_now_ns();
   if (!comm->fifos_on_device && (rc = gcoll_comm_executor(comm, GCOLL_EXEC_HOST)) != gcollSuccess)
     goto fail;
+  tm.executor_ns = gcoll_wait_now_ns() - t0;
   /* Every rank connected before anyone's first collective: a peer that
    * failed to connect shows up here, with its reason on its own stderr. */
   if (gcoll_bootstrap_barrier(comm->bs, gcoll_bootstrap_deadline(comm->bs), err, sizeof(err)) != 0) {
@@ -366,6 +386,7 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
                  comm->view->node, comm->nchannels, comm->max_run_channels, comm->nconns,
                  comm->slot_bytes, spin_rounds(comm) ? "long-spinning" : "short-spinning",
                  comm->bs->job_secret ? "mixed with the bootstrap's secret" : "as given");
+  gcoll_init_timings_log(comm, &tm);
   *out = comm;
   return gcollSuccess;
 fail:

@@ -80,6 +80,7 @@ struct kvs_server {
   size_t nbuckets, nkeys, nbytes;
   int broken_rank;           /* first rank lost without BYE, -1 if none */
   int nbye;                  /* ranks that said goodbye */
+  uint64_t nrequests;        /* whole messages handled, hellos included */
 };
 
 static uint64_t now_ms(void) {
@@ -326,6 +327,7 @@ static void handle_collective(struct kvs_server *s, struct conn *c,
 static void handle_request(struct kvs_server *s, struct conn *c) {
   struct kvs_request r;
   char err[KVS_MAX_REASON];
+  s->nrequests++;
   if (kvs_request_decode(c->h.op, c->body, c->h.body_len, &r, err, sizeof(err)) != 0) {
     c->close_after_reply = 1;
     queue_error(s, c, c->h.op, KVS_ERR_PROTO, "%s", err);
@@ -628,6 +630,8 @@ size_t kvs_server_nkeys(const struct kvs_server *s) { return s->nkeys; }
 int kvs_server_nranks(const struct kvs_server *s) { return s->cfg.nranks; }
 
 int kvs_server_nbye(const struct kvs_server *s) { return s->nbye; }
+
+uint64_t kvs_server_nrequests(const struct kvs_server *s) { return s->nrequests; }
 
 int kvs_server_broken_rank(const struct kvs_server *s) { return s->broken_rank; }
 

@@ -59,5 +59,9 @@ size_t kvs_server_nkeys(const struct kvs_server *s);
 int kvs_server_nranks(const struct kvs_server *s);
 int kvs_server_nbye(const struct kvs_server *s);
 int kvs_server_broken_rank(const struct kvs_server *s);
+/* Requests handled so far, every message counted (hellos, goodbyes and
+ * malformed ones too): the load on the store, which grows with the job as
+ * long as ranks find their peers through it. */
+uint64_t kvs_server_nrequests(const struct kvs_server *s);
 
 #endif

@@ -9,10 +9,11 @@ top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 top_builddir=${top_builddir:-.}
 RUN=$top_builddir/gcollrun
 CLIENT=$top_builddir/tests/integration/kvs_client
+BENCH=$top_builddir/tests/bench/init_bench
 export GCOLL_TOPO_DIR="${GCOLL_TOPO_DIR:-$top_srcdir/etc/topologies}"
 unset GCOLL_TIMEOUT GCOLL_KVS_ADDR GCOLL_JOB_KEY GCOLL_BOOTSTRAP
 
-for b in "$RUN" "$CLIENT"; do
+for b in "$RUN" "$CLIENT" "$BENCH"; do
   if [ ! -x "$b" ]; then
     echo "test_gcollrun: no executable $b" >&2
     exit 1
@@ -168,6 +169,34 @@ one_line_matching "--topo auto with a missing GCOLL_TOPO_FILE" 1 \
 one_line_matching "--topo auto with a missing NCCL_TOPO_FILE" 1 \
   '^gcollrun: topology auto: .*/nonexistent.xml: .*NCCL_TOPO_FILE' \
   env NCCL_TOPO_FILE="$tmp/nonexistent.xml" "$RUN" -n 2 --topo auto "$CLIENT"
+
+# ---- init explains itself: one "init timings" line per rank -----------------
+# A rank's bootstrap requests are its hello, one put per receiving edge, the
+# fence, one get per sending edge, the channel cap (rank 0 puts it, the
+# others get it) and the closing barrier: its connections + 4, at any job
+# size. The store served those and one goodbye per rank (init_bench asks
+# nothing more of it), which gcollrun reports at exit.
+GCOLL_DEBUG=INFO run "$RUN" -n 6 --nodes 3 "$BENCH"
+check "init timings: init_bench runs (exit $rc, $(errtext))" \
+  eval '[ "$rc" -eq 0 ] && [ "$(grep -c "^init_bench rank [0-5] of 6: wall_ms " "$tmp/out")" -eq 6 ]'
+timings_re='^gcoll rank [0-5]: init timings: total [0-9]+\.[0-9]{2} ms = plan [0-9]+\.[0-9]{2} \+ bootstrap [0-9]+\.[0-9]{2} \+ connect [0-9]+\.[0-9]{2} \+ executor [0-9]+\.[0-9]{2} \+ other [0-9]+\.[0-9]{2}; bootstrap requests [0-9]+: [0-9]+ to the store at 127\.0\.0\.1:[0-9]+$'
+check "init timings: one well-formed line per rank" \
+  eval '[ "$(grep -Ec "$timings_re" "$tmp/err")" -eq 6 ] && [ "$(grep "init timings" "$tmp/err" | cut -d: -f1 | sort -u | wc -l)" -eq 6 ]'
+check "init timings: the phases add up to the total" \
+  eval '[ "$(grep "init timings" "$tmp/err" | awk "{ s = \$11 + \$14 + \$17 + \$20 + \$23; d = s - \$7; if (d < -0.06 || d > 0.06) print }" | wc -l)" -eq 0 ]'
+per_rank_ok=1 asked=0
+for ((r = 0; r < 6; r++)); do
+  conns=$(sed -n "s/^gcoll rank $r: joined .* \([0-9]*\) connections,.*/\1/p" "$tmp/err")
+  reqs=$(sed -n "s/^gcoll rank $r: init timings: .*; bootstrap requests \([0-9]*\): .*/\1/p" "$tmp/err")
+  [ -n "$conns" ] && [ -n "$reqs" ] && [ "$reqs" -eq $((conns + 4)) ] || per_rank_ok=0
+  asked=$((asked + ${reqs:-0}))
+done
+check "init timings: each rank sent its connections + 4 requests" [ "$per_rank_ok" -eq 1 ]
+served=$(sed -n 's/^gcollrun: the store served \([0-9]*\) requests for 6 ranks ([0-9]* keys); gcollrun used [0-9.]* ms of CPU$/\1/p' "$tmp/err")
+check "init timings: the store served what the ranks counted, plus 6 goodbyes ($served vs $asked)" \
+  [ "${served:-0}" -eq $((asked + 6)) ]
+check "gcollrun says how long the plan took" \
+  grep -Eq '^gcollrun: plan for 6 ranks on 3 nodes computed and written in [0-9]+\.[0-9]{2} ms: ' "$tmp/err"
 
 # ---- --tag-output -----------------------------------------------------------
 # Lines written in pieces, from many ranks at once, come out whole.

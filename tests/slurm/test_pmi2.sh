@@ -137,6 +137,11 @@ lo=$(grep -c 'net/socket listens on 127\.' "$tmp/perf")
 ifs=$(ip -o -4 addr show up scope global 2>/dev/null | grep -cv ' \(docker\|virbr\|veth\|cni\|podman\|lxcbr\)')
 ((rc == 0 && mixed == 4)) && ok "every rank's job key has the PMI2 secret mixed in" ||
   bad "job key secret: srun exit $rc, $mixed of 4 ranks mixed: $(head -c 600 "$tmp/perf")"
+# The init timings line tells the PMI2 calls to slurmstepd and the requests to rank 0's
+# store apart (rank 0: PMI2_Init, a put, the fence, a get; the others skip the put).
+timed=$(grep -Ec "init timings: total .*; bootstrap requests [0-9]+: [34] to slurmstepd \(PMI2\), [0-9]+ to rank 0's store at [0-9.]+:[0-9]+$" "$tmp/perf")
+((rc == 0 && timed == 4)) && ok "every rank's init timings line counts PMI2 and rank 0's store apart" ||
+  bad "init timings under PMI2: $timed of 4 lines: $(grep 'init timings' "$tmp/perf" | head -2)"
 if ((ifs > 0)); then
   ((lo == 0)) && ok "net/socket listens on a network interface, not loopback" ||
     bad "net/socket on loopback with $ifs global IPv4 interfaces: $(grep listens "$tmp/perf" | head -4)"
