@@ -44,7 +44,7 @@
 #define USER_SIGNAL_DEBOUNCE_MS 500
 
 static const char usage_text[] =
-    "usage: gcollrun -n N [--nodes K] [--topo TOPO | --plan FILE] [--tag-output]\n"
+    "usage: gcollrun -n N [--nodes K] [--topo TOPO | --plan FILE | --no-plan] [--tag-output]\n"
     "                [--timeout SEC] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Starts N ranks of PROGRAM on this host with a gcoll plan and a bootstrap\n"
@@ -62,6 +62,10 @@ static const char usage_text[] =
     "                      (default $GCOLL_TOPO, else cpu-only)\n"
     "  -p, --plan FILE     use this plan instead of computing one (must have N\n"
     "                      ranks, and K nodes if --nodes is given)\n"
+    "      --no-plan       give the ranks no GCOLL_PLAN: they plan the job\n"
+    "                      themselves through the store, as under srun\n"
+    "                      --mpi=pmi2 without the SPANK plugin (each node's\n"
+    "                      topology from $GCOLL_TOPO, else detected)\n"
     "  -T, --tag-output    prefix every output line with \"[RANK] \"\n"
     "      --timeout SEC   kill the job after SEC seconds (exit status 124)\n"
     "  -h, --help          this help\n"
@@ -82,7 +86,7 @@ static const char usage_text[] =
 struct opts {
   long nranks, nnodes;        /* nnodes 0: not given */
   const char *topo, *plan;
-  int tag;
+  int tag, no_plan;
   double timeout_s;           /* 0: none */
   char **argv;                /* PROGRAM ARGS... */
 };
@@ -165,6 +169,9 @@ static int check_shape(const struct opts *o) {
   if (o->nranks == 0) return usage_error("missing -n N");
   if (o->argv == NULL || o->argv[0] == NULL) return usage_error("missing PROGRAM");
   if (o->plan && o->topo) return usage_error("--plan and --topo exclude each other");
+  if (o->no_plan && (o->plan || o->topo))
+    return usage_error("--no-plan excludes --plan and --topo (the ranks plan the job: set "
+                       "GCOLL_TOPO for their topology)");
   long k = o->nnodes ? o->nnodes : 1;
   if (k > o->nranks) return usage_error("--nodes %ld is more than -n %ld", k, o->nranks);
   /* Block distribution: the first nodes hold the rounded-up share. */
@@ -175,7 +182,7 @@ static int check_shape(const struct opts *o) {
   return 0;
 }
 
-enum { OPT_TIMEOUT = 256 };
+enum { OPT_TIMEOUT = 256, OPT_NO_PLAN };
 
 /* Returns 0 to run, -1 after --help/--version, or an exit status. */
 static int parse_opts(int argc, char **argv, struct opts *o) {
@@ -183,6 +190,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
       {"np", required_argument, NULL, 'n'},      {"nodes", required_argument, NULL, 'N'},
       {"topo", required_argument, NULL, 't'},    {"plan", required_argument, NULL, 'p'},
       {"tag-output", no_argument, NULL, 'T'},    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+      {"no-plan", no_argument, NULL, OPT_NO_PLAN},
       {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
   memset(o, 0, sizeof(*o));
@@ -198,6 +206,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
     case 'p': o->plan = optarg; break;
     case 'T': o->tag = 1; break;
     case OPT_TIMEOUT: rc = parse_seconds(optarg, &o->timeout_s); break;
+    case OPT_NO_PLAN: o->no_plan = 1; break;
     case 'h': fputs(usage_text, stdout); return -1;
     case 'V': printf(GCOLLRUN_PROG " (gcoll) %s\n", PACKAGE_VERSION); return -1;
     case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
@@ -375,7 +384,7 @@ static void raise_fd_limit(long nranks) {
 static int start_ranks(struct job *j, const char *path, const char *addr, const char *key) {
   char err[GCOLLRUN_ERRLEN];
   for (long r = 0; r < j->o.nranks; r++) {
-    struct gcollrun_rank_env e = {.plan_path = j->plan.path, .rank = (int)r,
+    struct gcollrun_rank_env e = {.plan_path = j->o.no_plan ? NULL : j->plan.path, .rank = (int)r,
                                   .nranks = (int)j->o.nranks, .local_rank = j->plan.local_of[r],
                                   .node = j->plan.node_of[r], .kvs_addr = addr, .job_key = key};
     struct gcollrun_child c;
@@ -489,7 +498,9 @@ static int launch(struct job *j) {
     return rc;
   }
   uint64_t t0 = gcoll_wait_now_ns();
-  if (gcollrun_plan_prepare(&j->plan, (int)j->o.nranks, (int)j->o.nnodes, j->o.topo, j->o.plan,
+  /* --no-plan: the ranks' layout only; their plan is theirs to make. */
+  if (gcollrun_plan_prepare(&j->plan, (int)j->o.nranks, (int)j->o.nnodes,
+                            j->o.no_plan ? "cpu-only" : j->o.topo, j->o.plan,
                             err, sizeof(err)) != 0) {
     gcollrun_say("%s", err);
     return GCOLLRUN_EXIT_FAIL;

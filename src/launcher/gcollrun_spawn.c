@@ -107,7 +107,8 @@ static char **rank_environment(const struct gcollrun_rank_env *e) {
   for (size_t i = 0; i < n; i++)
     if (!is_ours(environ[i])) env[k++] = environ[i];
   size_t first_ours = k;
-  int ok = asprintf(&env[k++], "GCOLL_PLAN=%s", e->plan_path) >= 0 &&
+  /* --no-plan: no GCOLL_PLAN at all (the user's is dropped with ours). */
+  int ok = (e->plan_path == NULL || asprintf(&env[k++], "GCOLL_PLAN=%s", e->plan_path) >= 0) &&
            asprintf(&env[k++], "GCOLL_RANK=%d", e->rank) >= 0 &&
            asprintf(&env[k++], "GCOLL_NRANKS=%d", e->nranks) >= 0 &&
            asprintf(&env[k++], "GCOLL_LOCAL_RANK=%d", e->local_rank) >= 0 &&
@@ -126,9 +127,10 @@ static char **rank_environment(const struct gcollrun_rank_env *e) {
 }
 
 static void free_environment(char **env) {
-  size_t n = 0;
-  while (env[n]) n++;
-  for (size_t i = n - NOURS; i < n; i++) free(env[i]);
+  /* Inherited entries with our names were left out, so every one of ours
+   * in env is a copy made here (GCOLL_PLAN is absent under --no-plan). */
+  for (size_t i = 0; env[i] != NULL; i++)
+    if (is_ours(env[i])) free(env[i]);
   free(env);
 }
 

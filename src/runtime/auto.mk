@@ -2,7 +2,7 @@
 # gcollGetUniqueId/gcollCommInitRank (the library hosts the TCP key-value
 # store, the same one gcollrun runs).
 libgcoll_la_SOURCES += src/runtime/comm_init_paths.h src/runtime/comm_init_api.c \
-	src/runtime/comm_plan_local.c src/runtime/bootstrap_local.c \
+	src/runtime/comm_plan_local.c src/runtime/comm_plan_job.c src/runtime/bootstrap_local.c \
 	src/runtime/kvs_server.h src/runtime/kvs_server.c src/runtime/kvs_thread.h src/runtime/kvs_thread.c
 
 if HAVE_CMOCKA

@@ -394,9 +394,36 @@ fail:
   return rc;
 }
 
+/* No plan given and no GCOLL_PLAN: under a launcher's bootstrap (srun
+ * --mpi=pmi2 without the plugin, gcollrun --no-plan) the ranks plan the
+ * job themselves; without one there is nobody to plan with. */
+static gcollResult_t init_from_job_plan(gcollComm_t *out) {
+  struct gcoll_bootstrap *bs = NULL;
+  char err[512], dir[4096], path[4200];
+  if (gcoll_bootstrap_open_from_env(&bs, err, sizeof(err)) != 0)
+    return gcoll_fail(gcollInvalidArgument, "no plan: pass a path or set GCOLL_PLAN, or start "
+                      "the ranks under a launcher (srun --mpi=pmi2, gcollrun) so that they can "
+                      "plan the job themselves (%s)", err);
+  gcollResult_t rc = gcoll_job_plan(bs, dir, sizeof(dir), path, sizeof(path));
+  if (rc != gcollSuccess) {
+    gcoll_bootstrap_close(bs);
+    return rc;
+  }
+  struct gcoll_comm_init_args a = {.plan_path = path, .rank = bs->rank, .bs = bs,
+                                   .job_key = NULL, .check_host = 1};
+  rc = gcoll_comm_init_with(out, &a);
+  /* Init ends in a barrier: every rank has read its copy. */
+  gcoll_local_plan_remove(dir);
+  return rc;
+}
+
 gcollResult_t gcollCommInitFromPlan(gcollComm_t *out, const char *plan_path, int rank) {
   if (out == NULL) return gcoll_fail(gcollInvalidArgument, "gcollCommInitFromPlan: comm is NULL");
   *out = NULL;
+  const char *env_plan = getenv("GCOLL_PLAN");
+  if ((plan_path == NULL || *plan_path == '\0') && (env_plan == NULL || *env_plan == '\0') &&
+      rank < 0)
+    return init_from_job_plan(out);
   const char *path;
   gcollResult_t rc = resolve_rank(plan_path, &rank, &path);
   if (rc != gcollSuccess) return rc;

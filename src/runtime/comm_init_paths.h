@@ -49,6 +49,23 @@ int gcoll_local_plan_write_nodes(int nnodes, const int *node_ranks, const char *
                                  const char *parent, char *dir, size_t dirlen, char *path,
                                  size_t pathlen, char *err, size_t errlen);
 struct gcoll_plan;
+struct gcoll_topo;
+/* This process's node as plans name it: what Slurm calls it
+ * (SLURMD_NODENAME: several slurmd may share a host, and NodeName need not
+ * be the hostname; init checks plans against the same name), else the
+ * short hostname, "-v<i>" appended on gcollrun's virtual node i. */
+void gcoll_this_node_name(char *out, size_t len);
+/* This node's topology for a plan made here: `name` (a topology name or
+ * file), else `fallback`; "auto" is this host as detection sees it,
+ * merged with GCOLL_TOPO_FILE / NCCL_TOPO_FILE as the SPANK plugin does.
+ * NULL with one line in err. */
+struct gcoll_topo *gcoll_local_topology(const char *name, const char *fallback, char *err,
+                                        size_t errlen);
+/* No launcher plan: the ranks of bs plan the job themselves (one topology
+ * per node, built at rank 0, read back by all; comm_plan_job.c) into a
+ * private dir. Collective over bs. */
+gcollResult_t gcoll_job_plan(struct gcoll_bootstrap *bs, char *dir, size_t dirlen, char *path,
+                             size_t pathlen);
 /* Writes plan to plan.yaml in a fresh private directory under parent, as
  * gcoll_local_plan_write does with the plan it computes. */
 int gcoll_local_plan_save(const struct gcoll_plan *plan, const char *parent, char *dir,

@@ -57,13 +57,6 @@ struct member {
   char node[NODE_MAX];
 };
 
-static void short_host(char *out, size_t len) {
-  if (gethostname(out, len) != 0) snprintf(out, len, "localhost");
-  out[len - 1] = '\0';
-  char *dot = strchr(out, '.');
-  if (dot != NULL) *dot = '\0';
-}
-
 /* This process's launcher rank: GCOLL_RANK, else Slurm's task id. */
 static int launcher_rank(void) {
   static const char *const names[] = {"GCOLL_RANK", "SLURM_PROCID"};
@@ -113,17 +106,19 @@ static gcollResult_t describe_self(struct member *m, int rank, int nranks) {
     free(view);
     return gcollSuccess;
   }
-  char host[NODE_MAX - 16];
-  short_host(host, sizeof(host));
   const char *nodes = getenv("GCOLL_NODES");
   long k = nodes != NULL && *nodes != '\0' ? strtol(nodes, NULL, 10) : 1;
   if (k > 1) {
     /* Virtual nodes of this host, as gcollrun --nodes K makes them. */
+    char host[NODE_MAX - 32];
+    if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "localhost");
+    host[sizeof(host) - 1] = '\0';
+    host[strcspn(host, ".")] = '\0';
     if (k > nranks || nranks % k != 0)
       return gcoll_fail(gcollInvalidArgument, "GCOLL_NODES must divide the %d ranks", nranks);
     snprintf(m->node, sizeof(m->node), "%s-v%ld", host, rank / (nranks / k));
   } else {
-    snprintf(m->node, sizeof(m->node), "%s", host);
+    gcoll_this_node_name(m->node, sizeof(m->node));
   }
   return gcollSuccess;
 }

@@ -45,13 +45,25 @@ static char **node_hosts(int nnodes) {
   return names;
 }
 
-/* The topology of every virtual node: a name or file, or "auto": this
- * host as detection sees it, merged with GCOLL_TOPO_FILE / NCCL_TOPO_FILE
- * (environment or nccl.conf) when one is set, as the SPANK plugin does
- * per node. Without a name, $GCOLL_TOPO, else cpu-only. */
-static struct gcoll_topo *node_topology(const char *name, char *err, size_t errlen) {
-  if (name == NULL || *name == '\0') name = getenv("GCOLL_TOPO");
-  if (name == NULL || *name == '\0') name = "cpu-only";
+void gcoll_this_node_name(char *out, size_t len) {
+  const char *slurm_node = getenv("SLURMD_NODENAME"), *virtual_node = getenv("GCOLL_NODE");
+  if (virtual_node == NULL && slurm_node != NULL && *slurm_node != '\0') {
+    snprintf(out, len, "%s", slurm_node);
+    return;
+  }
+  char host[200];
+  if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "localhost");
+  host[sizeof(host) - 1] = '\0';
+  host[strcspn(host, ".")] = '\0';
+  if (virtual_node != NULL && *virtual_node != '\0')
+    snprintf(out, len, "%s-v%s", host, virtual_node);
+  else
+    snprintf(out, len, "%s", host);
+}
+
+struct gcoll_topo *gcoll_local_topology(const char *name, const char *fallback, char *err,
+                                        size_t errlen) {
+  if (name == NULL || *name == '\0') name = fallback;
   if (strcmp(name, "auto") != 0) return gcoll_topo_load_name(name, err, errlen);
   const char *file = gcoll_setting("GCOLL_TOPO_FILE");
   char info[1024], why[512], from[512];
@@ -69,6 +81,13 @@ static struct gcoll_topo *node_topology(const char *name, char *err, size_t errl
   }
   gcoll_log_info(NULL, "topology auto: %s", info);
   return t;
+}
+
+/* The topology of every virtual node: a name or file, or "auto" (above);
+ * without a name, $GCOLL_TOPO, else cpu-only. */
+static struct gcoll_topo *node_topology(const char *name, char *err, size_t errlen) {
+  if (name == NULL || *name == '\0') name = getenv("GCOLL_TOPO");
+  return gcoll_local_topology(name, "cpu-only", err, errlen);
 }
 
 static struct gcoll_plan *build(int nnodes, const int *node_ranks, const char *topo_name,

@@ -353,5 +353,32 @@ one_line_matching "malformed GCOLL_TUNING" 1 "GCOLL_TUNING: .*nonsense" \
   env GCOLL_TUNING=nonsense=1 "$RUN" -n 2 true
 check "temp plan dirs removed on every path" no_leftover_dirs
 
+# ---- --no-plan: the ranks plan the job themselves ------------------------------
+# As under srun --mpi=pmi2 without the plugin: one topology per node meets at
+# rank 0 through the store, rank 0 builds the plan, every rank reads it back.
+# It must be the plan gcollrun itself would have made (gcoll-plan diff).
+GCOLL_DEBUG=INFO GCOLL_TOPO=dgx-h100 GCOLL_PLAN_SAVE="$tmp/self.yaml" \
+  run "$RUN" -n 6 --nodes 2 --no-plan "$BENCH"
+check "--no-plan: 6 ranks init and allreduce on a plan of their own (exit $rc, $(errtext))" \
+  eval '[ "$rc" -eq 0 ] && [ "$(grep -c "^init_bench rank [0-5] of 6:" "$tmp/out")" -eq 6 ]'
+check "--no-plan: every rank says it planned the job itself" \
+  [ "$(grep -c "no GCOLL_PLAN: the ranks planned the job themselves in [0-9.]* ms" "$tmp/err")" -eq 6 ]
+"$top_builddir/gcoll-plan" generate -q -t dgx-h100 --hosts "$(hostname -s)-v[0-1]" -k 3 \
+  -o "$tmp/ref.yaml"
+check "--no-plan: the plan is the one gcoll-plan generate makes for the job" \
+  "$top_builddir/gcoll-plan" diff "$tmp/ref.yaml" "$tmp/self.yaml"
+GCOLL_TOPO=dgx-h100 run "$RUN" -n 7 --nodes 3 --no-plan "$BENCH"
+check "--no-plan: 7 ranks on 3 nodes (3+2+2) (exit $rc, $(errtext))" \
+  eval '[ "$rc" -eq 0 ] && [ "$(grep -c "^init_bench rank [0-6] of 7:" "$tmp/out")" -eq 7 ]'
+run "$RUN" -n 3 --no-plan "$BENCH"
+check "--no-plan: detected topology by default (exit $rc, $(errtext))" \
+  eval '[ "$rc" -eq 0 ] && [ "$(grep -c "^init_bench rank [0-2] of 3:" "$tmp/out")" -eq 3 ]'
+GCOLL_TOPO=no-such-topology run "$RUN" -n 2 --no-plan "$BENCH"
+check "--no-plan: a node that cannot describe itself fails the job, saying why" \
+  eval '[ "$rc" -ne 0 ] && [ "$(grep -c "no GCOLL_PLAN, and planning the job in-process failed: .*no-such-topology" "$tmp/err")" -ge 1 ]' 
+one_line_matching "--no-plan with --plan" 2 "^gcollrun: --no-plan excludes --plan and --topo" \
+  "$RUN" -n 2 --no-plan --topo cpu-only "$BENCH"
+check "temp plan dirs removed after --no-plan" no_leftover_dirs
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

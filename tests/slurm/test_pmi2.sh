@@ -171,6 +171,21 @@ for spec in "n2 2 4" "n4 4 8"; do
     bad "send/recv -N$2 -n$3: srun exit $rc, $good of $3 ranks clean: $(head -c 800 "$tmp/p2p")"
 done
 
+# --- no GCOLL_PLAN: the ranks plan the job themselves (no plugin) -------------------------------
+# A node's first rank describes its topology (detection), rank 0 builds the plan, all read it.
+GCOLL_DEBUG=INFO srun_checked 120 --mpi=pmi2 -w 'n[1-3]' -N3 -n5 \
+  "$PERF" -o allreduce -b 8 -e 64K -f 8 -w 2 -n 5 >"$tmp/perf"
+rc=$?
+check_perf "no plan at all: the ranks plan the job, srun --mpi=pmi2 -N3 -n5 (2+2+1)" 5 "$tmp/perf" $rc
+n=$(grep -c "no GCOLL_PLAN: the ranks planned the job themselves" "$tmp/perf")
+((n == 5)) && ok "no plan: every rank says where its plan came from" ||
+  bad "no plan: $n of 5 ranks said where their plan came from"
+srun_checked 60 --mpi=pmi2 -w 'n[1-2]' -N2 -n4 -m cyclic "$PERF" -o allreduce -b 8 -e 64 >"$tmp/out"
+rc=$?
+n=$(grep -c "planning the job in-process failed: ranks 0 and 2 run on n1 but rank 1, between them, does not: plans need each node's ranks contiguous" "$tmp/out")
+((rc != 0 && n >= 1)) && ok "no plan, -m cyclic: refused in one line per rank ($n)" ||
+  bad "no plan, -m cyclic: srun exit $rc, $n lines: $(head -c 600 "$tmp/out")"
+
 # p2p_check colls: gcollAlltoAll, gcollGather, gcollScatter against a serial reference, in
 # and out of groups; every rank prints "rank R: N alltoall/gather/scatter calls, 0 wrong bytes".
 GCOLL_PLAN=$tmp/n2.yaml srun_checked 180 --mpi=pmi2 -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 \

@@ -300,6 +300,22 @@ else
   echo "skipped: NCCL communicator cases (no $inc/nccl.h)"
 fi
 
+# --- without --gcoll the ranks plan the step themselves: the same plan -------
+# (Job and step ids differ between two steps; everything else must not.)
+use_plugin
+out=$(run_srun 60 --gcoll=plan -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 bash -c \
+  '[ "$SLURM_PROCID" != 0 ] || sed "/^job:/d" "$GCOLL_PLAN" >"$0"' "$tmp/by-plugin.yaml")
+out=$(GCOLL_PLAN_SAVE="$tmp/by-ranks.yaml" run_srun 120 --mpi=pmi2 -w 'n[1-2]' -N2 -n4 \
+  --ntasks-per-node=2 "$perf" -o allreduce -b 8 -e 64K -f 16 -w 1 -n 3)
+if perf_clean "$out" && [[ -f $tmp/by-ranks.yaml ]]; then
+  ok "no --gcoll: the ranks plan the step themselves, gcoll-perf 0 wrong"
+  sed -i '/^job:/d' "$tmp/by-ranks.yaml"
+  check "no --gcoll: the ranks' plan is the plugin's (gcoll-plan diff)" \
+    "$plan_tool" diff "$tmp/by-plugin.yaml" "$tmp/by-ranks.yaml"
+else
+  bad "no --gcoll: gcoll-perf without a plan"; printf '%s\n' "$out" | tail -10
+fi
+
 # --- --gcoll=FILE: a given plan, checked against the step --------------------
 "$plan_tool" generate -q --topo cpu-only --hosts 'n[1-2]' -k 2 -o "$tmp/given.yaml"
 "$plan_tool" generate -q --topo cpu-only --hosts 'n[3-4]' -k 2 -o "$tmp/other.yaml"

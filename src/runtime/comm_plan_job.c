@@ -1,0 +1,334 @@
+/* A plan the ranks make themselves, when no launcher made one.
+ *
+ * `srun --mpi=pmi2 app` on a site without the SPANK plugin (or a user who
+ * forgot `--gcoll=plan`) still has a bootstrap, so the job still gets a
+ * plan, the one the plugin would have made: the first rank of each node
+ * describes the node's topology as the plugin does in slurmstepd
+ * (detection merged with GCOLL_TOPO_FILE / NCCL_TOPO_FILE, or $GCOLL_TOPO),
+ * the descriptions meet at rank 0 through the bootstrap's store, rank 0
+ * builds the plan with the function every launcher uses (gcoll_plan_build)
+ * over the nodes in rank order, and every rank reads the YAML back from the
+ * store and keeps a private copy. What that costs each step (a detection
+ * per node and a build at rank 0 at init, instead of once per step in
+ * slurmstepd) is why the plugin stays the better way; the INFO line says
+ * what it cost.
+ *
+ * Store traffic: rank 0 makes O(nranks) requests (hosts, roles) plus one
+ * per node; every other rank O(1 + plan size / chunk). Nodes must hold
+ * contiguous ranks (Slurm's block distribution, the default); a cyclic or
+ * plane layout is refused in one line naming two ranks of one node. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "graph/plan.h"
+#include "graph/topo.h"
+#include "graph/tuning.h"
+#include "runtime/comm.h"
+#include "runtime/comm_init_paths.h"
+#include "runtime/kvs_proto.h"
+#include "kernels/wait.h"
+
+#define JP_HOST_KEY "jobplan/host/%d"
+#define JP_ROLE_KEY "jobplan/role/%d"   /* "L" describe the node, "M", "!why" */
+#define JP_TOPO_KEY "jobplan/topo/%d"   /* a leader's topology YAML, or "!why" */
+#define JP_PLAN_KEY "jobplan/plan"      /* "<chunks> <bytes>", or "!why" */
+#define JP_CHUNK_KEY "jobplan/plan/%d"
+#define JP_CHUNK (KVS_MAX_VALUE - 1024)
+#define JP_HOST_MAX 256
+
+struct job_plan_ctx {
+  struct gcoll_bootstrap *bs;
+  int rank, nranks;
+  uint64_t deadline;
+  char err[1024];
+};
+
+static int put(struct job_plan_ctx *c, const char *key, const void *v, size_t len) {
+  return gcoll_bootstrap_put(c->bs, key, v, len, c->err, sizeof(c->err));
+}
+
+static int put_text(struct job_plan_ctx *c, const char *key, const char *v) {
+  return put(c, key, v, strlen(v) + 1);
+}
+
+/* A NUL-terminated value of at most cap bytes, malloc'd. */
+static char *get_text(struct job_plan_ctx *c, const char *key, size_t cap) {
+  char *buf = malloc(cap);
+  size_t len = 0;
+  if (buf == NULL) {
+    snprintf(c->err, sizeof(c->err), "out of memory");
+    return NULL;
+  }
+  if (gcoll_bootstrap_get(c->bs, key, buf, cap, &len, c->deadline, c->err, sizeof(c->err)) != 0) {
+    free(buf);
+    return NULL;
+  }
+  if (len == 0 || buf[len - 1] != '\0') {
+    snprintf(c->err, sizeof(c->err), "%s: malformed value", key);
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
+/* Rank 0: groups the ranks into nodes by host, answers every rank's role. */
+static int assign_roles(struct job_plan_ctx *c, char **hosts, int *first, int *nnodes) {
+  char key[64];
+  const char *why = NULL;
+  char line[600];
+  int n = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    snprintf(key, sizeof(key), JP_HOST_KEY, r);
+    if ((hosts[r] = get_text(c, key, JP_HOST_MAX)) == NULL) return -1;
+  }
+  for (int r = 0; r < c->nranks && why == NULL; r++) {
+    if (r > 0 && strcmp(hosts[r], hosts[r - 1]) == 0) continue;
+    for (int m = 0; m < n; m++)
+      if (strcmp(hosts[first[m]], hosts[r]) == 0) {
+        snprintf(line, sizeof(line), "!ranks %d and %d run on %.200s but rank %d, between "
+                 "them, does not: plans need each node's ranks contiguous (Slurm's block "
+                 "distribution, srun's default; cyclic and plane layouts are not planned yet)",
+                 first[m], r, hosts[r], r - 1);
+        why = line;
+        break;
+      }
+    first[n++] = r;
+  }
+  for (int r = 0, m = 0; r < c->nranks; r++) {
+    int lead = m < n && first[m] == r;
+    if (lead) m++;
+    snprintf(key, sizeof(key), JP_ROLE_KEY, r);
+    if (put_text(c, key, why != NULL ? why : lead ? "L" : "M") != 0) return -1;
+  }
+  if (why != NULL) {
+    snprintf(c->err, sizeof(c->err), "%s", why + 1);
+    return -1;
+  }
+  *nnodes = n;
+  return 0;
+}
+
+/* A leader: this node's topology as YAML, or "!why". */
+static int describe_node(struct job_plan_ctx *c) {
+  char why[1024], key[64];
+  char *yaml = NULL;
+  size_t len = 0;
+  struct gcoll_topo *t = gcoll_local_topology(getenv("GCOLL_TOPO"), "auto", why, sizeof(why));
+  FILE *f = t != NULL ? open_memstream(&yaml, &len) : NULL;
+  int ok = f != NULL && gcoll_topo_write_stream(t, f, why, sizeof(why)) == 0;
+  if (f != NULL) fclose(f);
+  gcoll_topo_free(t);
+  snprintf(key, sizeof(key), JP_TOPO_KEY, c->rank);
+  int rc;
+  if (ok && len + 1 <= KVS_MAX_VALUE) {
+    rc = put(c, key, yaml, len + 1);
+  } else {
+    char msg[1100];
+    snprintf(msg, sizeof(msg), "!%s", ok ? "the topology is larger than the store takes" : why);
+    rc = put_text(c, key, msg);
+  }
+  free(yaml);
+  return rc;
+}
+
+static int64_t env_id(const char *name) {
+  const char *v = getenv(name);
+  char *end;
+  if (v == NULL || *v == '\0') return -1;
+  long long x = strtoll(v, &end, 10);
+  return *end == '\0' && x >= 0 ? x : -1;
+}
+
+/* Rank 0: the plan of the nodes, from their leaders' topologies, as YAML. */
+static char *build_plan_yaml(struct job_plan_ctx *c, char **hosts, const int *first, int nnodes,
+                             size_t *len) {
+  struct gcoll_topo **topo = calloc((size_t)nnodes, sizeof(*topo));
+  char **text = calloc((size_t)nnodes, sizeof(*text));
+  int *counts = calloc((size_t)nnodes, sizeof(*counts));
+  const char **node_host = calloc((size_t)nnodes, sizeof(*node_host));
+  char *yaml = NULL, key[64];
+  struct gcoll_plan *plan = NULL;
+  if (!topo || !text || !counts || !node_host) {
+    snprintf(c->err, sizeof(c->err), "out of memory for %d nodes", nnodes);
+    goto out;
+  }
+  for (int m = 0; m < nnodes; m++) {
+    counts[m] = (m + 1 < nnodes ? first[m + 1] : c->nranks) - first[m];
+    node_host[m] = hosts[first[m]];
+    snprintf(key, sizeof(key), JP_TOPO_KEY, first[m]);
+    if ((text[m] = get_text(c, key, KVS_MAX_VALUE)) == NULL) goto out;
+    if (text[m][0] == '!') {
+      snprintf(c->err, sizeof(c->err), "node %s (rank %d): %s", hosts[first[m]], first[m],
+               text[m] + 1);
+      goto out;
+    }
+    /* Nodes of one kind describe themselves alike: parse each text once. */
+    if (m > 0 && strcmp(text[m], text[m - 1]) == 0) {
+      topo[m] = topo[m - 1];
+      continue;
+    }
+    char why[512];
+    topo[m] = gcoll_topo_read_mem(text[m], strlen(text[m]), hosts[first[m]], why, sizeof(why));
+    if (topo[m] == NULL || gcoll_topo_compute_paths(topo[m], why, sizeof(why)) != 0) {
+      snprintf(c->err, sizeof(c->err), "node %s: its topology: %s", hosts[first[m]], why);
+      goto out;
+    }
+  }
+  struct gcoll_plan_input in = {.nnodes = nnodes, .node_topo = (const struct gcoll_topo **)topo,
+                                .node_host = node_host, .node_ranks = counts,
+                                .job_id = env_id("SLURM_JOB_ID"),
+                                .step_id = env_id("SLURM_STEP_ID")};
+  char why[768];
+  if ((plan = gcoll_plan_build(&in, why, sizeof(why))) == NULL) {
+    snprintf(c->err, sizeof(c->err), "plan of %d nodes: %s", nnodes, why);
+    goto out;
+  }
+  if (gcoll_plan_retune(plan, getenv("GCOLL_TUNING"), why, sizeof(why)) != 0) {
+    snprintf(c->err, sizeof(c->err), "GCOLL_TUNING: %s", why);
+    goto out;
+  }
+  /* A copy to look at (gcoll-plan show/diff), as the plugin's plandir has. */
+  const char *save = getenv("GCOLL_PLAN_SAVE");
+  if (save != NULL && *save != '\0' && gcoll_plan_write_file(plan, save, why, sizeof(why)) != 0) {
+    snprintf(c->err, sizeof(c->err), "GCOLL_PLAN_SAVE: %s", why);
+    goto out;
+  }
+  FILE *f = open_memstream(&yaml, len);
+  if (f == NULL || gcoll_plan_write_stream(plan, f, why, sizeof(why)) != 0) {
+    snprintf(c->err, sizeof(c->err), "writing the plan: %s", f ? why : "out of memory");
+    if (f != NULL) fclose(f);
+    free(yaml);
+    yaml = NULL;
+    goto out;
+  }
+  fclose(f);
+out:
+  gcoll_plan_free(plan);
+  for (int m = 0; topo != NULL && m < nnodes; m++)
+    if (topo[m] != NULL && (m == 0 || topo[m] != topo[m - 1])) gcoll_topo_free(topo[m]);
+  for (int m = 0; text != NULL && m < nnodes; m++) free(text[m]);
+  free(topo);
+  free(text);
+  free(counts);
+  free(node_host);
+  return yaml;
+}
+
+/* Rank 0: builds and publishes the plan, or publishes why not. */
+static int publish_plan(struct job_plan_ctx *c) {
+  char **hosts = calloc((size_t)c->nranks, sizeof(*hosts));
+  int *first = calloc((size_t)c->nranks, sizeof(*first));
+  int nnodes = 0, rc = -1;
+  char *yaml = NULL, key[64], head[64];
+  size_t len = 0;
+  if (hosts == NULL || first == NULL) {
+    snprintf(c->err, sizeof(c->err), "out of memory");
+  } else if (assign_roles(c, hosts, first, &nnodes) == 0 && describe_node(c) == 0 &&
+             (yaml = build_plan_yaml(c, hosts, first, nnodes, &len)) != NULL) {
+    int chunks = (int)((len + JP_CHUNK - 1) / JP_CHUNK);
+    rc = 0;
+    for (int i = 0; i < chunks && rc == 0; i++) {
+      size_t at = (size_t)i * JP_CHUNK, n = len - at < JP_CHUNK ? len - at : JP_CHUNK;
+      snprintf(key, sizeof(key), JP_CHUNK_KEY, i);
+      rc = put(c, key, yaml + at, n);
+    }
+    snprintf(head, sizeof(head), "%d %zu", chunks, len);
+    if (rc == 0) rc = put_text(c, JP_PLAN_KEY, head);
+  }
+  if (rc != 0) {
+    /* Everyone else waits for the header: tell them why there is none. */
+    char msg[1100];
+    snprintf(msg, sizeof(msg), "!%s", c->err);
+    put_text(c, JP_PLAN_KEY, msg);
+  }
+  for (int r = 0; hosts != NULL && r < c->nranks; r++) free(hosts[r]);
+  free(hosts);
+  free(first);
+  free(yaml);
+  return rc;
+}
+
+/* Every rank: the published plan into a private file. */
+static int fetch_plan(struct job_plan_ctx *c, char *dir, size_t dirlen, char *path,
+                      size_t pathlen) {
+  char *head = get_text(c, JP_PLAN_KEY, sizeof(c->err) + 8), key[64];
+  if (head == NULL) return -1;
+  int chunks = 0;
+  size_t len = 0;
+  if (head[0] == '!' || sscanf(head, "%d %zu", &chunks, &len) != 2 || chunks < 1 ||
+      len > (size_t)chunks * JP_CHUNK) {
+    snprintf(c->err, sizeof(c->err), "rank 0: %s", head[0] == '!' ? head + 1 : "a malformed plan header");
+    free(head);
+    return -1;
+  }
+  free(head);
+  char *yaml = malloc(len + 1);
+  int rc = yaml == NULL ? -1 : 0;
+  for (int i = 0; i < chunks && rc == 0; i++) {
+    size_t at = (size_t)i * JP_CHUNK, want = len - at < JP_CHUNK ? len - at : JP_CHUNK, got = 0;
+    snprintf(key, sizeof(key), JP_CHUNK_KEY, i);
+    rc = gcoll_bootstrap_get(c->bs, key, yaml + at, want, &got, c->deadline, c->err,
+                             sizeof(c->err));
+    if (rc == 0 && got != want) {
+      snprintf(c->err, sizeof(c->err), "plan chunk %d: %zu bytes, expected %zu", i, got, want);
+      rc = -1;
+    }
+  }
+  struct gcoll_plan *plan = NULL;
+  char why[1024];
+  if (rc == 0 && (plan = gcoll_plan_read_mem(yaml, len, "the plan rank 0 made", why,
+                                             sizeof(why))) == NULL) {
+    snprintf(c->err, sizeof(c->err), "%s", why);
+    rc = -1;
+  }
+  if (rc == 0 && gcoll_local_plan_save(plan, getenv("GCOLL_PLAN_DIR"), dir, dirlen, path,
+                                       pathlen, why, sizeof(why)) != 0) {
+    snprintf(c->err, sizeof(c->err), "%s", why);
+    rc = -1;
+  }
+  gcoll_plan_free(plan);
+  free(yaml);
+  return rc;
+}
+
+gcollResult_t gcoll_job_plan(struct gcoll_bootstrap *bs, char *dir, size_t dirlen, char *path,
+                             size_t pathlen) {
+  struct job_plan_ctx c = {.bs = bs, .rank = bs->rank, .nranks = bs->nranks,
+                           .deadline = gcoll_bootstrap_deadline(bs)};
+  uint64_t t0 = gcoll_wait_now_ns();
+  char host[JP_HOST_MAX], key[64];
+  dir[0] = '\0';
+  gcoll_this_node_name(host, sizeof(host));
+  snprintf(key, sizeof(key), JP_HOST_KEY, c.rank);
+  if (put_text(&c, key, host) != 0)
+    return gcoll_fail(gcollSystemError, "planning the job in-process: %s", c.err);
+  int rc;
+  if (c.rank == 0) {
+    rc = publish_plan(&c);
+  } else {
+    char *role;
+    snprintf(key, sizeof(key), JP_ROLE_KEY, c.rank);
+    rc = (role = get_text(&c, key, sizeof(c.err) + 8)) == NULL ? -1 : 0;
+    if (rc == 0 && role[0] == '!') {
+      snprintf(c.err, sizeof(c.err), "%s", role + 1);
+      rc = -1;
+    } else if (rc == 0 && strcmp(role, "L") == 0) {
+      rc = describe_node(&c);
+    }
+    free(role);
+  }
+  if (rc == 0) rc = fetch_plan(&c, dir, dirlen, path, pathlen);
+  if (rc != 0)
+    return gcoll_fail(gcollInvalidUsage, "no GCOLL_PLAN, and planning the job in-process "
+                      "failed: %s", c.err);
+  gcoll_log_info(NULL, "rank %d: no GCOLL_PLAN: the ranks planned the job themselves in %.1f ms "
+                 "(%s; the plugin, srun --gcoll=plan, does this once per step before the tasks "
+                 "start)", c.rank, (double)(gcoll_wait_now_ns() - t0) / 1e6,
+                 c.rank == 0 ? "topologies of every node, built here" : "fetched from rank 0");
+  return gcollSuccess;
+}
