@@ -125,6 +125,24 @@ for shape in "2 4" "4 8"; do
   done
 done
 
+# --- uneven block placement: nodes of different task counts get one plan ---
+# -N3 -n5 is 2+2+1 on these 2-CPU nodes; every collective, 0 wrong.
+out=$(run_srun 120 --mpi=pmi2 --gcoll=plan -w 'n[1-3]' -N3 -n5 bash -c \
+  '"$0" verify "$GCOLL_PLAN" >/dev/null && echo "verified rank=$GCOLL_RANK";
+   [ "$SLURM_PROCID" != 0 ] || "$0" show "$GCOLL_PLAN" | sed -n "s/^  \(node[s]* [0-9-]*: .*\)/plan \1/p"' \
+  "$plan_tool")
+check "-N3 -n5 (2+2+1): every task has a plan gcoll-plan verify accepts" \
+  test "$(grep -c '^verified rank=' <<<"$out")" = 5
+check "-N3 -n5: the plan gives the last node one rank" grep -q '^plan node 2: .*, ranks 4-4$' <<<"$out"
+for coll in allreduce broadcast reduce allgather reducescatter; do
+  out=$(run_srun 180 --mpi=pmi2 --gcoll=plan -w 'n[1-3]' -N3 -n5 "$perf" -o "$coll" -b 8 -e 256K -f 16 -w 1 -n 3)
+  if perf_clean "$out"; then ok "-N3 -n5 gcoll-perf -o $coll: 0 wrong"
+  else bad "-N3 -n5 gcoll-perf -o $coll"; printf '%s\n' "$out" | tail -15; fi
+done
+out=$(run_srun 60 --gcoll=plan -w 'n[1-2]' -N2 -n4 -m cyclic bash -c 'echo "task plan=${GCOLL_PLAN:-unset}"')
+check "-m cyclic: no plan, one line per node naming the layout" \
+  test "$(count '^task plan=unset$' "$out")" = 4 -a "$(count "gcoll: no plan for this step.*cyclic and plane layouts are not planned yet" "$out")" -ge 1
+
 # --- topo=FILE: the plan describes the nodes the file describes --------------
 use_plugin "topo=$srcdir/etc/topologies/dgx-h100.yaml"
 out=$(run_srun 60 --gcoll=plan -N2 -n4 --ntasks-per-node=2 bash -c \

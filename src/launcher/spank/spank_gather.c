@@ -200,7 +200,8 @@ static int write_node(const struct stepdir *d, const struct gcoll_spank_config *
 /* ---- node 0: gather, compute or reuse, publish -------------------------- */
 
 struct gathered {
-  int nnodes, ppn;
+  int nnodes;
+  int *tasks;          /* per node: Slurm's tasks on it, in block order */
   char **host;
   struct gcoll_topo **topo;
   uint32_t *hash;
@@ -214,6 +215,7 @@ static void gathered_free(struct gathered *g) {
   free(g->host);
   free(g->topo);
   free(g->hash);
+  free(g->tasks);
 }
 
 static int wait_topologies(const struct stepdir *d, int nnodes, double deadline, char *err,
@@ -296,25 +298,32 @@ static int gather(const struct stepdir *d, const struct gcoll_gather_node *me, s
   g->host = calloc((size_t)n, sizeof(*g->host));
   g->topo = calloc((size_t)n, sizeof(*g->topo));
   g->hash = calloc((size_t)n, sizeof(*g->hash));
-  if (g->host == NULL || g->topo == NULL || g->hash == NULL) {
+  g->tasks = calloc((size_t)n, sizeof(*g->tasks));
+  if (g->host == NULL || g->topo == NULL || g->hash == NULL || g->tasks == NULL) {
     snprintf(err, errlen, "out of memory for %d nodes", n);
     return -1;
   }
+  int64_t next = 0;
   for (int i = 0; i < n; i++) {
     int64_t tasks, first;
     if (read_node(d, i, g, &tasks, &first, err, errlen) != 0) return -1;
-    if (i == 0) g->ppn = (int)tasks;
-    /* Plans number ranks node by node, the same count on each: exactly
-     * Slurm's block distribution of a task count that divides evenly. */
-    if (tasks != g->ppn || first != (int64_t)i * g->ppn) {
-      snprintf(err, errlen, "node %d (%s) runs %lld tasks from rank %lld; a plan needs the same "
-                            "task count on every node in block order (use --ntasks-per-node "
-                            "and -m block)", i, g->host[i], (long long)tasks, (long long)first);
+    /* Plans number ranks node by node: Slurm's block distribution, with
+     * any task count per node (-N2 -n3: 2+1, --ntasks-per-node on mixed
+     * nodes, -w lists). A node whose ranks are not the next block (-m
+     * cyclic, plane) cannot be planned yet. */
+    if (first != next) {
+      snprintf(err, errlen, "node %d (%s) runs %lld tasks from rank %lld, not from rank %lld: "
+                            "a plan needs each node's ranks in one block in node order (-m "
+                            "block, srun's default; cyclic and plane layouts are not planned "
+                            "yet)", i, g->host[i], (long long)tasks, (long long)first,
+               (long long)next);
       return -1;
     }
+    g->tasks[i] = (int)tasks;
+    next += tasks;
   }
-  if ((uint64_t)g->ppn * (uint64_t)n != me->ntasks_total) {
-    snprintf(err, errlen, "%d nodes x %d tasks is not the step's %u tasks", n, g->ppn,
+  if ((uint64_t)next != me->ntasks_total) {
+    snprintf(err, errlen, "the %d nodes run %lld tasks, not the step's %u", n, (long long)next,
              me->ntasks_total);
     return -1;
   }
@@ -332,10 +341,10 @@ static uint64_t fnv64(uint64_t h, const void *p, size_t n) {
 static uint64_t cache_key(const struct gathered *g) {
   uint64_t h = 14695981039346656037ull;
   h = fnv64(h, &g->nnodes, sizeof(g->nnodes));
-  h = fnv64(h, &g->ppn, sizeof(g->ppn));
   for (int i = 0; i < g->nnodes; i++) {
     h = fnv64(h, g->host[i], strlen(g->host[i]) + 1);
     h = fnv64(h, &g->hash[i], sizeof(g->hash[i]));
+    h = fnv64(h, &g->tasks[i], sizeof(g->tasks[i]));
   }
   return h;
 }
@@ -353,7 +362,9 @@ static struct gcoll_plan *cache_lookup(int cdir, const char *name, const struct 
   free(buf);
   int ok = plan != NULL && gcoll_plan_verify(plan, why, sizeof(why)) == 0 &&
            plan->nnodes == g->nnodes && plan->nranks == (int)me->ntasks_total;
-  for (int i = 0; ok && i < g->nnodes; i++) ok = strcmp(plan->node_host[i], g->host[i]) == 0;
+  for (int i = 0; ok && i < g->nnodes; i++)
+    ok = strcmp(plan->node_host[i], g->host[i]) == 0 &&
+         plan->classes[plan->node_class[i]].nlocal == g->tasks[i];
   if (!ok) {
     gcoll_plan_free(plan);
     return NULL;
@@ -369,7 +380,7 @@ static struct gcoll_plan *compute(const struct gathered *g, const struct gcoll_g
       .nnodes = g->nnodes,
       .node_topo = (const struct gcoll_topo **)g->topo,
       .node_host = (const char **)g->host,
-      .ranks_per_node = g->ppn,
+      .node_ranks = g->tasks,
       .job_id = me->job,
       .step_id = me->step,
   };
