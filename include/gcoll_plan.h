@@ -74,6 +74,9 @@ struct gcoll_rank_view {
   int rank, nranks;
   int node, nnodes;               /* node index in plan order */
   int local_rank, local_nranks;
+  int node_ranks[256];            /* the job ranks of this node, by local
+                                   * rank (consecutive unless the job's
+                                   * layout is cyclic or the like) */
   int gpu;                        /* the node's GPU this rank drives (index in
                                    * its topology), -1 on CPU nodes */
   char gpu_busid[16];             /* that GPU's PCI bus id ("0000:1b:00.0"),

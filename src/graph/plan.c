@@ -38,7 +38,55 @@ static void free_nodes(struct gcoll_plan *p) {
 void gcoll_plan_free(struct gcoll_plan *plan) {
   if (plan == NULL) return;
   free_nodes(plan);
+  free(plan->rank_of_slot);
+  free(plan->slot_of_rank);
   free(plan);
+}
+
+_Static_assert(sizeof(((struct gcoll_rank_view *)0)->node_ranks) ==
+                   GCOLL_MAX_LOCAL_RANKS * sizeof(int),
+               "a rank view holds every rank of its node");
+
+int gcoll_plan_rank_at(const struct gcoll_plan *plan, int slot) {
+  if (slot < 0 || slot >= plan->nranks) return -1;
+  return plan->rank_of_slot != NULL ? plan->rank_of_slot[slot] : slot;
+}
+
+int gcoll_plan_slot_of(const struct gcoll_plan *plan, int rank) {
+  if (rank < 0 || rank >= plan->nranks) return -1;
+  return plan->slot_of_rank != NULL ? plan->slot_of_rank[rank] : rank;
+}
+
+int gcoll_plan_set_rank_order(struct gcoll_plan *plan, const int *rank_of_slot, char *err,
+                              size_t errlen) {
+  free(plan->rank_of_slot);
+  free(plan->slot_of_rank);
+  plan->rank_of_slot = plan->slot_of_rank = NULL;
+  int n = plan->nranks, identity = 1;
+  for (int s = 0; rank_of_slot != NULL && s < n && identity; s++) identity = rank_of_slot[s] == s;
+  if (rank_of_slot == NULL || identity) return 0;
+  int *at = malloc((size_t)n * sizeof(int)), *of = malloc((size_t)n * sizeof(int));
+  if (at == NULL || of == NULL) {
+    free(at);
+    free(of);
+    snprintf(err, errlen, "out of memory for the rank order of %d ranks", n);
+    return -1;
+  }
+  for (int r = 0; r < n; r++) of[r] = -1;
+  for (int s = 0; s < n; s++) {
+    int r = rank_of_slot[s];
+    if (r < 0 || r >= n || of[r] >= 0) {
+      snprintf(err, errlen, "rank %d is %s", r, r < 0 || r >= n ? "outside the job" : "placed twice");
+      free(at);
+      free(of);
+      return -1;
+    }
+    at[s] = r;
+    of[r] = s;
+  }
+  plan->rank_of_slot = at;
+  plan->slot_of_rank = of;
+  return 0;
 }
 
 int gcoll_plan_alloc_nodes(struct gcoll_plan *plan, int nnodes) {
@@ -104,6 +152,7 @@ const struct gcoll_tuning_entry *gcoll_rank_view_tuning(const struct gcoll_rank_
 
 int gcoll_plan_node_of_rank(const struct gcoll_plan *plan, int rank) {
   if (plan == NULL || plan->nnodes < 1 || rank < 0 || rank >= plan->nranks) return -1;
+  rank = gcoll_plan_slot_of(plan, rank);
   int lo = 0, hi = plan->nnodes - 1;
   while (lo < hi) {  /* last node whose first rank is <= rank */
     int mid = lo + (hi - lo + 1) / 2;
@@ -155,21 +204,21 @@ static void fill_ring(const struct gcoll_plan *p, int node, int ring_pos, int s,
     r->prev_edge = r->next_edge = GCOLL_EDGE_SELF;
   } else {
     if (i > 0) {
-      r->prev = F + ch->ring[i - 1];
+      r->prev = gcoll_plan_rank_at(p, F + ch->ring[i - 1]);
       r->prev_edge = k->intra_edge;
     } else {
       int pn = p->ring_node_order[(ring_pos - 1 + n) % n];
       const struct gcoll_plan_class *pk = class_of(p, pn);
-      r->prev = p->node_first_rank[pn] + pk->graph.ch[s].ring[pk->nlocal - 1];
+      r->prev = gcoll_plan_rank_at(p, p->node_first_rank[pn] + pk->graph.ch[s].ring[pk->nlocal - 1]);
       r->prev_edge = pn == node ? k->intra_edge : GCOLL_EDGE_NET;
     }
     if (i < L - 1) {
-      r->next = F + ch->ring[i + 1];
+      r->next = gcoll_plan_rank_at(p, F + ch->ring[i + 1]);
       r->next_edge = k->intra_edge;
     } else {
       int nn = p->ring_node_order[(ring_pos + 1) % n];
       const struct gcoll_plan_class *nk = class_of(p, nn);
-      r->next = p->node_first_rank[nn] + nk->graph.ch[s].ring[0];
+      r->next = gcoll_plan_rank_at(p, p->node_first_rank[nn] + nk->graph.ch[s].ring[0]);
       r->next_edge = nn == node ? k->intra_edge : GCOLL_EDGE_NET;
     }
   }
@@ -184,13 +233,13 @@ int gcoll_plan_ring_ranks(const struct gcoll_plan *plan, int channel, int *ranks
     int node = plan->ring_node_order[j];
     const struct gcoll_plan_class *c = class_of(plan, node);
     for (int i = 0; i < c->nlocal && k < plan->nranks; i++)
-      ranks[k++] = plan->node_first_rank[node] + c->graph.ch[s].ring[i];
+      ranks[k++] = gcoll_plan_rank_at(plan, plan->node_first_rank[node] + c->graph.ch[s].ring[i]);
   }
   return k == plan->nranks ? 0 : -1;
 }
 
 static int tree_endpoint(const struct gcoll_plan *p, int node, int s) {
-  return p->node_first_rank[node] + class_of(p, node)->graph.ch[s].chain[0];
+  return gcoll_plan_rank_at(p, p->node_first_rank[node] + class_of(p, node)->graph.ch[s].chain[0]);
 }
 
 static void fill_tree(const struct gcoll_plan *p, int node, int s, int c, int S,
@@ -210,7 +259,7 @@ static void fill_tree(const struct gcoll_plan *p, int node, int s, int c, int S,
   for (int j = 0; j < GCOLL_MAX_TREE_ARITY; j++) t->children[j] = -1;
   int i = position_in(ch->chain, L, v->local_rank);
   if (i > 0) {
-    t->parent = F + ch->chain[i - 1];
+    t->parent = gcoll_plan_rank_at(p, F + ch->chain[i - 1]);
     t->parent_edge = k->intra_edge;
   } else if (parent[node] >= 0) {
     t->parent = tree_endpoint(p, parent[node], s);
@@ -218,7 +267,7 @@ static void fill_tree(const struct gcoll_plan *p, int node, int s, int c, int S,
   }
   if (i < L - 1) {
     t->child_edge[t->nchildren] = k->intra_edge;
-    t->children[t->nchildren++] = F + ch->chain[i + 1];
+    t->children[t->nchildren++] = gcoll_plan_rank_at(p, F + ch->chain[i + 1]);
   }
   if (i == 0) {
     for (int j = 0; j < nkids && t->nchildren < GCOLL_MAX_TREE_ARITY; j++) {
@@ -281,7 +330,7 @@ int gcoll_plan_rank_view(const struct gcoll_plan *plan, int rank, struct gcoll_r
   if (nk1 < 0 || nk2 < 0) return -1;
 
   const struct gcoll_plan_class *k = class_of(plan, node);
-  int local = rank - plan->node_first_rank[node];
+  int local = gcoll_plan_slot_of(plan, rank) - plan->node_first_rank[node];
   for (int s = 0; s < S; s++)
     if (position_in(k->graph.ch[s].ring, k->nlocal, local) < 0 ||
         position_in(k->graph.ch[s].chain, k->nlocal, local) < 0) {
@@ -316,7 +365,9 @@ int gcoll_plan_rank_view(const struct gcoll_plan *plan, int rank, struct gcoll_r
   }
   view->nvls_nheads = k->graph.nvls_nheads;
   for (int h = 0; h < view->nvls_nheads; h++)
-    view->nvls_heads[h] = plan->node_first_rank[node] + k->graph.nvls_heads[h];
+    view->nvls_heads[h] = gcoll_plan_rank_at(plan, plan->node_first_rank[node] + k->graph.nvls_heads[h]);
+  for (int i = 0; i < k->nlocal; i++)
+    view->node_ranks[i] = gcoll_plan_rank_at(plan, plan->node_first_rank[node] + i);
   memcpy(view->ntuning, plan->ntuning, sizeof(view->ntuning));
   memcpy(view->tuning, plan->tuning, sizeof(view->tuning));
   return 0;

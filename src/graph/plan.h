@@ -105,11 +105,17 @@ struct gcoll_plan {
   int nchannels;               /* after duplication: 2 * searched */
   int nclasses;
   struct gcoll_plan_class classes[GCOLL_MAX_CLASSES];
-  /* Per node (nnodes entries each). Node n holds ranks
-   * [node_first_rank[n], node_first_rank[n] + classes[node_class[n]].nlocal). */
+  /* Per node (nnodes entries each). Node n holds slots
+   * [node_first_rank[n], node_first_rank[n] + classes[node_class[n]].nlocal):
+   * slots number the ranks node by node. */
   char **node_host;
   int *node_class;
   int *node_first_rank;
+  /* The job rank at each slot and back (nranks entries each), for layouts
+   * that are not node-order blocks (Slurm's -m cyclic, plane, arbitrary;
+   * a sub-communicator whose members interleave nodes). NULL, both, when
+   * slot s is rank s. gcoll_plan_rank_at / gcoll_plan_slot_of read them. */
+  int *rank_of_slot, *slot_of_rank;
   /* Global ring: order in which nodes are visited (same for all channels). */
   int *ring_node_order;
   /* Double binary tree over nodes: parent per node, -1 at the root. */
@@ -139,6 +145,13 @@ struct gcoll_plan_input {
                                           * GCOLL_MAX_LOCAL_RANKS (and at most
                                           * the GPUs of a GPU node), or NULL:
                                           * ranks_per_node on every node */
+  const int *rank_of_slot;               /* the job rank of each slot (node i's
+                                          * ranks after node i-1's), or NULL:
+                                          * ranks in node-order blocks */
+  const int *node_gpus;                  /* per slot, the topology GPU its rank
+                                          * drives (a step that owns GPUs 5
+                                          * and 6 of a node), or NULL: local
+                                          * rank i drives GPU i */
 };
 
 struct gcoll_plan *gcoll_plan_new(void);
@@ -164,8 +177,9 @@ void gcoll_plan_stamp(struct gcoll_plan *plan, int64_t job_id, int64_t step_id);
  * the NIC the parent paired with that GPU, the GPUs driven are recorded in
  * the class's gpu map), nodes keep the parent's ring order, and the trees
  * and tuning are computed for the new node count as gcoll_plan_build
- * does. Each node's members must be contiguous in the new rank order
- * (plans keep a node's ranks together). */
+ * does. Nodes come in the order they first appear among the members;
+ * members of one node need not be adjacent (the child then has a rank
+ * order, as a cyclic job's plan does). */
 struct gcoll_plan *gcoll_plan_subset(const struct gcoll_plan *parent, const int *members, int n,
                                      char *err, size_t errlen);
 
@@ -182,6 +196,15 @@ void gcoll_plan_tune(struct gcoll_plan *plan);
 
 /* Derived per-rank facts, computed from the in-memory plan. */
 int gcoll_plan_node_of_rank(const struct gcoll_plan *plan, int rank);
+/* The job rank at a slot, and the slot of a job rank (identity without a
+ * rank order); -1 out of range. */
+int gcoll_plan_rank_at(const struct gcoll_plan *plan, int slot);
+int gcoll_plan_slot_of(const struct gcoll_plan *plan, int rank);
+/* Sets the job rank of every slot (nranks entries, a permutation of
+ * 0..nranks-1; NULL or the identity: none). 0, or -1 with the first
+ * rank missing or twice. */
+int gcoll_plan_set_rank_order(struct gcoll_plan *plan, const int *rank_of_slot, char *err,
+                              size_t errlen);
 /* The global ranks of ring channel `channel` in ring order (ranks has
  * nranks entries): what ring algorithms need to place each rank's block.
  * Returns 0, or -1 for a bad channel or an inconsistent plan. */

@@ -227,7 +227,64 @@ void gcoll_plan_stamp(struct gcoll_plan *p, int64_t job_id, int64_t step_id) {
     p->job.created[0] = '\0';
 }
 
+/* Ranks on some of each node's GPUs: the plan of the whole nodes (every
+ * GPU, so the search sees the real NVLink and PCIe neighbours), restricted
+ * to the GPUs the ranks drive (gcoll_plan_subset), which keeps each GPU's
+ * NIC and records the GPUs in the classes. Nodes come in the order of
+ * their lowest rank: node order for block, cyclic and plane layouts. */
+static struct gcoll_plan *build_on_gpus(const struct gcoll_plan_input *in, char *err,
+                                        size_t errlen) {
+  struct gcoll_plan_input whole = *in;
+  whole.node_ranks = NULL;
+  whole.ranks_per_node = 0;   /* a GPU node: one rank per GPU */
+  whole.rank_of_slot = NULL;
+  whole.node_gpus = NULL;
+  long long nranks = 0;
+  for (int n = 0; n < in->nnodes; n++) {
+    const struct gcoll_topo *t = in->node_topo[n];
+    if (t == NULL || t->ngpu < 1) {
+      snprintf(err, errlen, "node %d: GPUs named for a node without GPUs", n);
+      return NULL;
+    }
+    nranks += node_nlocal(in, n, t);
+  }
+  struct gcoll_plan *full = gcoll_plan_build(&whole, err, errlen), *plan = NULL;
+  int *members = full != NULL ? malloc((size_t)nranks * sizeof(int)) : NULL;
+  if (full != NULL && members == NULL) snprintf(err, errlen, "out of memory");
+  for (int n = 0, slot = 0; members != NULL && n < in->nnodes; n++) {
+    int count = node_nlocal(in, n, in->node_topo[n]);
+    for (int k = 0; k < count; k++, slot++) {
+      int gpu = in->node_gpus[slot], rank = in->rank_of_slot ? in->rank_of_slot[slot] : slot;
+      int twice = 0;
+      for (int j = 0; j < k; j++) twice |= in->node_gpus[slot - k + j] == gpu;
+      if (gpu < 0 || gpu >= in->node_topo[n]->ngpu || rank < 0 || rank >= nranks || twice) {
+        snprintf(err, errlen, "node %d: rank %d on GPU %d%s (the node has GPUs 0..%d)", n, rank,
+                 gpu, twice ? ", which another rank of the node drives" : "",
+                 in->node_topo[n]->ngpu - 1);
+        goto out;
+      }
+      members[rank] = full->node_first_rank[n] + gpu;
+    }
+  }
+  if (members != NULL && (plan = gcoll_plan_subset(full, members, (int)nranks, err, errlen)))
+    for (int n = 0; n < plan->nnodes; n++)
+      if (plan->nnodes != in->nnodes || strcmp(plan->node_host[n], full->node_host[n]) != 0) {
+        snprintf(err, errlen, "node %d does not hold the lowest rank after node %d's: plans on "
+                 "some of a node's GPUs need nodes in the order of their lowest rank", n, n - 1);
+        gcoll_plan_free(plan);
+        plan = NULL;
+        break;
+      }
+out:
+  free(members);
+  gcoll_plan_free(full);
+  return plan;
+}
+
 struct gcoll_plan *gcoll_plan_build(const struct gcoll_plan_input *in, char *err, size_t errlen) {
+  if (in != NULL && in->node_topo != NULL && in->node_gpus != NULL && in->nnodes >= 1 &&
+      in->nnodes <= GCOLL_MAX_NODES)
+    return build_on_gpus(in, err, errlen);
   if (in == NULL || in->node_topo == NULL) {
     snprintf(err, errlen, "no nodes to plan");
     return NULL;
@@ -253,7 +310,8 @@ struct gcoll_plan *gcoll_plan_build(const struct gcoll_plan_input *in, char *err
     goto fail;
   }
   if (assign_classes(p, in, src, err, errlen) || search_classes(p, src, in->max_channels, err, errlen) ||
-      fill_hosts(p, in->node_host, err, errlen))
+      fill_hosts(p, in->node_host, err, errlen) ||
+      gcoll_plan_set_rank_order(p, in->rank_of_slot, err, errlen))
     goto fail;
   for (int n = 0; n < p->nnodes; n++) p->ring_node_order[n] = n;
   gcoll_plan_build_trees(p);

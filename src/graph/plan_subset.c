@@ -34,9 +34,10 @@ struct subset {
   int n;
   int nnodes;
   int *node_parent;      /* child node -> parent node */
-  int *node_first;       /* child node -> index into members of its first */
+  int *node_first;       /* child node -> its first child slot */
   int *child_of_parent;  /* parent node -> child node, -1 */
-  int *local;            /* members[i] - its parent node's first rank */
+  int *local;            /* child slot -> local rank on the parent node */
+  int *member_at;        /* child slot -> member index (the child rank) */
   struct child_class cls[GCOLL_MAX_CLASSES];
   char *err;
   size_t errlen;
@@ -50,12 +51,16 @@ __attribute__((format(printf, 2, 3))) static int fail(struct subset *s, const ch
   return -1;
 }
 
-/* Groups the members into child nodes, in member order. */
+/* Groups the members into child nodes, in the order nodes first appear
+ * among them; each node's members keep their order. Members of one node
+ * need not be adjacent (a group of ranks 0, 8, 1, 9 on two nodes): the
+ * child then has a rank order, as cyclic jobs do. */
 static int place_members(struct subset *s) {
   const struct gcoll_plan *p = s->parent;
   unsigned char *seen = calloc((size_t)p->nranks, 1);
-  if (seen == NULL) return fail(s, "out of memory");
+  int *node_of = malloc((size_t)s->n * sizeof(int)), *count = calloc((size_t)s->n, sizeof(int));
   int rc = 0;
+  if (seen == NULL || node_of == NULL || count == NULL) rc = fail(s, "out of memory");
   for (int i = 0; i < s->n && rc == 0; i++) {
     int r = s->members[i];
     int node = gcoll_plan_node_of_rank(p, r);
@@ -63,21 +68,28 @@ static int place_members(struct subset *s) {
       rc = fail(s, "member %d is rank %d, outside the plan's 0..%d", i, r, p->nranks - 1);
     } else if (seen[r]++) {
       rc = fail(s, "rank %d is a member twice (member %d)", r, i);
-    } else if (i > 0 && node == s->node_parent[s->nnodes - 1]) {
-      s->local[i] = r - p->node_first_rank[node];
-    } else if (s->child_of_parent[node] >= 0) {
-      rc = fail(s, "members %d and %d are on one node but member %d is not: a plan keeps each "
-                "node's ranks together (order the group by node)",
-                s->node_first[s->child_of_parent[node]], i, i - 1);
     } else {
-      s->child_of_parent[node] = s->nnodes;
-      s->node_parent[s->nnodes] = node;
-      s->node_first[s->nnodes] = i;
-      s->nnodes++;
-      s->local[i] = r - p->node_first_rank[node];
+      if (s->child_of_parent[node] < 0) {
+        s->child_of_parent[node] = s->nnodes;
+        s->node_parent[s->nnodes++] = node;
+      }
+      node_of[i] = s->child_of_parent[node];
+      count[node_of[i]]++;
     }
   }
+  for (int c = 0, at = 0; rc == 0 && c < s->nnodes; c++) {
+    s->node_first[c] = at;
+    at += count[c];
+    count[c] = s->node_first[c];   /* from here: the next free slot */
+  }
+  for (int i = 0; rc == 0 && i < s->n; i++) {
+    int slot = count[node_of[i]]++, parent_node = s->node_parent[node_of[i]];
+    s->member_at[slot] = i;
+    s->local[slot] = gcoll_plan_slot_of(p, s->members[i]) - p->node_first_rank[parent_node];
+  }
   free(seen);
+  free(node_of);
+  free(count);
   return rc;
 }
 
@@ -251,8 +263,9 @@ struct gcoll_plan *gcoll_plan_subset(const struct gcoll_plan *parent, const int 
   s.node_parent = malloc((size_t)n * sizeof(int));
   s.node_first = malloc((size_t)n * sizeof(int));
   s.local = malloc((size_t)n * sizeof(int));
+  s.member_at = malloc((size_t)n * sizeof(int));
   s.child_of_parent = malloc((size_t)parent->nnodes * sizeof(int));
-  if (!s.node_parent || !s.node_first || !s.local || !s.child_of_parent) {
+  if (!s.node_parent || !s.node_first || !s.local || !s.member_at || !s.child_of_parent) {
     snprintf(err, errlen, "out of memory for %d members", n);
     goto out;
   }
@@ -265,7 +278,9 @@ struct gcoll_plan *gcoll_plan_subset(const struct gcoll_plan *parent, const int 
   }
   child->nranks = n;
   child->nchannels = parent->nchannels;
-  if (fill_nodes(&s, child) != 0) goto fail;
+  if (fill_nodes(&s, child) != 0 ||
+      gcoll_plan_set_rank_order(child, s.member_at, err, errlen) != 0)
+    goto fail;
   gcoll_plan_build_trees(child);
   gcoll_plan_stamp(child, parent->job.id, parent->job.step);
   gcoll_plan_tune(child);
@@ -282,6 +297,7 @@ out:
   free(s.node_parent);
   free(s.node_first);
   free(s.local);
+  free(s.member_at);
   free(s.child_of_parent);
   return child;
 }

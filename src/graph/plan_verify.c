@@ -371,8 +371,21 @@ static int check_tuning(const struct gcoll_plan *p, char *err, size_t errlen) {
   return 0;
 }
 
+/* The rank order, when there is one: a permutation and its inverse. */
+static int check_rank_order(const struct gcoll_plan *p, char *err, size_t errlen) {
+  if ((p->rank_of_slot == NULL) != (p->slot_of_rank == NULL))
+    return bad(err, errlen, "rank order without its inverse");
+  for (int s = 0; p->rank_of_slot != NULL && s < p->nranks; s++) {
+    int r = p->rank_of_slot[s];
+    if (r < 0 || r >= p->nranks || p->slot_of_rank[r] != s)
+      return bad(err, errlen, "rank order: slot %d holds rank %d, which is not a rank of the plan "
+                 "or is placed twice", s, r);
+  }
+  return 0;
+}
+
 int gcoll_plan_verify(const struct gcoll_plan *p, char *err, size_t errlen) {
-  if (check_sizes(p, err, errlen)) return -1;
+  if (check_sizes(p, err, errlen) || check_rank_order(p, err, errlen)) return -1;
   for (int k = 0; k < p->nclasses; k++)
     if (check_class(p, k, err, errlen)) return -1;
   if (check_nodes(p, err, errlen) || check_node_order(p, err, errlen) ||

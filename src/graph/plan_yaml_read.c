@@ -323,10 +323,12 @@ static int parse_range(const char *s, int64_t max, int64_t *a, int64_t *b) {
 /* ---- nodes ----------------------------------------------------------------- */
 
 struct node_fill {
-  int next_node, next_rank, last_class;
+  int next_node, next_rank, last_class;   /* next_rank: the next slot */
   int host_rank;
   char *host_out;
   size_t host_outlen;
+  int *rank_of_slot;   /* the job rank of every slot read so far */
+  int permuted;        /* some node's ranks are not the next block */
 };
 
 static int find_class(const struct gcoll_plan *p, const char *name, int hint) {
@@ -363,20 +365,36 @@ static int parse_node_entry(struct rd *r, const struct ydoc_node *e, int idx,
   nf->last_class = k;
   int nlocal = p->classes[k].nlocal;
   snprintf(f, sizeof(f), "nodes[%d].ranks", idx);
-  int64_t a, b;
+  int64_t a = 0, b = -1;
+  int *list = NULL, nlist = 0;
+  char why[160];
   if (ydoc_req(r->doc, e, "ranks", &ranks, r->err, r->errlen) ||
       ydoc_expect(r->doc, ranks, YDOC_SCALAR, f, r->err, r->errlen))
     return -1;
-  if (parse_range(ranks->scalar, (int64_t)p->nranks - 1, &a, &b))
-    return rd_err(r, ranks, f, "expected A-B with 0 <= A <= B < %d, found '%.40s'", p->nranks,
-                  ranks->scalar);
-  if (a != nf->next_rank)
-    return rd_err(r, ranks, f, "node ranks are not contiguous: expected the first rank to be %d",
-                  nf->next_rank);
-  int64_t count = b - a + 1;
-  if (count % nlocal)
+  /* A-B: a block of ranks; else a rank list ("3-99995:12500", "0,4"),
+   * for nodes of a cyclic or other non-block layout. */
+  if (parse_range(ranks->scalar, (int64_t)p->nranks - 1, &a, &b) != 0 &&
+      gcoll_ranklist_parse(ranks->scalar, p->nranks - 1, &list, &nlist, why, sizeof(why)) != 0)
+    return rd_err(r, ranks, f, "expected A-B or a rank list with ranks 0..%d: %s", p->nranks - 1,
+                  why);
+  int64_t count = list != NULL ? nlist : b - a + 1;
+  if (count % nlocal) {
+    free(list);
     return rd_err(r, ranks, f, "%lld ranks is not a multiple of local_ranks %d of '%s'",
                   (long long)count, nlocal, p->classes[k].name);
+  }
+  if (count > (int64_t)p->nranks - nf->next_rank) {
+    free(list);
+    return rd_err(r, ranks, f, "more ranks than the plan's %d", p->nranks);
+  }
+  int64_t host_at = -1;   /* index of host_rank in this entry */
+  for (int64_t i = 0; i < count; i++) {
+    int rank = list != NULL ? list[i] : (int)(a + i);
+    nf->rank_of_slot[nf->next_rank + i] = rank;
+    nf->permuted |= rank != nf->next_rank + i;
+    if (rank == nf->host_rank) host_at = i;
+  }
+  free(list);
   int64_t nh = count / nlocal, listed;
   if (host) {
     snprintf(f, sizeof(f), "nodes[%d].host", idx);
@@ -392,18 +410,16 @@ static int parse_node_entry(struct rd *r, const struct ydoc_node *e, int idx,
     listed = cnt;
   }
   if (listed != nh)
-    return rd_err(r, host ? host : hosts, f, "names %lld node%s but ranks %lld-%lld hold %lld",
-                  (long long)listed, listed == 1 ? "" : "s", (long long)a, (long long)b,
-                  (long long)nh);
+    return rd_err(r, host ? host : hosts, f, "names %lld node%s but its %lld ranks hold %lld",
+                  (long long)listed, listed == 1 ? "" : "s", (long long)count, (long long)nh);
   if (nh > p->nnodes - nf->next_node)
     return rd_err(r, e, f, "more nodes than nodes_count %d", p->nnodes);
   for (int64_t j = 0; j < nh; j++) {
     p->node_class[nf->next_node + j] = k;
-    p->node_first_rank[nf->next_node + j] = (int)(a + j * nlocal);
+    p->node_first_rank[nf->next_node + j] = (int)(nf->next_rank + j * nlocal);
   }
   if (host) {
-    if ((nf->host_rank < 0 || (nf->host_rank >= a && nf->host_rank <= b)) &&
-        keep_host(r, p, nf, nf->next_node, name, host))
+    if ((nf->host_rank < 0 || host_at >= 0) && keep_host(r, p, nf, nf->next_node, name, host))
       return -1;
   } else if (nf->host_rank < 0) {
     char **names;
@@ -412,14 +428,14 @@ static int parse_node_entry(struct rd *r, const struct ydoc_node *e, int idx,
       return rd_err(r, hosts, f, "%s", name);
     for (int j = 0; j < cnt; j++) p->node_host[nf->next_node + j] = names[j];
     free(names);
-  } else if (nf->host_rank >= a && nf->host_rank <= b) {
-    int j = (int)((nf->host_rank - a) / nlocal);
+  } else if (host_at >= 0) {
+    int j = (int)(host_at / nlocal);
     if (gcoll_hostlist_nth(hosts->scalar, j, name, sizeof(name), name, sizeof(name)))
       return rd_err(r, hosts, f, "%s", name);
     if (keep_host(r, p, nf, nf->next_node + j, name, hosts)) return -1;
   }
   nf->next_node += (int)nh;
-  nf->next_rank = (int)(b + 1);
+  nf->next_rank += (int)count;
   return 0;
 }
 
@@ -438,6 +454,9 @@ static int parse_nodes(struct rd *r, const struct ydoc_node *root, struct gcoll_
                   p->nnodes);
   if (nf->next_rank != p->nranks)
     return rd_err(r, nodes, "nodes", "hold %d ranks, ranks is %d", nf->next_rank, p->nranks);
+  char why[160];
+  if (nf->permuted && gcoll_plan_set_rank_order(p, nf->rank_of_slot, why, sizeof(why)) != 0)
+    return rd_err(r, nodes, "nodes", "%s", why);
   return 0;
 }
 
@@ -712,7 +731,7 @@ struct gcoll_plan *gcoll_plan_from_ydoc(const struct ydoc *doc, int host_rank, c
                                         size_t host_outlen, char *err, size_t errlen) {
   struct rd r = {doc, err, errlen};
   const struct ydoc_node *root = doc->root, *tree;
-  struct node_fill nf = {0, 0, -1, host_rank, host_out, host_outlen};
+  struct node_fill nf = {0, 0, -1, host_rank, host_out, host_outlen, NULL, 0};
   int *children = NULL;
   struct gcoll_plan *p = gcoll_plan_new();
   if (p == NULL) {
@@ -724,7 +743,8 @@ struct gcoll_plan *gcoll_plan_from_ydoc(const struct ydoc *doc, int host_rank, c
       check_tree_sizes(&r, root, p->nnodes, &tree))
     goto fail;
   if (gcoll_plan_alloc_nodes(p, p->nnodes) != 0 ||
-      (children = malloc((size_t)p->nnodes * sizeof(*children))) == NULL) {
+      (children = malloc((size_t)p->nnodes * sizeof(*children))) == NULL ||
+      (nf.rank_of_slot = malloc((size_t)p->nranks * sizeof(int))) == NULL) {
     rd_err(&r, root, "nodes_count", "out of memory for %d nodes", p->nnodes);
     goto fail;
   }
@@ -734,9 +754,11 @@ struct gcoll_plan *gcoll_plan_from_ydoc(const struct ydoc *doc, int host_rank, c
       parse_tuning(&r, root, p))
     goto fail;
   free(children);
+  free(nf.rank_of_slot);
   return p;
 fail:
   free(children);
+  free(nf.rank_of_slot);
   gcoll_plan_free(p);
   return NULL;
 }

@@ -247,6 +247,13 @@ static void write_rank_range(struct emit *e, int a, int b) {
   scalar(e, buf);
 }
 
+/* Whether slots [first, first + n) hold consecutive job ranks. */
+static int is_block(const struct gcoll_plan *p, int first, int n) {
+  for (int j = 1; j < n && p->rank_of_slot != NULL; j++)
+    if (p->rank_of_slot[first + j] != p->rank_of_slot[first] + j) return 0;
+  return 1;
+}
+
 static void write_nodes(struct emit *e, const struct gcoll_plan *p) {
   scalar(e, "nodes");
   seq_start(e, 0);
@@ -254,6 +261,14 @@ static void write_nodes(struct emit *e, const struct gcoll_plan *p) {
     int k = p->node_class[i], same = i + 1;
     while (same < p->nnodes && p->node_class[same] == k) same++;
     int m = gcoll_hostlist_single_run(p->node_host + i, same - i, PLAN_HOSTS_EXPR_MAX);
+    /* Under a rank order a run is written as one entry only while its
+     * ranks stay one block; a node that is not a block lists its ranks. */
+    int first = p->node_first_rank[i];
+    int block = is_block(p, first, m * p->classes[k].nlocal);
+    if (!block) {
+      m = 1;
+      block = is_block(p, first, p->classes[k].nlocal);
+    }
     map_start(e, 1);
     if (m <= 1) {
       m = 1;
@@ -271,8 +286,20 @@ static void write_nodes(struct emit *e, const struct gcoll_plan *p) {
     }
     key_str(e, "topology", p->classes[k].name);
     scalar(e, "ranks");
-    write_rank_range(e, p->node_first_rank[i],
-                     p->node_first_rank[i + m - 1] + p->classes[k].nlocal - 1);
+    if (block) {
+      write_rank_range(e, gcoll_plan_rank_at(p, first),
+                       gcoll_plan_rank_at(p, first) + m * p->classes[k].nlocal - 1);
+    } else {
+      int ranks[GCOLL_MAX_LOCAL_RANKS];
+      for (int j = 0; j < p->classes[k].nlocal; j++) ranks[j] = gcoll_plan_rank_at(p, first + j);
+      char *list = gcoll_ranklist_format(ranks, p->classes[k].nlocal);
+      if (list == NULL) {
+        emit_fail(e, "cannot write plan: out of memory");
+        return;
+      }
+      quoted(e, list);
+      free(list);
+    }
     map_end(e);
     i += m;
   }

@@ -44,7 +44,8 @@
 #define USER_SIGNAL_DEBOUNCE_MS 500
 
 static const char usage_text[] =
-    "usage: gcollrun -n N [--nodes K] [--topo TOPO | --plan FILE | --no-plan] [--tag-output]\n"
+    "usage: gcollrun -n N [--nodes K [--distribution block|cyclic]]\n"
+    "                [--topo TOPO | --plan FILE | --no-plan] [--tag-output]\n"
     "                [--timeout SEC] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Starts N ranks of PROGRAM on this host with a gcoll plan and a bootstrap\n"
@@ -56,6 +57,10 @@ static const char usage_text[] =
     "                      gets N/K ranks, one more for the first N mod K nodes\n"
     "                      (-n 7 --nodes 3: 3+2+2); ranks on different virtual\n"
     "                      nodes talk over TCP as if on different hosts\n"
+    "  -m, --distribution block|cyclic\n"
+    "                      place the ranks as srun -m does: block (default) or\n"
+    "                      cyclic, rank r on node r mod K (the plan lists each\n"
+    "                      node's ranks)\n"
     "  -t, --topo TOPO     node topology, a file or a name looked up like\n"
     "                      gcoll-plan does, or auto: this host as detected,\n"
     "                      merged with GCOLL_TOPO_FILE/NCCL_TOPO_FILE if set\n"
@@ -86,7 +91,7 @@ static const char usage_text[] =
 struct opts {
   long nranks, nnodes;        /* nnodes 0: not given */
   const char *topo, *plan;
-  int tag, no_plan;
+  int tag, no_plan, cyclic;
   double timeout_s;           /* 0: none */
   char **argv;                /* PROGRAM ARGS... */
 };
@@ -184,6 +189,14 @@ static int check_shape(const struct opts *o) {
 
 enum { OPT_TIMEOUT = 256, OPT_NO_PLAN };
 
+static int parse_distribution(const char *s, int *cyclic) {
+  if (strcmp(s, "block") == 0 || strcmp(s, "cyclic") == 0) {
+    *cyclic = strcmp(s, "cyclic") == 0;
+    return 0;
+  }
+  return usage_error("--distribution '%s': expected block or cyclic", s);
+}
+
 /* Returns 0 to run, -1 after --help/--version, or an exit status. */
 static int parse_opts(int argc, char **argv, struct opts *o) {
   static const struct option longopts[] = {
@@ -191,13 +204,14 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
       {"topo", required_argument, NULL, 't'},    {"plan", required_argument, NULL, 'p'},
       {"tag-output", no_argument, NULL, 'T'},    {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"no-plan", no_argument, NULL, OPT_NO_PLAN},
+      {"distribution", required_argument, NULL, 'm'},
       {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
   memset(o, 0, sizeof(*o));
   opterr = 0;
   int c;
   /* '+': options end at PROGRAM, whose own options are its business. */
-  while ((c = getopt_long(argc, argv, "+:n:N:t:p:ThV", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "+:n:N:m:t:p:ThV", longopts, NULL)) != -1) {
     int rc = 0;
     switch (c) {
     case 'n': rc = parse_count("-n", optarg, GCOLLRUN_MAX_RANKS, &o->nranks); break;
@@ -207,6 +221,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
     case 'T': o->tag = 1; break;
     case OPT_TIMEOUT: rc = parse_seconds(optarg, &o->timeout_s); break;
     case OPT_NO_PLAN: o->no_plan = 1; break;
+    case 'm': rc = parse_distribution(optarg, &o->cyclic); break;
     case 'h': fputs(usage_text, stdout); return -1;
     case 'V': printf(GCOLLRUN_PROG " (gcoll) %s\n", PACKAGE_VERSION); return -1;
     case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
@@ -499,7 +514,7 @@ static int launch(struct job *j) {
   }
   uint64_t t0 = gcoll_wait_now_ns();
   /* --no-plan: the ranks' layout only; their plan is theirs to make. */
-  if (gcollrun_plan_prepare(&j->plan, (int)j->o.nranks, (int)j->o.nnodes,
+  if (gcollrun_plan_prepare(&j->plan, (int)j->o.nranks, (int)j->o.nnodes, j->o.cyclic,
                             j->o.no_plan ? "cpu-only" : j->o.topo, j->o.plan,
                             err, sizeof(err)) != 0) {
     gcollrun_say("%s", err);

@@ -39,12 +39,13 @@ struct gcollrun_plan {
 };
 
 /* Computes the plan for nranks ranks over nnodes virtual nodes of topology
- * `topo` (NULL: cpu-only), ranks in blocks (gcollrun_block_layout), and
+ * `topo` (NULL: cpu-only), ranks in blocks (gcollrun_block_layout), or
+ * cyclic (rank r on node r mod nnodes, as srun -m cyclic), and
  * writes it to a fresh private directory, or
  * (plan_file != NULL) checks that the given plan has nranks ranks (and
  * nnodes nodes when nnodes > 0). Returns 0 or -1 with a one-line reason. */
-int gcollrun_plan_prepare(struct gcollrun_plan *p, int nranks, int nnodes, const char *topo,
-                          const char *plan_file, char *err, size_t errlen);
+int gcollrun_plan_prepare(struct gcollrun_plan *p, int nranks, int nnodes, int cyclic,
+                          const char *topo, const char *plan_file, char *err, size_t errlen);
 /* Block distribution of nranks over nnodes (1 <= nnodes <= nranks), as
  * Slurm's: node i gets nranks / nnodes ranks, one more when i < nranks mod
  * nnodes (7 over 3: 3, 2, 2). node_ranks has nnodes entries. */

@@ -31,7 +31,7 @@ static int fill_layout(struct gcollrun_plan *p, const struct gcoll_plan *plan, c
       return -1;
     }
     p->node_of[r] = node;
-    p->local_of[r] = r - plan->node_first_rank[node];
+    p->local_of[r] = gcoll_plan_slot_of(plan, r) - plan->node_first_rank[node];
   }
   return 0;
 }
@@ -43,8 +43,8 @@ void gcollrun_block_layout(int nranks, int nnodes, int *node_ranks) {
 /* The library's plan for virtual nodes of this host (gcollCommInitRank
  * computes its GCOLL_NODES plans with the same function): ranks in blocks,
  * the remainder on the first nodes. */
-static int computed_plan(struct gcollrun_plan *p, int nranks, int nnodes, const char *topo,
-                         char *err, size_t errlen) {
+static int computed_plan(struct gcollrun_plan *p, int nranks, int nnodes, int cyclic,
+                         const char *topo, char *err, size_t errlen) {
   if (nnodes < 1 || nnodes > nranks) {
     snprintf(err, errlen, "%d nodes for %d ranks", nnodes, nranks);
     return -1;
@@ -55,9 +55,16 @@ static int computed_plan(struct gcollrun_plan *p, int nranks, int nnodes, const 
     return -1;
   }
   gcollrun_block_layout(nranks, nnodes, node_ranks);
-  int wrc = gcoll_local_plan_write_nodes(nnodes, node_ranks, topo, NULL,
-                                         p->dir, sizeof(p->dir), p->path, sizeof(p->path), err,
-                                         errlen);
+  /* Cyclic, as srun -m cyclic: rank r on node r mod K (the same counts). */
+  int *rank_of_slot = cyclic ? malloc((size_t)nranks * sizeof(int)) : NULL;
+  for (int node = 0, slot = 0; rank_of_slot != NULL && node < nnodes; node++)
+    for (int r = node; r < nranks; r += nnodes) rank_of_slot[slot++] = r;
+  int wrc = cyclic && rank_of_slot == NULL
+                ? (snprintf(err, errlen, "out of memory for %d ranks", nranks), -1)
+                : gcoll_local_plan_write_layout(nnodes, node_ranks, rank_of_slot, topo, NULL,
+                                                p->dir, sizeof(p->dir), p->path, sizeof(p->path),
+                                                err, errlen);
+  free(rank_of_slot);
   free(node_ranks);
   if (wrc != 0) return -1;
   struct gcoll_plan *plan = gcoll_plan_read_file(p->path, err, errlen);
@@ -89,11 +96,12 @@ static int given_plan(struct gcollrun_plan *p, int nranks, int nnodes, const cha
   return rc;
 }
 
-int gcollrun_plan_prepare(struct gcollrun_plan *p, int nranks, int nnodes, const char *topo,
-                          const char *plan_file, char *err, size_t errlen) {
+int gcollrun_plan_prepare(struct gcollrun_plan *p, int nranks, int nnodes, int cyclic,
+                          const char *topo, const char *plan_file, char *err, size_t errlen) {
   memset(p, 0, sizeof(*p));
   int rc = plan_file ? given_plan(p, nranks, nnodes, plan_file, err, errlen)
-                     : computed_plan(p, nranks, nnodes > 0 ? nnodes : 1, topo, err, errlen);
+                     : computed_plan(p, nranks, nnodes > 0 ? nnodes : 1, cyclic, topo, err,
+                                     errlen);
   if (rc != 0) gcollrun_plan_cleanup(p);
   return rc;
 }

@@ -205,6 +205,13 @@ static void diff_nodes(struct differ *d, const struct gcoll_plan *a, const struc
   }
   report(d, "node class", "node", &cls);
   report(d, "node host", "node", &host);
+  /* Which job rank sits where (cyclic layouts, interleaved groups). */
+  struct node_diffs order = {0};
+  int slots = a->nranks < b->nranks ? a->nranks : b->nranks;
+  for (int s = 0; s < slots; s++)
+    if (gcoll_plan_rank_at(a, s) != gcoll_plan_rank_at(b, s))
+      note(&order, "%d (rank %d -> %d)", s, gcoll_plan_rank_at(a, s), gcoll_plan_rank_at(b, s));
+  report(d, "rank order", "slot", &order);
 }
 
 static void diff_ring_order(struct differ *d, const struct gcoll_plan *a,

@@ -58,8 +58,10 @@ static void put_clusters(FILE *out, const struct gcoll_plan *plan) {
     put_quoted(out, label);
     fprintf(out, ";\n    style=rounded;\n");
     int first = plan->node_first_rank[n];
-    for (int r = first; r < first + cls->nlocal; r++)
+    for (int slot = first; slot < first + cls->nlocal; slot++) {
+      int r = gcoll_plan_rank_at(plan, slot);
       fprintf(out, "    r%d [label=\"%d\"];\n", r, r);
+    }
     fprintf(out, "  }\n");
   }
 }

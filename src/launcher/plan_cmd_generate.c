@@ -36,6 +36,10 @@ const char plan_usage_generate[] =
     "                          K[i mod count] (-k 2,1 on 2 nodes: 3 ranks), and\n"
     "                          K(xR) repeats K R times, as SLURM_TASKS_PER_NODE\n"
     "                          writes it (-k '3(x2),2': 3,3,2)\n"
+    "  -g, --gpus LIST         the GPUs of each node the ranks drive, by local\n"
+    "                          rank (5,6: a step that owns GPUs 5 and 6; as\n"
+    "                          Slurm's SLURM_STEP_GPUS); as many as the ranks\n"
+    "                          per node. Default: local rank i drives GPU i\n"
     "  -c, --channels C        upper bound on channels (default: the library's)\n"
     "  -j, --job-id J          Slurm job id recorded in the plan\n"
     "  -s, --step-id S         Slurm step id recorded in the plan\n"
@@ -57,6 +61,8 @@ struct generate_opts {
   int *node_ranks;           /* -k list (malloc'd), NULL: ranks_per_node */
   int nnode_ranks;
   long long channels;        /* 0: default */
+  int *gpus;                 /* -g list (malloc'd), NULL: GPU i for local rank i */
+  int ngpus;
   long long job_id, step_id; /* -1: unset */
   const char *output;
   int quiet;
@@ -267,6 +273,7 @@ static int parse_opts(int argc, char **argv, struct generate_opts *o) {
       {"hosts", required_argument, NULL, 'H'},
       {"ranks-per-node", required_argument, NULL, 'k'},
       {"channels", required_argument, NULL, 'c'},
+      {"gpus", required_argument, NULL, 'g'},
       {"job-id", required_argument, NULL, 'j'},
       {"step-id", required_argument, NULL, 's'},
       {"output", required_argument, NULL, 'o'},
@@ -277,7 +284,7 @@ static int parse_opts(int argc, char **argv, struct generate_opts *o) {
   o->job_id = o->step_id = -1;
   cli_getopt_reset();
   int c;
-  while ((c = getopt_long(argc, argv, ":t:N:H:k:c:j:s:o:qh", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":t:N:H:k:g:c:j:s:o:qh", longopts, NULL)) != -1) {
     switch (c) {
     case 't': o->topo = optarg; break;
     case 'N':
@@ -302,6 +309,14 @@ static int parse_opts(int argc, char **argv, struct generate_opts *o) {
       if (cli_parse_long(CMD, "--channels", optarg, 1, GCOLL_MAX_CHANNELS, &o->channels))
         return 2;
       break;
+    case 'g': {
+      char why[PLAN_CLI_ERRLEN];
+      free(o->gpus);
+      if (gcoll_ranklist_parse(optarg, GCOLL_MAX_GPU_INDEX, &o->gpus, &o->ngpus, why,
+                               sizeof(why)) != 0)
+        return cli_usage_error(CMD, "--gpus: %s", why);
+      break;
+    }
     case 'j':
       if (cli_parse_long(CMD, "--job-id", optarg, 0, INT64_MAX, &o->job_id)) return 2;
       break;
@@ -352,6 +367,7 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
   const struct gcoll_topo **node_topo = calloc((size_t)s->nnodes, sizeof(*node_topo));
   int *node_ranks = o->node_ranks ? calloc((size_t)s->nnodes, sizeof(*node_ranks)) : NULL;
   struct gcoll_plan *plan = NULL;
+  int *node_gpus = NULL;
   if (node_topo == NULL || (o->node_ranks && node_ranks == NULL)) {
     cli_fail("out of memory for %d nodes", s->nnodes);
     goto out;
@@ -359,6 +375,24 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
   for (int i = 0; i < s->nnodes; i++) node_topo[i] = s->topos[s->node_topo[i]];
   for (int i = 0; node_ranks && i < s->nnodes; i++)
     node_ranks[i] = o->node_ranks[i % o->nnode_ranks];
+  /* --gpus: the same GPUs on every node, one per rank of the node. */
+  if (o->gpus != NULL) {
+    long long total = 0;
+    for (int i = 0; i < s->nnodes; i++) {
+      long long count = node_ranks ? node_ranks[i] : o->ranks_per_node ? o->ranks_per_node : o->ngpus;
+      if (count != o->ngpus) {
+        cli_fail("--gpus names %d GPU%s, node %d has %lld ranks", o->ngpus,
+                 o->ngpus == 1 ? "" : "s", i, count);
+        goto out;
+      }
+      total += count;
+    }
+    if ((node_gpus = malloc((size_t)total * sizeof(int))) == NULL) {
+      cli_fail("out of memory");
+      goto out;
+    }
+    for (long long k = 0; k < total; k++) node_gpus[k] = o->gpus[k % o->ngpus];
+  }
   struct gcoll_plan_input in = {
       .nnodes = s->nnodes,
       .node_topo = node_topo,
@@ -368,6 +402,7 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
       .job_id = o->job_id,
       .step_id = o->step_id,
       .node_ranks = node_ranks,
+      .node_gpus = node_gpus,
   };
   plan = gcoll_plan_build(&in, err, sizeof(err));
   if (plan == NULL) {
@@ -394,6 +429,7 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
   rc = PLAN_EXIT_OK;
 out:
   gcoll_plan_free(plan);
+  free(node_gpus);
   free(node_ranks);
   free(node_topo);
   return rc;
@@ -404,6 +440,7 @@ int plan_cmd_generate(int argc, char **argv) {
   int prc = parse_opts(argc, argv, &o);
   if (prc != 0) {
     free(o.node_ranks);
+    free(o.gpus);
     return prc < 0 ? cli_print_usage(plan_usage_generate) : prc;
   }
 
@@ -415,6 +452,7 @@ int plan_cmd_generate(int argc, char **argv) {
 
   if (o.hosts != NULL && gcoll_hostlist_expand(o.hosts, &hosts, &nhosts, err, sizeof(err)) != 0) {
     free(o.node_ranks);
+    free(o.gpus);
     return cli_fail("--hosts: %s", err);
   }
   rc = resolve_node_count(&o, dir, nhosts, &nnodes);
@@ -430,5 +468,6 @@ out:
   topo_set_free(&set);
   if (hosts) gcoll_hostlist_free(hosts, nhosts);
   free(o.node_ranks);
+  free(o.gpus);
   return rc;
 }

@@ -108,14 +108,23 @@ static void print_nodes(const struct gcoll_plan *plan) {
       return;
     }
     const struct gcoll_plan_class *cls = &plan->classes[plan->node_class[a]];
+    /* Under a rank order each node lists its own ranks. */
+    if (plan->rank_of_slot != NULL) b = a;
     char *hosts = gcoll_hostlist_compress(plan->node_host + a, b - a + 1);
-    int last_rank = plan->node_first_rank[b] + cls->nlocal - 1;
+    int ranks[GCOLL_MAX_LOCAL_RANKS];
+    for (int i = 0; i < cls->nlocal; i++)
+      ranks[i] = gcoll_plan_rank_at(plan, plan->node_first_rank[a] + i);
+    char *list = plan->rank_of_slot != NULL ? gcoll_ranklist_format(ranks, cls->nlocal) : NULL;
     if (a == b)
       printf("  node %d", a);
     else
       printf("  nodes %d-%d", a, b);
-    printf(": %s, %s, ranks %d-%d\n", hosts ? hosts : "(out of memory)", cls->name,
-           plan->node_first_rank[a], last_rank);
+    printf(": %s, %s, ranks ", hosts ? hosts : "(out of memory)", cls->name);
+    if (list != NULL)
+      printf("%s\n", list);
+    else
+      printf("%d-%d\n", plan->node_first_rank[a], plan->node_first_rank[b] + cls->nlocal - 1);
+    free(list);
     free(hosts);
     runs++;
     a = b + 1;

@@ -321,10 +321,11 @@ void gcoll_comm_conn_close(struct gcollComm *comm, struct gcoll_conn *c) {
 int gcoll_comm_transport_for_peer(const struct gcollComm *comm, int peer, gcollResult_t *rc) {
   int forced = forced_transport(rc);
   if (*rc != gcollSuccess) return -1;
-  /* Plans keep every node's ranks contiguous (plan_verify checks it), so
-   * this rank's node is one range. */
-  int first = comm->rank - comm->view->local_rank;
-  int same_node = peer >= first && peer < first + comm->view->local_nranks;
+  /* The view lists this node's ranks (not one range under a cyclic
+   * layout or an interleaved group). */
+  int same_node = 0;
+  for (int i = 0; i < comm->view->local_nranks && !same_node; i++)
+    same_node = comm->view->node_ranks[i] == peer;
   /* Send/recv moves data with the host (comm_p2p.c): never GPU-memory FIFOs. */
   if (forced == GCOLL_TRANSPORT_P2P) forced = GCOLL_TRANSPORT_SHM;
   return transport_for(comm, same_node ? GCOLL_EDGE_SHM : GCOLL_EDGE_NET, forced);

@@ -21,7 +21,8 @@ static int rank_of_gpu(const struct gcoll_plan *plan, int node, const char *busi
   if (node < 0 || node >= plan->nnodes) return -1;
   const struct gcoll_plan_class *k = &plan->classes[plan->node_class[node]];
   for (int i = 0; k->has_gpu_busids && i < k->nlocal; i++)
-    if (strcmp(k->gpu_busid[i], busid) == 0) return plan->node_first_rank[node] + i;
+    if (strcmp(k->gpu_busid[i], busid) == 0)
+      return gcoll_plan_rank_at(plan, plan->node_first_rank[node] + i);
   return -1;
 }
 

@@ -70,6 +70,11 @@ gcollResult_t gcoll_job_plan(struct gcoll_bootstrap *bs, char *dir, size_t dirle
  * gcoll_local_plan_write does with the plan it computes. */
 int gcoll_local_plan_save(const struct gcoll_plan *plan, const char *parent, char *dir,
                           size_t dirlen, char *path, size_t pathlen, char *err, size_t errlen);
+/* The same for any placement: rank_of_slot gives the job rank of each
+ * slot, node by node (NULL: blocks), as -m cyclic places ranks. */
+int gcoll_local_plan_write_layout(int nnodes, const int *node_ranks, const int *rank_of_slot,
+                                  const char *topo, const char *parent, char *dir, size_t dirlen,
+                                  char *path, size_t pathlen, char *err, size_t errlen);
 /* Removes what gcoll_local_plan_write created. */
 void gcoll_local_plan_remove(const char *dir);
 

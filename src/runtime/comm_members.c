@@ -22,9 +22,10 @@
  *     line of text travels and no file needs a shared filesystem. These
  *     plans are of $GCOLL_TOPO's topology (cpu-only by default): without a
  *     launcher no rank knows which GPU of which topology its peers drive.
- * Members of one node must be contiguous in rank order, since plans keep
- * each node's ranks together; other orders are refused in one line naming
- * the node.
+ * Members of one node may come in any order when the plan is the
+ * launcher's or derived from it (plans carry a rank order); a plan
+ * computed from member counts needs each node's members contiguous, and
+ * refuses other orders in one line naming the node.
  *
  * Rank 0 reads nranks member records (one round trip each), every other
  * rank one record back: O(nranks) at rank 0, O(1) elsewhere. A derived
@@ -179,11 +180,12 @@ static int choose_launcher(const int *ranks, int nranks, int job, char *choice, 
 static void decide(const struct member *all, int nranks, char *choice, size_t len) {
   int *ranks = job_ranks(all, nranks, 1);
   if (ranks == NULL) ranks = job_ranks(all, nranks, 0);
-  /* The launcher's own job keeps its order whatever the node names say. */
-  if (ranks != NULL && nranks == all[0].launcher_nranks &&
-      choose_launcher(ranks, nranks, all[0].launcher_nranks, choice, len) && choice[0] == 'L') {
+  /* Ranks of the launcher's plan, in any order and any mix of nodes: its
+   * plan, or one derived from it. */
+  if (ranks != NULL) {
+    int ok = choose_launcher(ranks, nranks, all[0].launcher_nranks, choice, len);
     free(ranks);
-    return;
+    if (ok) return;
   }
   int nnodes = 0;
   size_t at = (size_t)snprintf(choice, len, "P ");
@@ -199,21 +201,11 @@ static void decide(const struct member *all, int nranks, char *choice, size_t le
         snprintf(choice, len, "!ranks %d and %d of this communicator are on node %s but rank %d, "
                  "between them, is not: gcoll plans need each node's ranks contiguous (order the "
                  "group's ranks by node)", q, r, all[r].node, r - 1);
-        free(ranks);
         return;
       }
     if (r > 0) at += (size_t)snprintf(choice + at, at < len ? len - at : 0, " %d", count);
     nnodes++;
     count = 1;
-  }
-  if (ranks != NULL) {
-    char *derived = malloc(len);
-    int ok = derived != NULL &&
-             choose_launcher(ranks, nranks, all[0].launcher_nranks, derived, len);
-    if (ok) memcpy(choice, derived, len);
-    free(derived);
-    free(ranks);
-    if (ok) return;
   }
   at += (size_t)snprintf(choice + at, at < len ? len - at : 0, " %d", count);
   if (at >= len) {

@@ -14,9 +14,9 @@
  * what it cost.
  *
  * Store traffic: rank 0 makes O(nranks) requests (hosts, roles) plus one
- * per node; every other rank O(1 + plan size / chunk). Nodes must hold
- * contiguous ranks (Slurm's block distribution, the default); a cyclic or
- * plane layout is refused in one line naming two ranks of one node. */
+ * per node; every other rank O(1 + plan size / chunk). Any layout is
+ * planned: Slurm's block distribution gives node-order blocks, -m cyclic
+ * or plane interleave them, and the plan then carries the rank order. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -76,41 +76,84 @@ static char *get_text(struct job_plan_ctx *c, const char *key, size_t cap) {
   return buf;
 }
 
-/* Rank 0: groups the ranks into nodes by host, answers every rank's role. */
-static int assign_roles(struct job_plan_ctx *c, char **hosts, int *first, int *nnodes) {
+/* The job's layout as rank 0 works it out: nodes in the order their first
+ * rank comes, each node's ranks ascending (Slurm's block layout gives
+ * node-order blocks, -m cyclic interleaves them). */
+struct layout {
+  int nnodes;
+  int *first;          /* per node: its lowest rank, the one describing it */
+  int *count;          /* per node: its ranks */
+  int *rank_of_slot;   /* the ranks node by node */
+};
+
+static char **sort_hosts;   /* qsort has no context argument */
+static int by_host_rank(const void *x, const void *y) {
+  int a = *(const int *)x, b = *(const int *)y, c = strcmp(sort_hosts[a], sort_hosts[b]);
+  return c != 0 ? c : (a > b) - (a < b);
+}
+static int by_first(const void *x, const void *y) {
+  const int *a = x, *b = y;   /* pairs (first rank, group start) */
+  return (a[0] > b[0]) - (a[0] < b[0]);
+}
+
+/* O(nranks log nranks): sort by (host, rank); each host's group starts at
+ * its lowest rank; the groups ordered by that rank are the nodes. */
+static int group_nodes(struct job_plan_ctx *c, char **hosts, struct layout *l) {
+  int n = c->nranks;
+  int *idx = malloc((size_t)n * sizeof(int)), *groups = malloc((size_t)n * 2 * sizeof(int));
+  if (idx == NULL || groups == NULL) {
+    free(idx);
+    free(groups);
+    snprintf(c->err, sizeof(c->err), "out of memory for %d ranks", n);
+    return -1;
+  }
+  for (int r = 0; r < n; r++) idx[r] = r;
+  sort_hosts = hosts;
+  qsort(idx, (size_t)n, sizeof(int), by_host_rank);
+  int ng = 0;
+  for (int i = 0; i < n; i++)
+    if (i == 0 || strcmp(hosts[idx[i]], hosts[idx[i - 1]]) != 0) {
+      groups[2 * ng] = idx[i];
+      groups[2 * ng + 1] = i;
+      ng++;
+    }
+  qsort(groups, (size_t)ng, 2 * sizeof(int), by_first);
+  l->nnodes = ng;
+  for (int m = 0, slot = 0; m < ng; m++) {
+    int at = groups[2 * m + 1];
+    l->first[m] = idx[at];
+    l->count[m] = 0;
+    while (at < n && strcmp(hosts[idx[at]], hosts[l->first[m]]) == 0) {
+      l->rank_of_slot[slot++] = idx[at++];
+      l->count[m]++;
+    }
+  }
+  free(idx);
+  free(groups);
+  return 0;
+}
+
+/* Rank 0: the nodes, and every rank's role. */
+static int assign_roles(struct job_plan_ctx *c, char **hosts, struct layout *l) {
   char key[64];
-  const char *why = NULL;
-  char line[600];
-  int n = 0;
   for (int r = 0; r < c->nranks; r++) {
     snprintf(key, sizeof(key), JP_HOST_KEY, r);
     if ((hosts[r] = get_text(c, key, JP_HOST_MAX)) == NULL) return -1;
   }
-  for (int r = 0; r < c->nranks && why == NULL; r++) {
-    if (r > 0 && strcmp(hosts[r], hosts[r - 1]) == 0) continue;
-    for (int m = 0; m < n; m++)
-      if (strcmp(hosts[first[m]], hosts[r]) == 0) {
-        snprintf(line, sizeof(line), "!ranks %d and %d run on %.200s but rank %d, between "
-                 "them, does not: plans need each node's ranks contiguous (Slurm's block "
-                 "distribution, srun's default; cyclic and plane layouts are not planned yet)",
-                 first[m], r, hosts[r], r - 1);
-        why = line;
-        break;
-      }
-    first[n++] = r;
-  }
-  for (int r = 0, m = 0; r < c->nranks; r++) {
-    int lead = m < n && first[m] == r;
-    if (lead) m++;
-    snprintf(key, sizeof(key), JP_ROLE_KEY, r);
-    if (put_text(c, key, why != NULL ? why : lead ? "L" : "M") != 0) return -1;
-  }
-  if (why != NULL) {
-    snprintf(c->err, sizeof(c->err), "%s", why + 1);
+  if (group_nodes(c, hosts, l) != 0) return -1;
+  unsigned char *leader = calloc((size_t)c->nranks, 1);
+  if (leader == NULL) {
+    snprintf(c->err, sizeof(c->err), "out of memory");
     return -1;
   }
-  *nnodes = n;
-  return 0;
+  for (int m = 0; m < l->nnodes; m++) leader[l->first[m]] = 1;
+  int rc = 0;
+  for (int r = 0; r < c->nranks && rc == 0; r++) {
+    snprintf(key, sizeof(key), JP_ROLE_KEY, r);
+    rc = put_text(c, key, leader[r] ? "L" : "M");
+  }
+  free(leader);
+  return rc;
 }
 
 /* A leader: this node's topology as YAML, or "!why". */
@@ -145,20 +188,20 @@ static int64_t env_id(const char *name) {
 }
 
 /* Rank 0: the plan of the nodes, from their leaders' topologies, as YAML. */
-static char *build_plan_yaml(struct job_plan_ctx *c, char **hosts, const int *first, int nnodes,
+static char *build_plan_yaml(struct job_plan_ctx *c, char **hosts, const struct layout *l,
                              size_t *len) {
+  int nnodes = l->nnodes;
+  const int *first = l->first;
   struct gcoll_topo **topo = calloc((size_t)nnodes, sizeof(*topo));
   char **text = calloc((size_t)nnodes, sizeof(*text));
-  int *counts = calloc((size_t)nnodes, sizeof(*counts));
   const char **node_host = calloc((size_t)nnodes, sizeof(*node_host));
   char *yaml = NULL, key[64];
   struct gcoll_plan *plan = NULL;
-  if (!topo || !text || !counts || !node_host) {
+  if (!topo || !text || !node_host) {
     snprintf(c->err, sizeof(c->err), "out of memory for %d nodes", nnodes);
     goto out;
   }
   for (int m = 0; m < nnodes; m++) {
-    counts[m] = (m + 1 < nnodes ? first[m + 1] : c->nranks) - first[m];
     node_host[m] = hosts[first[m]];
     snprintf(key, sizeof(key), JP_TOPO_KEY, first[m]);
     if ((text[m] = get_text(c, key, KVS_MAX_VALUE)) == NULL) goto out;
@@ -180,7 +223,8 @@ static char *build_plan_yaml(struct job_plan_ctx *c, char **hosts, const int *fi
     }
   }
   struct gcoll_plan_input in = {.nnodes = nnodes, .node_topo = (const struct gcoll_topo **)topo,
-                                .node_host = node_host, .node_ranks = counts,
+                                .node_host = node_host, .node_ranks = l->count,
+                                .rank_of_slot = l->rank_of_slot,
                                 .job_id = env_id("SLURM_JOB_ID"),
                                 .step_id = env_id("SLURM_STEP_ID")};
   char why[768];
@@ -214,7 +258,6 @@ out:
   for (int m = 0; text != NULL && m < nnodes; m++) free(text[m]);
   free(topo);
   free(text);
-  free(counts);
   free(node_host);
   return yaml;
 }
@@ -222,20 +265,21 @@ out:
 /* Rank 0: builds and publishes the plan, or publishes why not. */
 static int publish_plan(struct job_plan_ctx *c) {
   char **hosts = calloc((size_t)c->nranks, sizeof(*hosts));
-  int *first = calloc((size_t)c->nranks, sizeof(*first));
-  int nnodes = 0, rc = -1;
+  size_t n = (size_t)c->nranks;
+  struct layout l = {0, malloc(n * sizeof(int)), malloc(n * sizeof(int)), malloc(n * sizeof(int))};
+  int rc = -1;
   char *yaml = NULL, key[64], head[64];
   size_t len = 0;
-  if (hosts == NULL || first == NULL) {
+  if (hosts == NULL || l.first == NULL || l.count == NULL || l.rank_of_slot == NULL) {
     snprintf(c->err, sizeof(c->err), "out of memory");
-  } else if (assign_roles(c, hosts, first, &nnodes) == 0 && describe_node(c) == 0 &&
-             (yaml = build_plan_yaml(c, hosts, first, nnodes, &len)) != NULL) {
+  } else if (assign_roles(c, hosts, &l) == 0 && describe_node(c) == 0 &&
+             (yaml = build_plan_yaml(c, hosts, &l, &len)) != NULL) {
     int chunks = (int)((len + JP_CHUNK - 1) / JP_CHUNK);
     rc = 0;
     for (int i = 0; i < chunks && rc == 0; i++) {
-      size_t at = (size_t)i * JP_CHUNK, n = len - at < JP_CHUNK ? len - at : JP_CHUNK;
+      size_t at = (size_t)i * JP_CHUNK, part = len - at < JP_CHUNK ? len - at : JP_CHUNK;
       snprintf(key, sizeof(key), JP_CHUNK_KEY, i);
-      rc = put(c, key, yaml + at, n);
+      rc = put(c, key, yaml + at, part);
     }
     snprintf(head, sizeof(head), "%d %zu", chunks, len);
     if (rc == 0) rc = put_text(c, JP_PLAN_KEY, head);
@@ -248,7 +292,9 @@ static int publish_plan(struct job_plan_ctx *c) {
   }
   for (int r = 0; hosts != NULL && r < c->nranks; r++) free(hosts[r]);
   free(hosts);
-  free(first);
+  free(l.first);
+  free(l.count);
+  free(l.rank_of_slot);
   free(yaml);
   return rc;
 }

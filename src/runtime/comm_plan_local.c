@@ -90,8 +90,8 @@ static struct gcoll_topo *node_topology(const char *name, char *err, size_t errl
   return gcoll_local_topology(name, "cpu-only", err, errlen);
 }
 
-static struct gcoll_plan *build(int nnodes, const int *node_ranks, const char *topo_name,
-                                char *err, size_t errlen) {
+static struct gcoll_plan *build(int nnodes, const int *node_ranks, const int *rank_of_slot,
+                                const char *topo_name, char *err, size_t errlen) {
   if (nnodes < 1 || nnodes > GCOLL_MAX_NODES || node_ranks == NULL) {
     snprintf(err, errlen, "%d nodes, must be 1 to %d with a rank count each", nnodes,
              GCOLL_MAX_NODES);
@@ -116,7 +116,7 @@ static struct gcoll_plan *build(int nnodes, const int *node_ranks, const char *t
      * the user asked for N ranks, oversubscription is theirs to choose. */
     struct gcoll_plan_input in = {.nnodes = nnodes, .node_topo = node_topo,
                                   .node_host = (const char **)hosts,
-                                  .node_ranks = node_ranks,
+                                  .node_ranks = node_ranks, .rank_of_slot = rank_of_slot,
                                   .job_id = -1, .step_id = -1};
     plan = gcoll_plan_build(&in, err, errlen);
     char why[512];
@@ -152,15 +152,22 @@ int gcoll_local_plan_save(const struct gcoll_plan *plan, const char *parent, cha
   return rc;
 }
 
-int gcoll_local_plan_write_nodes(int nnodes, const int *node_ranks, const char *topo,
-                                 const char *parent, char *dir, size_t dirlen, char *path,
-                                 size_t pathlen, char *err, size_t errlen) {
+int gcoll_local_plan_write_layout(int nnodes, const int *node_ranks, const int *rank_of_slot,
+                                  const char *topo, const char *parent, char *dir, size_t dirlen,
+                                  char *path, size_t pathlen, char *err, size_t errlen) {
   dir[0] = '\0';
-  struct gcoll_plan *plan = build(nnodes, node_ranks, topo, err, errlen);
+  struct gcoll_plan *plan = build(nnodes, node_ranks, rank_of_slot, topo, err, errlen);
   if (plan == NULL) return -1;
   int rc = gcoll_local_plan_save(plan, parent, dir, dirlen, path, pathlen, err, errlen);
   gcoll_plan_free(plan);
   return rc;
+}
+
+int gcoll_local_plan_write_nodes(int nnodes, const int *node_ranks, const char *topo,
+                                 const char *parent, char *dir, size_t dirlen, char *path,
+                                 size_t pathlen, char *err, size_t errlen) {
+  return gcoll_local_plan_write_layout(nnodes, node_ranks, NULL, topo, parent, dir, dirlen, path,
+                                       pathlen, err, errlen);
 }
 
 int gcoll_local_plan_write(int nranks, int nnodes, const char *topo, const char *parent,

@@ -511,10 +511,13 @@ expect_rc "split: every rank in order is the parent itself" 0 \
 expect_rc "split: ... as diff sees it" 0 "$BIN" diff "$tmp/dgx3.yaml" "$tmp/same.yaml"
 expect_rc "split: to stdout" 0 "$BIN" split "$tmp/dgx3.yaml" --ranks 5,13,21 -q -o -
 check "split: one GPU per node keeps its NIC" grep -q "{order: \[0\], nic_in: mlx5_5, nic_out: mlx5_5}" "$tmp/out"
-expect_err "split: a node's members apart" 1 \
-  "gcoll-plan: $tmp/dgx3.yaml: members 0 and 2 are on one node but member 1 is not: a plan keeps each node's ranks together (order the group by node)" \
-  "$BIN" split "$tmp/dgx3.yaml" --ranks 0,8,1 -o "$tmp/no.yaml"
-check "split: nothing written on failure" [ ! -e "$tmp/no.yaml" ]
+expect_rc "split: a node's members need not be adjacent" 0 \
+  "$BIN" split "$tmp/dgx3.yaml" --ranks 0,8,1,9 -q -o "$tmp/interleaved.yaml"
+check "split: ... the plan lists each node's ranks" \
+  eval 'grep -q "ranks: \"0,2\"" "$tmp/interleaved.yaml" && grep -q "ranks: \"1,3\"" "$tmp/interleaved.yaml"'
+expect_rc "split: ... and verifies" 0 "$BIN" verify "$tmp/interleaved.yaml"
+expect_rc "split: ... and rank 1's view is on the second node" 0 "$BIN" show "$tmp/interleaved.yaml" --rank 1
+check "split: ... node 1, local rank 0" grep -q "^node:      1 of 2" "$tmp/out"
 expect_err "split: bad list" 2 \
   "gcoll-plan: split: --ranks: rank list '0-x': '0-x' is not N, N-M or N-M:STEP (see 'gcoll-plan split --help')" \
   "$BIN" split "$tmp/dgx3.yaml" --ranks 0-x -o "$tmp/no.yaml"
@@ -523,6 +526,18 @@ expect_err "split: rank outside" 2 \
   "$BIN" split "$tmp/dgx3.yaml" --ranks 0,24 -o "$tmp/no.yaml"
 expect_err "split: no --ranks" 2 "gcoll-plan: split: missing --ranks (see 'gcoll-plan split --help')" \
   "$BIN" split "$tmp/dgx3.yaml" -o "$tmp/no.yaml"
+
+# ---- --gpus: a step that owns some of each node's GPUs --------------------------
+expect_rc "generate --gpus 5,6" 0 "$BIN" generate -t dgx-h100 -N 2 -k 2 --gpus 5,6 -q -o "$tmp/g56.yaml"
+expect_rc "show the --gpus plan" 0 "$BIN" show "$tmp/g56.yaml"
+check "--gpus: the class drives GPUs 5 and 6" grep -q "GPUs driven by local ranks 0..1: \[5 6\]" "$tmp/out"
+check "--gpus: rings use their NICs" grep -q "ring  0: \[0 1\]  nic in mlx5_5 out mlx5_6" "$tmp/out"
+expect_err "--gpus of another count than the ranks" 1 \
+  "gcoll-plan: --gpus names 1 GPU, node 0 has 2 ranks" \
+  "$BIN" generate -t dgx-h100 -N 2 -k 2 --gpus 5 -o "$tmp/no.yaml"
+expect_err "--gpus twice the same" 1 \
+  "gcoll-plan: node 0: rank 1 on GPU 5, which another rank of the node drives (the node has GPUs 0..7)" \
+  "$BIN" generate -t dgx-h100 -N 2 -k 2 --gpus 5,5 -o "$tmp/no.yaml"
 
 # ---- paths that are not regular files ----------------------------------------
 # A FIFO used to block the open forever; each reader must refuse it at once

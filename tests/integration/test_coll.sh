@@ -154,5 +154,41 @@ else
   bad "rank outside the plan"; cat "$tmp/out"
 fi
 
+# ---- communicators whose ranks interleave nodes ---------------------------------
+# A communicator from an id whose rank order alternates the launcher's
+# nodes (cyclic): its plan is derived from the launcher's with a rank order
+# (each node lists its ranks). The whole matrix against the serial
+# reference, 0 wrong. MAP is "comm rank of launcher rank 0 1 2 ...".
+interleaved() {
+  local name=$1 n=$2 nodes=$3 map=$4 dir=$tmp/interleaved-$2-$3
+  mkdir -p "$dir"
+  GCOLL_DEBUG=INFO timeout 300 "$RUN" -n "$n" --nodes "$nodes" bash -c \
+    'map=($1); exec "$2" --uid "$3/uid" "$4" "${map[$GCOLL_RANK]}" matrix' \
+    sh "$map" "$CHECK" "$dir" "$n" >"$tmp/out" 2>"$tmp/err"
+  local rc=$? good derived
+  good=$(grep -c ", 0 wrong" "$tmp/out")
+  derived=$(grep -c "plan derived from the launcher's plan" "$tmp/err")
+  if [ $rc -eq 0 ] && [ "$good" -eq "$n" ] && [ "$derived" -eq "$n" ]; then
+    ok; echo "ok: $name: matrix 0 wrong on every rank, plans derived with a rank order"
+  else
+    bad "$name: exit $rc, $good of $n ranks 0 wrong, $derived derived plans"
+    tail -n 5 "$tmp/out" "$tmp/err"
+  fi
+}
+interleaved "4 ranks on 2 nodes, ranks alternating the nodes" 4 2 "0 2 1 3"
+interleaved "6 ranks on 3 nodes, cyclic" 6 3 "0 3 1 4 2 5"
+# A cyclic job: gcollrun places rank r on node r mod K (as srun -m cyclic),
+# with its own plan and with the ranks planning the job themselves.
+for how in "" "--no-plan"; do
+  # shellcheck disable=SC2086
+  timeout 300 "$RUN" -n 7 --nodes 3 --distribution cyclic $how "$CHECK" matrix >"$tmp/out" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ] && [ "$(grep -c ", 0 wrong" "$tmp/out")" -eq 7 ]; then
+    ok; echo "ok: 7 ranks on 3 nodes, --distribution cyclic ${how:-(the launcher plan)}: matrix 0 wrong"
+  else
+    bad "7 ranks, cyclic ${how}: exit $rc"; tail -n 5 "$tmp/out"
+  fi
+done
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -101,7 +102,7 @@ static void check_against_parent(const struct gcoll_plan *p, const struct gcoll_
        * its ring enters the node (the class ring's first local rank). */
       int node = gcoll_plan_node_of_rank(p, a);
       const struct gcoll_plan_class *k = &p->classes[p->node_class[node]];
-      int entry = ppos[p->node_first_rank[node] + k->graph.ch[ch % (p->nchannels / 2)].ring[0]];
+      int entry = ppos[gcoll_plan_rank_at(p, p->node_first_rank[node] + k->graph.ch[ch % (p->nchannels / 2)].ring[0])];
       int da = (ppos[a] - entry + p->nranks) % p->nranks;
       int db = (ppos[b] - entry + p->nranks) % p->nranks;
       if (da >= db)
@@ -248,14 +249,105 @@ static void test_round_trip(void **state) {
 static void test_refused(void **state) {
   (void)state;
   struct gcoll_plan *p = dgx_plan(2);
-  int split_node[] = {0, 8, 1};
-  subset_fails(p, split_node, 3, "keeps each node's ranks together");
   int twice[] = {4, 4};
   subset_fails(p, twice, 2, "rank 4 is a member twice");
   int outside[] = {0, 16};
   subset_fails(p, outside, 2, "outside the plan's 0..15");
-  subset_fails(p, split_node, 0, "needs 1 to 16");
+  subset_fails(p, twice, 0, "needs 1 to 16");
   gcoll_plan_free(p);
+}
+
+/* Members of one node need not be adjacent: the child gets a rank order,
+ * every member keeps its node and GPU, and the order survives YAML. */
+static void test_interleaved(void **state) {
+  (void)state;
+  struct gcoll_plan *p = dgx_plan(2);
+  int m[] = {0, 8, 1, 9, 2, 10};
+  struct gcoll_plan *c = subset_ok(p, m, 6);
+  check_against_parent(p, c, m, 6);
+  assert_int_equal(c->nnodes, 2);
+  assert_non_null(c->rank_of_slot);
+  /* Node 0 holds child ranks 0, 2, 4 (parent ranks 0, 1, 2). */
+  assert_int_equal(gcoll_plan_rank_at(c, 0), 0);
+  assert_int_equal(gcoll_plan_rank_at(c, 1), 2);
+  assert_int_equal(gcoll_plan_rank_at(c, 2), 4);
+  char *buf = NULL, err[512];
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  assert_int_equal(gcoll_plan_write_stream(c, f, err, sizeof(err)), 0);
+  fclose(f);
+  assert_non_null(strstr(buf, "ranks: \"0-4:2\""));
+  struct gcoll_plan *back = gcoll_plan_read_mem(buf, len, "interleaved", err, sizeof(err));
+  if (back == NULL) fail_msg("read back: %s\n%s", err, buf);
+  check_against_parent(p, back, m, 6);
+  /* One rank's view read the streaming way finds its node by its list. */
+  char path[] = "/tmp/gcoll-subset-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, buf, len), (ssize_t)len);
+  close(fd);
+  struct gcoll_rank_view *v = malloc(sizeof(*v));
+  assert_non_null(v);
+  assert_int_equal(gcoll_plan_load_rank_view(path, 3, v, err, sizeof(err)), 0);
+  assert_int_equal(v->node, 1);
+  assert_int_equal(v->local_rank, 1);
+  assert_int_equal(v->gpu, 1);
+  assert_int_equal(v->node_ranks[0], 1);
+  assert_int_equal(v->node_ranks[2], 5);
+  unlink(path);
+  free(v);
+  free(buf);
+  gcoll_plan_free(back);
+  gcoll_plan_free(c);
+  gcoll_plan_free(p);
+}
+
+/* A step that owns GPUs 5 and 6 of each DGX node: the plan drives them,
+ * with their NICs and bus ids, in block and in cyclic placement. */
+static void test_step_gpus(void **state) {
+  (void)state;
+  const struct gcoll_topo *t[] = {test_ref[TEST_H100], test_ref[TEST_H100]};
+  int counts[] = {2, 2}, gpus[] = {5, 6, 5, 6}, cyclic[] = {0, 2, 1, 3};
+  char err[512];
+  for (int order = 0; order < 2; order++) {
+    struct gcoll_plan_input in = {.nnodes = 2, .node_topo = t, .node_ranks = counts,
+                                  .node_gpus = gpus, .rank_of_slot = order ? cyclic : NULL,
+                                  .job_id = -1, .step_id = -1};
+    struct gcoll_plan *p = gcoll_plan_build(&in, err, sizeof(err));
+    if (p == NULL) fail_msg("build: %s", err);
+    if (gcoll_plan_verify(p, err, sizeof(err)) != 0) fail_msg("verify: %s", err);
+    assert_int_equal(p->nranks, 4);
+    assert_int_equal(p->nclasses, 1);
+    assert_int_equal(p->classes[0].gpu[0], 5);
+    assert_int_equal(p->classes[0].gpu[1], 6);
+    assert_string_equal(p->classes[0].gpu_busid[0], "0000:c3:00.0");
+    check_dgx_nics(p);
+    struct gcoll_rank_view *v = malloc(sizeof(*v));
+    assert_non_null(v);
+    for (int r = 0; r < 4; r++) {
+      assert_int_equal(gcoll_plan_rank_view(p, r, v, err, sizeof(err)), 0);
+      int node = order ? r % 2 : r / 2, local = order ? r / 2 : r % 2;
+      assert_int_equal(v->node, node);
+      assert_int_equal(v->gpu, 5 + local);
+    }
+    free(v);
+    gcoll_plan_free(p);
+  }
+  int twice[] = {5, 5, 5, 6};
+  struct gcoll_plan_input in = {.nnodes = 2, .node_topo = t, .node_ranks = counts,
+                                .node_gpus = twice, .job_id = -1, .step_id = -1};
+  assert_null(gcoll_plan_build(&in, err, sizeof(err)));
+  assert_non_null(strstr(err, "node 0: rank 1 on GPU 5, which another rank of the node drives"));
+  int outside[] = {5, 8, 5, 6};
+  in.node_gpus = outside;
+  assert_null(gcoll_plan_build(&in, err, sizeof(err)));
+  assert_non_null(strstr(err, "node 0: rank 1 on GPU 8 (the node has GPUs 0..7)"));
+  const struct gcoll_topo *cpu[] = {test_ref[TEST_CPU], test_ref[TEST_CPU]};
+  in.node_topo = cpu;
+  in.node_gpus = gpus;
+  assert_null(gcoll_plan_build(&in, err, sizeof(err)));
+  assert_non_null(strstr(err, "GPUs named for a node without GPUs"));
 }
 
 static void test_cpu_classes(void **state) {
@@ -312,8 +404,26 @@ static void test_random(void **state) {
       for (int l = 0; l < nl; l++) m[n++] = p->node_first_rank[node] + local[l];
     }
     if (n == 0) m[n++] = 0;
+    /* Every third set: members in any order, nodes interleaved. */
+    for (int l = n - 1; iter % 3 == 0 && l > 0; l--) {
+      int j = (int)(test_rand(&seed) % (unsigned)(l + 1)), x = m[l];
+      m[l] = m[j];
+      m[j] = x;
+    }
     struct gcoll_plan *c = subset_ok(p, m, n);
     check_against_parent(p, c, m, n);
+    /* What is written reads back as the same plan. */
+    char *buf = NULL, err[512];
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(gcoll_plan_write_stream(c, f, err, sizeof(err)), 0);
+    fclose(f);
+    struct gcoll_plan *back = gcoll_plan_read_mem(buf, len, "random", err, sizeof(err));
+    if (back == NULL) fail_msg("read back: %s\n%s", err, buf);
+    check_against_parent(p, back, m, n);
+    gcoll_plan_free(back);
+    free(buf);
     gcoll_plan_free(c);
     gcoll_plan_free(p);
   }
@@ -367,6 +477,7 @@ int main(void) {
       cmocka_unit_test(test_identity),      cmocka_unit_test(test_even_gpus),
       cmocka_unit_test(test_strided_and_reordered), cmocka_unit_test(test_round_trip),
       cmocka_unit_test(test_refused),       cmocka_unit_test(test_cpu_classes),
+      cmocka_unit_test(test_interleaved),   cmocka_unit_test(test_step_gpus),
       cmocka_unit_test(test_random),        cmocka_unit_test(test_ranklist),
   };
   return cmocka_run_group_tests(tests, test_ref_load, test_ref_free);

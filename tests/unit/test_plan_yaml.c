@@ -36,7 +36,7 @@ struct shape {
 
 static struct gcoll_plan *build(int nnodes, const struct gcoll_topo **topo, char **hosts,
                                 int ranks_per_node, int64_t job, int64_t step) {
-  struct gcoll_plan_input in = {nnodes, topo, (const char **)hosts, ranks_per_node, 0, job, step, NULL};
+  struct gcoll_plan_input in = {.nnodes = nnodes, .node_topo = topo, .node_host = (const char **)hosts, .ranks_per_node = ranks_per_node, .job_id = job, .step_id = step};
   char err[512] = "";
   struct gcoll_plan *p = gcoll_plan_build(&in, err, sizeof(err));
   if (p == NULL) fail_msg("plan build (%d nodes) failed: %s", nnodes, err);

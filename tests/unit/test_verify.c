@@ -22,7 +22,7 @@
 #define cpu (test_ref[TEST_CPU])
 
 static struct gcoll_plan *build(int nnodes, const struct gcoll_topo **topo, int rpn) {
-  struct gcoll_plan_input in = {nnodes, topo, NULL, rpn, 0, -1, -1, NULL};
+  struct gcoll_plan_input in = {.nnodes = nnodes, .node_topo = topo, .ranks_per_node = rpn, .job_id = -1, .step_id = -1};
   char err[512] = "";
   struct gcoll_plan *p = gcoll_plan_build(&in, err, sizeof(err));
   if (p == NULL) fail_msg("build of %d nodes failed: %s", nnodes, err);
@@ -615,7 +615,7 @@ static const struct text_damage uneven_damages[] = {
     {"nodes:", "topology: cpu-only-3, ranks: 4-5}", "topology: cpu-only-2, ranks: 4-5}", 1,
      "hold 2"},
     {"nodes:", "ranks: 3}", "ranks: 3-4}", 1, "hold 2"},
-    {"nodes:", "ranks: 4-5}", "ranks: 5-6}", 1, "not contiguous"},
+    {"nodes:", "ranks: 4-5}", "ranks: 5-6}", 1, "rank 6 is placed twice"},
 };
 
 static void test_uneven_damaged_text(void **state) {

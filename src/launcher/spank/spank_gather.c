@@ -173,7 +173,7 @@ static struct gcoll_topo *load_topology(const struct gcoll_spank_config *cfg,
 static int write_node(const struct stepdir *d, const struct gcoll_spank_config *cfg,
                       const struct gcoll_gather_node *me, char *topo_info, size_t topo_infolen,
                       char *err, size_t errlen) {
-  char why[GCOLL_SPANK_ERRLEN], name[32], info[512];
+  char why[GCOLL_SPANK_ERRLEN], name[32], info[4096];
   struct gcoll_topo *topo = load_topology(cfg, me, topo_info, topo_infolen, why, sizeof(why));
   if (topo == NULL) {
     snprintf(err, errlen, "topology (%s): %s", cfg->topo, why);
@@ -181,13 +181,19 @@ static int write_node(const struct stepdir *d, const struct gcoll_spank_config *
   }
   snprintf(name, sizeof(name), "%u.yaml", me->node_index);
   /* The node's name is quoted: YAML must not read "n1" or "1e3" as
-   * anything but a string. */
-  int n = snprintf(info, sizeof(info),
-                   "node: \"%s\"\ntasks: %u\nfirst_rank: %lld\nnonce: \"%s\"\n",
-                   me->node_name, me->ntasks_local, (long long)me->first_rank, d->nonce);
+   * anything but a string. Its ranks are a rank list ("0-6:2"). */
+  char *ranks = gcoll_ranklist_format(me->ranks, (int)me->ntasks_local);
+  int n = ranks == NULL ? -1
+                        : snprintf(info, sizeof(info),
+                                   "node: \"%s\"\ntasks: %u\nranks: \"%s\"\ngpus: \"%s\"\n"
+                                   "nonce: \"%s\"\n",
+                                   me->node_name, me->ntasks_local, ranks, me->step_gpus,
+                                   d->nonce);
+  free(ranks);
   int rc = -1;
-  if (n < 0 || (size_t)n >= sizeof(info) || strpbrk(me->node_name, "\"\\\n") != NULL)
-    snprintf(err, errlen, "node name '%.64s' cannot be recorded", me->node_name);
+  if (n < 0 || (size_t)n >= sizeof(info) || strpbrk(me->node_name, "\"\\\n") != NULL ||
+      strpbrk(me->step_gpus, "\"\\\n") != NULL)
+    snprintf(err, errlen, "node name '%.64s' or its ranks cannot be recorded", me->node_name);
   else if (gcoll_jobdir_write(d->nodes, name, info, (size_t)n, why, sizeof(why)) != 0 ||
            write_yaml(d->topo, name, topo_writer, topo, why, sizeof(why)) != 0)
     snprintf(err, errlen, "%s: %s", d->name, why);
@@ -201,7 +207,10 @@ static int write_node(const struct stepdir *d, const struct gcoll_spank_config *
 
 struct gathered {
   int nnodes;
-  int *tasks;          /* per node: Slurm's tasks on it, in block order */
+  int *tasks;          /* per node: Slurm's tasks on it */
+  int *rank_of_slot;   /* the nodes' task ids, node by node */
+  int *gpu_of_slot;    /* the step's GPU each task drives, slot by slot */
+  int have_gpus;       /* every node named its step GPUs, one per task */
   char **host;
   struct gcoll_topo **topo;
   uint32_t *hash;
@@ -216,6 +225,8 @@ static void gathered_free(struct gathered *g) {
   free(g->topo);
   free(g->hash);
   free(g->tasks);
+  free(g->rank_of_slot);
+  free(g->gpu_of_slot);
 }
 
 static int wait_topologies(const struct stepdir *d, int nnodes, double deadline, char *err,
@@ -237,8 +248,9 @@ static int wait_topologies(const struct stepdir *d, int nnodes, double deadline,
   return 0;
 }
 
+/* Node i's description; its task ids go to g->rank_of_slot from slot. */
 static int read_node(const struct stepdir *d, int i, struct gathered *g, int64_t *tasks,
-                     int64_t *first, char *err, size_t errlen) {
+                     int64_t slot, int64_t total, char *err, size_t errlen) {
   char name[32], what[64], why[GCOLL_SPANK_ERRLEN];
   char *buf = NULL;
   size_t len;
@@ -252,22 +264,42 @@ static int read_node(const struct stepdir *d, int i, struct gathered *g, int64_t
   }
   struct ydoc doc;
   const struct ydoc_node *v;
-  char host[256], nonce[GCOLL_SPANK_NONCE_LEN + 1];
+  char host[256], nonce[GCOLL_SPANK_NONCE_LEN + 1], ranks[4096], gpus[256];
   rc = -1;
   if (ydoc_parse(&doc, buf, len, what, err, errlen) == 0) {
     if (ydoc_req(&doc, doc.root, "node", &v, err, errlen) == 0 &&
         ydoc_str(&doc, v, "node", host, sizeof(host), err, errlen) == 0 &&
         ydoc_req(&doc, doc.root, "tasks", &v, err, errlen) == 0 &&
         ydoc_int(&doc, v, "tasks", 1, GCOLL_MAX_LOCAL_RANKS, tasks, err, errlen) == 0 &&
-        ydoc_req(&doc, doc.root, "first_rank", &v, err, errlen) == 0 &&
-        ydoc_int(&doc, v, "first_rank", -1, GCOLL_MAX_RANKS, first, err, errlen) == 0 &&
+        ydoc_req(&doc, doc.root, "ranks", &v, err, errlen) == 0 &&
+        ydoc_str(&doc, v, "ranks", ranks, sizeof(ranks), err, errlen) == 0 &&
+        ydoc_req(&doc, doc.root, "gpus", &v, err, errlen) == 0 &&
+        ydoc_str(&doc, v, "gpus", gpus, sizeof(gpus), err, errlen) == 0 &&
         ydoc_req(&doc, doc.root, "nonce", &v, err, errlen) == 0 &&
         ydoc_str(&doc, v, "nonce", nonce, sizeof(nonce), err, errlen) == 0) {
       /* Only a node that joined this run's directory knows its nonce. */
+      int *list = NULL, nlist = 0;
       if (strcmp(nonce, d->nonce) != 0)
         snprintf(err, errlen, "nodes/%s is from another run of this step", name);
-      else if ((g->host[i] = strdup(host)) != NULL)
+      else if (gcoll_ranklist_parse(ranks, (int)total - 1, &list, &nlist, why, sizeof(why)) != 0 ||
+               nlist != *tasks || slot + nlist > total)
+        snprintf(err, errlen, "nodes/%s: ranks '%.64s' are not its %lld tasks of the step's %lld",
+                 name, ranks, (long long)*tasks, (long long)total);
+      else if ((g->host[i] = strdup(host)) != NULL) {
+        memcpy(g->rank_of_slot + slot, list, (size_t)nlist * sizeof(int));
         rc = 0;
+        /* The step's GPUs, one per task (local task k drives the k-th, as
+         * frameworks pick by LOCAL_RANK); any other count: not used. */
+        int *dev = NULL, ndev = 0;
+        if (gpus[0] != '\0' &&
+            gcoll_ranklist_parse(gpus, GCOLL_MAX_GPU_INDEX, &dev, &ndev, why, sizeof(why)) == 0 &&
+            ndev == nlist)
+          memcpy(g->gpu_of_slot + slot, dev, (size_t)ndev * sizeof(int));
+        else
+          g->have_gpus = 0;
+        free(dev);
+      }
+      free(list);
     }
     ydoc_free(&doc);
   }
@@ -299,26 +331,20 @@ static int gather(const struct stepdir *d, const struct gcoll_gather_node *me, s
   g->topo = calloc((size_t)n, sizeof(*g->topo));
   g->hash = calloc((size_t)n, sizeof(*g->hash));
   g->tasks = calloc((size_t)n, sizeof(*g->tasks));
-  if (g->host == NULL || g->topo == NULL || g->hash == NULL || g->tasks == NULL) {
+  g->rank_of_slot = calloc(me->ntasks_total > 0 ? me->ntasks_total : 1, sizeof(int));
+  g->gpu_of_slot = calloc(me->ntasks_total > 0 ? me->ntasks_total : 1, sizeof(int));
+  g->have_gpus = 1;
+  if (g->host == NULL || g->topo == NULL || g->hash == NULL || g->tasks == NULL ||
+      g->rank_of_slot == NULL || g->gpu_of_slot == NULL) {
     snprintf(err, errlen, "out of memory for %d nodes", n);
     return -1;
   }
+  /* Any layout: each node's task ids, node by node, are the plan's rank
+   * order (block: 0-1, 2-3; -m cyclic: 0,2 and 1,3; any count per node). */
   int64_t next = 0;
   for (int i = 0; i < n; i++) {
-    int64_t tasks, first;
-    if (read_node(d, i, g, &tasks, &first, err, errlen) != 0) return -1;
-    /* Plans number ranks node by node: Slurm's block distribution, with
-     * any task count per node (-N2 -n3: 2+1, --ntasks-per-node on mixed
-     * nodes, -w lists). A node whose ranks are not the next block (-m
-     * cyclic, plane) cannot be planned yet. */
-    if (first != next) {
-      snprintf(err, errlen, "node %d (%s) runs %lld tasks from rank %lld, not from rank %lld: "
-                            "a plan needs each node's ranks in one block in node order (-m "
-                            "block, srun's default; cyclic and plane layouts are not planned "
-                            "yet)", i, g->host[i], (long long)tasks, (long long)first,
-               (long long)next);
-      return -1;
-    }
+    int64_t tasks;
+    if (read_node(d, i, g, &tasks, next, me->ntasks_total, err, errlen) != 0) return -1;
     g->tasks[i] = (int)tasks;
     next += tasks;
   }
@@ -337,7 +363,7 @@ static uint64_t fnv64(uint64_t h, const void *p, size_t n) {
 }
 
 /* What a plan depends on: node names in order, their topologies, the task
- * count per node. */
+ * ids of each node. */
 static uint64_t cache_key(const struct gathered *g) {
   uint64_t h = 14695981039346656037ull;
   h = fnv64(h, &g->nnodes, sizeof(g->nnodes));
@@ -346,6 +372,10 @@ static uint64_t cache_key(const struct gathered *g) {
     h = fnv64(h, &g->hash[i], sizeof(g->hash[i]));
     h = fnv64(h, &g->tasks[i], sizeof(g->tasks[i]));
   }
+  int total = 0;
+  for (int i = 0; i < g->nnodes; i++) total += g->tasks[i];
+  h = fnv64(h, g->rank_of_slot, sizeof(int) * (size_t)total);
+  if (g->have_gpus) h = fnv64(h, g->gpu_of_slot, sizeof(int) * (size_t)total);
   return h;
 }
 
@@ -365,6 +395,8 @@ static struct gcoll_plan *cache_lookup(int cdir, const char *name, const struct 
   for (int i = 0; ok && i < g->nnodes; i++)
     ok = strcmp(plan->node_host[i], g->host[i]) == 0 &&
          plan->classes[plan->node_class[i]].nlocal == g->tasks[i];
+  for (int slot = 0; ok && slot < plan->nranks; slot++)
+    ok = gcoll_plan_rank_at(plan, slot) == g->rank_of_slot[slot];
   if (!ok) {
     gcoll_plan_free(plan);
     return NULL;
@@ -374,6 +406,13 @@ static struct gcoll_plan *cache_lookup(int cdir, const char *name, const struct 
   return plan;
 }
 
+/* SLURM_STEP_GPUS is used only where every node has GPUs to name. */
+static int all_gpu_nodes(const struct gathered *g) {
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->topo[i]->ngpu < 1) return 0;
+  return 1;
+}
+
 static struct gcoll_plan *compute(const struct gathered *g, const struct gcoll_gather_node *me,
                                   char *err, size_t errlen) {
   struct gcoll_plan_input in = {
@@ -381,6 +420,8 @@ static struct gcoll_plan *compute(const struct gathered *g, const struct gcoll_g
       .node_topo = (const struct gcoll_topo **)g->topo,
       .node_host = (const char **)g->host,
       .node_ranks = g->tasks,
+      .rank_of_slot = g->rank_of_slot,
+      .node_gpus = g->have_gpus && all_gpu_nodes(g) ? g->gpu_of_slot : NULL,
       .job_id = me->job,
       .step_id = me->step,
   };
@@ -526,8 +567,17 @@ static int read_key(const struct stepdir *d, char *key, size_t keylen, char *err
 }
 
 /* The plan suits this step as this node sees it: rank and node counts,
- * this node's name, its task count and first rank. what names the plan in
- * the reason. */
+ * this node's name, and the ranks of its tasks. what names the plan in the
+ * reason. */
+static int node_ranks_match(const struct gcoll_plan *plan, int i,
+                            const struct gcoll_gather_node *me) {
+  const struct gcoll_plan_class *k = &plan->classes[plan->node_class[i]];
+  if (k->nlocal != (int)me->ntasks_local) return 0;
+  for (int j = 0; j < k->nlocal; j++)
+    if (gcoll_plan_rank_at(plan, plan->node_first_rank[i] + j) != me->ranks[j]) return 0;
+  return 1;
+}
+
 static int plan_fits(const struct gcoll_plan *plan, const char *what,
                      const struct gcoll_gather_node *me, char *err, size_t errlen) {
   char why[GCOLL_SPANK_ERRLEN];
@@ -540,12 +590,10 @@ static int plan_fits(const struct gcoll_plan *plan, const char *what,
   else if (strcmp(plan->node_host[i], me->node_name) != 0)
     snprintf(err, errlen, "%s: plan puts node %d on '%s', the step runs it on '%s'", what, i,
              plan->node_host[i], me->node_name);
-  else if (plan->classes[plan->node_class[i]].nlocal != (int)me->ntasks_local ||
-           plan->node_first_rank[i] != me->first_rank)
-    snprintf(err, errlen, "%s: plan gives node %s ranks %d..%d, the step runs tasks %lld..%lld "
-                          "there", what, me->node_name, plan->node_first_rank[i],
-             plan->node_first_rank[i] + plan->classes[plan->node_class[i]].nlocal - 1,
-             (long long)me->first_rank, (long long)me->first_rank + me->ntasks_local - 1);
+  else if (!node_ranks_match(plan, i, me))
+    snprintf(err, errlen, "%s: plan gives node %s other ranks than the step runs there (%u "
+                          "tasks from rank %d)", what, me->node_name, me->ntasks_local,
+             me->ranks[0]);
   else
     return 0;
   return -1;

@@ -124,14 +124,18 @@ struct gcoll_gather_node {
   uint32_t node_index, nnodes;  /* this node's index in the step */
   uint32_t ntasks_total;
   uint32_t ntasks_local;
-  int64_t first_rank;           /* global id of local task 0 when the
-                                   local ids are consecutive, else -1 */
+  int ranks[256];               /* global ids of the local tasks, in
+                                   local order (any layout: -m cyclic
+                                   gives 0, 2, 4 on node 0 of 2) */
   char node_name[256];          /* SLURMD_NODENAME */
   uid_t uid;
   gid_t gid;
   /* The job's GCOLL_TOPO_FILE / NCCL_TOPO_FILE ("" when unset). */
   char job_topo_file[GCOLL_SPANK_PATH_MAX];
   char job_nccl_topo_file[GCOLL_SPANK_PATH_MAX];
+  /* The step's GPUs on this node (SLURM_STEP_GPUS: Slurm's GPU indices,
+   * the node topology's numbering), "" when the step has none named. */
+  char step_gpus[256];
 };
 
 struct gcoll_gather_result {

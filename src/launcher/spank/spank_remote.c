@@ -42,20 +42,21 @@ static int describe_node(spank_t sp, struct gcoll_gather_node *me, char *err, si
              me->ntasks_local);
     return -1;
   }
-  /* Plans hold a node's ranks as one range: record where it starts, or -1
-   * when the local tasks are not consecutive (cyclic distribution). */
-  uint32_t first = 0;
-  me->first_rank = -1;
-  if (spank_get_item(sp, S_JOB_LOCAL_TO_GLOBAL_ID, (uint32_t)0, &first) == ESPANK_SUCCESS) {
-    me->first_rank = first;
-    for (uint32_t i = 1; i < me->ntasks_local; i++) {
-      uint32_t g = 0;
-      if (spank_get_item(sp, S_JOB_LOCAL_TO_GLOBAL_ID, i, &g) != ESPANK_SUCCESS ||
-          g != first + i) {
-        me->first_rank = -1;
-        break;
-      }
+  /* The global ids of this node's tasks: plans take any layout (block,
+   * cyclic, plane, arbitrary) as each node's list of ranks. */
+  if (me->ntasks_local > sizeof(me->ranks) / sizeof(me->ranks[0])) {
+    snprintf(err, errlen, "node %u runs %u tasks, a plan takes at most %zu per node",
+             me->node_index, me->ntasks_local, sizeof(me->ranks) / sizeof(me->ranks[0]));
+    return -1;
+  }
+  for (uint32_t i = 0; i < me->ntasks_local; i++) {
+    uint32_t g = 0;
+    if (spank_get_item(sp, S_JOB_LOCAL_TO_GLOBAL_ID, i, &g) != ESPANK_SUCCESS ||
+        g >= me->ntasks_total) {
+      snprintf(err, errlen, "no global id for local task %u", i);
+      return -1;
     }
+    me->ranks[i] = (int)g;
   }
   /* Slurm's name for the node, which plans use: several slurmd may share
    * one host, and NodeName need not be the hostname. */
@@ -140,6 +141,7 @@ int gcoll_spank_remote_user_init(spank_t sp) {
   if (rc == 0) {
     job_env(sp, "GCOLL_TOPO_FILE", me.job_topo_file, (int)sizeof(me.job_topo_file));
     job_env(sp, "NCCL_TOPO_FILE", me.job_nccl_topo_file, (int)sizeof(me.job_nccl_topo_file));
+    job_env(sp, "SLURM_STEP_GPUS", me.step_gpus, (int)sizeof(me.step_gpus));
   }
   if (rc == 0 && st->setup_err[0] != '\0') {
     snprintf(err, sizeof(err), "%s", st->setup_err);
