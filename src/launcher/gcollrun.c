@@ -369,15 +369,11 @@ static void handle_signals(struct job *j) {
 /* ---- launch ------------------------------------------------------------- */
 
 /* gcollrun's own INFO lines (the plan's cost, the store's load) follow the
- * ranks' GCOLL_DEBUG (or NCCL_DEBUG), so one switch shows both sides of an
- * init in one log. The store's count is printed rather than written to a
- * file a setting names: no new setting, nothing left behind, and whoever
- * reads the ranks' "init timings" lines (tests/bench/init-scale.sh) reads
- * this one from the same stream. */
-static int info_enabled(void) {
-  const char *level = gcoll_setting("GCOLL_DEBUG");
-  return level != NULL && (strcmp(level, "INFO") == 0 || strcmp(level, "TRACE") == 0);
-}
+ * ranks' GCOLL_DEBUG (or NCCL_DEBUG, gcoll_log_info_enabled), so one switch
+ * shows both sides of an init in one log. The store's count is printed
+ * rather than written to a file a setting names: no new setting, nothing
+ * left behind, and whoever reads the ranks' "init timings" lines
+ * (tests/bench/init-scale.sh) reads this one from the same stream. */
 
 static int make_job_key(char *key, size_t len) {
   unsigned char raw[16];
@@ -520,7 +516,7 @@ static int launch(struct job *j) {
     gcollrun_say("%s", err);
     return GCOLLRUN_EXIT_FAIL;
   }
-  if (info_enabled())
+  if (gcoll_log_info_enabled())
     gcollrun_say("plan for %d ranks on %d nodes %s in %.2f ms: %s", j->plan.nranks,
                  j->plan.nnodes, j->o.plan ? "read" : "computed and written",
                  (double)(gcoll_wait_now_ns() - t0) / 1e6, j->plan.path);
@@ -546,7 +542,7 @@ static int launch(struct job *j) {
   start_ranks(j, path, addr, key);
   run_loop(j);
   drain_output(j);
-  if (info_enabled()) {
+  if (gcoll_log_info_enabled()) {
     /* gcollrun's own CPU time bounds the store's from above (it also
      * forked the ranks and carried their output): what one central process
      * paid for this job's bootstrap. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "launcher/plan_cli.h"
+#include "runtime/comm_init_paths.h"
 #include "runtime/settings.h"
 
 #define CMD "topo"
@@ -158,23 +159,14 @@ int plan_cmd_topo(int argc, char **argv) {
   struct gcoll_topo *topo;
   char info[2048];
   if (detect) {
-    const char *file = gcoll_setting("GCOLL_TOPO_FILE");
-    char origin[1024] = "";
-    if (file != NULL) gcoll_setting_origin("GCOLL_TOPO_FILE", origin, sizeof(origin));
-    topo = gcoll_topo_detect_merged(file, info, sizeof(info), err, sizeof(err));
-    if (topo == NULL)
-      return file != NULL ? cli_fail("%s (from %s)", err, origin) : cli_fail("%s", err);
-    const char *dbg = gcoll_setting("GCOLL_DEBUG");
-    if (dbg != NULL && (strcmp(dbg, "INFO") == 0 || strcmp(dbg, "TRACE") == 0))
-      fprintf(stderr, "gcoll-plan: %s%s%s%s\n", info, file ? " (file from " : "",
-              file ? origin : "", file ? ")" : "");
+    topo = gcoll_detect_this_node(info, sizeof(info), err, sizeof(err));
+    if (topo == NULL) return cli_fail("%s", err);
+    if (gcoll_log_info_enabled()) fprintf(stderr, "gcoll-plan: %s\n", info);
   } else if (merge != NULL) {
     topo = gcoll_topo_load_merged(nccl != NULL ? nccl : argv[optind], merge, info, sizeof(info),
                                   err, sizeof(err));
     if (topo == NULL) return cli_fail("%s", err);
-    const char *dbg = gcoll_setting("GCOLL_DEBUG");
-    if (dbg != NULL && (strcmp(dbg, "INFO") == 0 || strcmp(dbg, "TRACE") == 0))
-      fprintf(stderr, "gcoll-plan: %s\n", info);
+    if (gcoll_log_info_enabled()) fprintf(stderr, "gcoll-plan: %s\n", info);
   } else if (nccl != NULL) {
     topo = gcoll_topo_read_nccl_xml_file(nccl, err, sizeof(err));
     if (topo == NULL) return cli_fail("%s", err);

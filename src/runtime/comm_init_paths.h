@@ -55,6 +55,13 @@ struct gcoll_topo;
  * be the hostname; init checks plans against the same name), else the
  * short hostname, "-v<i>" appended on gcollrun's virtual node i. */
 void gcoll_this_node_name(char *out, size_t len);
+/* This host as detection sees it, merged with GCOLL_TOPO_FILE (or
+ * NCCL_TOPO_FILE, environment or nccl.conf) when one is set: what the
+ * plugin, gcoll-plan topo --detect and "auto" plans all mean by this node.
+ * info says what was merged and where the file came from; err names that
+ * place too. */
+struct gcoll_topo *gcoll_detect_this_node(char *info, size_t infolen, char *err,
+                                          size_t errlen);
 /* This node's topology for a plan made here: `name` (a topology name or
  * file), else `fallback`; "auto" is this host as detection sees it,
  * merged with GCOLL_TOPO_FILE / NCCL_TOPO_FILE as the SPANK plugin does.

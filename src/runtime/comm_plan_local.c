@@ -61,20 +61,27 @@ void gcoll_this_node_name(char *out, size_t len) {
     snprintf(out, len, "%s", host);
 }
 
+struct gcoll_topo *gcoll_detect_this_node(char *info, size_t infolen, char *err,
+                                          size_t errlen) {
+  const char *file = gcoll_setting("GCOLL_TOPO_FILE");
+  char from[512] = "", what[1024], why[512];
+  if (file != NULL) gcoll_setting_origin("GCOLL_TOPO_FILE", from, sizeof(from));
+  struct gcoll_topo *t = gcoll_topo_detect_merged(file, what, sizeof(what), why, sizeof(why));
+  if (t == NULL) {
+    snprintf(err, errlen, "%s%s%s%s", why, file ? " (from " : "", from, file ? ")" : "");
+    return NULL;
+  }
+  snprintf(info, infolen, "%s%s%s%s", what, file ? " (file from " : "", from, file ? ")" : "");
+  return t;
+}
+
 struct gcoll_topo *gcoll_local_topology(const char *name, const char *fallback, char *err,
                                         size_t errlen) {
   if (name == NULL || *name == '\0') name = fallback;
   if (strcmp(name, "auto") != 0) return gcoll_topo_load_name(name, err, errlen);
-  const char *file = gcoll_setting("GCOLL_TOPO_FILE");
-  char info[1024], why[512], from[512];
-  struct gcoll_topo *t = gcoll_topo_detect_merged(file, info, sizeof(info), why, sizeof(why));
-  if (t == NULL) {
-    gcoll_setting_origin("GCOLL_TOPO_FILE", from, sizeof(from));
-    snprintf(err, errlen, "topology auto: %s%s%s%s", why, file ? " (" : "", file ? from : "",
-             file ? ")" : "");
-    return NULL;
-  }
-  if (t->paths == NULL && gcoll_topo_compute_paths(t, why, sizeof(why)) != 0) {
+  char info[1600], why[1024];
+  struct gcoll_topo *t = gcoll_detect_this_node(info, sizeof(info), why, sizeof(why));
+  if (t == NULL || (t->paths == NULL && gcoll_topo_compute_paths(t, why, sizeof(why)) != 0)) {
     snprintf(err, errlen, "topology auto: %s", why);
     gcoll_topo_free(t);
     return NULL;

@@ -53,8 +53,7 @@ static void log_line(const struct gcollComm *comm, const char *fmt, va_list ap) 
 }
 
 void gcoll_log_info(const struct gcollComm *comm, const char *fmt, ...) {
-  const char *level = gcoll_setting("GCOLL_DEBUG");
-  if (level == NULL || (strcmp(level, "INFO") != 0 && strcmp(level, "TRACE") != 0)) return;
+  if (!gcoll_log_info_enabled()) return;
   va_list ap;
   va_start(ap, fmt);
   log_line(comm, fmt, ap);

@@ -591,3 +591,8 @@ int gcoll_ifname_match(const char *spec, const char *ifname, int *included, char
   }
   return exclude ? !hit : hit;
 }
+
+int gcoll_log_info_enabled(void) {
+  const char *level = gcoll_setting("GCOLL_DEBUG");
+  return level != NULL && (strcmp(level, "INFO") == 0 || strcmp(level, "TRACE") == 0);
+}

@@ -58,4 +58,7 @@ int gcoll_ifname_match(const char *spec, const char *ifname, int *included, char
  * Not safe while other threads read settings. */
 void gcoll_settings_reset_for_test(const char *system_conf);
 
+/* Whether GCOLL_DEBUG (or NCCL_DEBUG) asks for INFO lines (INFO, TRACE). */
+int gcoll_log_info_enabled(void);
+
 #endif

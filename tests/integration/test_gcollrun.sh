@@ -164,7 +164,7 @@ GCOLL_TOPO=pcie-2s-4gpu run "$RUN" -n 2 sh -c '[ "$GCOLL_RANK" != 0 ] || cp "$GC
 check "GCOLL_TOPO names the default topology" \
   eval '[ "$rc" -eq 0 ] && [ "$("$top_builddir/gcoll-plan" show "$tmp/envtopo.yaml" | grep -c "pcie-2s-4gpu")" -gt 0 ]'
 one_line_matching "--topo auto with a missing GCOLL_TOPO_FILE" 1 \
-  '^gcollrun: topology auto: .*/nonexistent.xml: .*\(GCOLL_TOPO_FILE\)$' \
+  '^gcollrun: topology auto: .*/nonexistent.xml: .*\(from GCOLL_TOPO_FILE\)$' \
   env GCOLL_TOPO_FILE="$tmp/nonexistent.xml" "$RUN" -n 2 --topo auto "$CLIENT"
 one_line_matching "--topo auto with a missing NCCL_TOPO_FILE" 1 \
   '^gcollrun: topology auto: .*/nonexistent.xml: .*NCCL_TOPO_FILE' \
