@@ -160,6 +160,31 @@ for spec in "3 6 0,3" "2 3 0,2"; do
   done
 done
 
+# Issue 15's layouts, every collective (gcoll-perf -o all), with the
+# plugin's plan and with the ranks planning the step themselves (no
+# --gcoll). -O lets 2-CPU test nodes take more tasks; arbitrary takes
+# SLURM_HOSTFILE's order (rank 0 on n2, ranks 1-2 on n1, 3 on n3, 4 on n2).
+printf 'n2\nn1\nn1\nn3\nn2\n' >"$tmp/hostfile"
+chmod 644 "$tmp/hostfile"
+for layout in "-N2 -n3" "-O -N3 -n7" "-N4 -n8 -m cyclic" "-O -N2 -n6 -m plane=2" \
+              "-N3 -n5 -m arbitrary"; do
+  for mode in "--gcoll=plan" "--gcoll=off"; do
+    if [[ $layout == *arbitrary* ]]; then export SLURM_HOSTFILE=$tmp/hostfile; fi
+    # shellcheck disable=SC2086
+    out=$(run_srun 300 --mpi=pmi2 $mode $layout "$perf" -o all -b 8 -e 64K -f 32 -w 1 -n 2)
+    unset SLURM_HOSTFILE
+    if perf_clean "$out"; then ok "$layout $mode: every collective 0 wrong"
+    else bad "$layout $mode"; printf '%s\n' "$out" | tail -15; fi
+  done
+done
+# One allocation, steps of different layouts: each gets its own plan.
+out=$(timeout 300 salloc -w 'n[1-3]' -N3 -n6 -O bash -c \
+  'for l in "-n3" "-n6 -m cyclic" "-n5 -m block"; do
+     srun --mpi=pmi2 --gcoll=plan $l "$0" -o allreduce -b 8 -e 4K -f 8 -w 1 -n 2 || echo "step $l failed"
+   done' "$perf" 2>&1)
+check "salloc: steps -n3, -n6 -m cyclic, -n5 in one allocation, each on its plan, 0 wrong" \
+  eval 'perf_clean "$out" && ! grep -q "failed" <<<"$out" && [ "$(grep -c "Out of bounds values : 0 OK" <<<"$out")" -eq 3 ]'
+
 # --- topo=FILE: the plan describes the nodes the file describes --------------
 use_plugin "topo=$srcdir/etc/topologies/dgx-h100.yaml"
 out=$(run_srun 60 --gcoll=plan -N2 -n4 --ntasks-per-node=2 bash -c \
