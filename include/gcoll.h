@@ -105,11 +105,32 @@ gcollResult_t gcollGetUniqueId(gcollUniqueId *id);
 
 /* Joins the communicator of id as rank of nranks. The members say where
  * they run through id's store: they run on the launcher's plan
- * ($GCOLL_PLAN) when they are its ranks in its order, else on a plan
+ * ($GCOLL_PLAN) when they are its ranks in its order, on a plan derived
+ * from it when they are some of its ranks (in any order), else on a plan
  * computed for them (one node per node they run on; each node's members
  * must have consecutive ranks). Collective over all nranks ranks; any
  * number of such communicators may coexist in a process and a job. */
 gcollResult_t gcollCommInitRank(gcollComm_t *comm, int nranks, gcollUniqueId id, int rank);
+
+/* Settings of one communicator, as ncclConfig_t's: fill from
+ * GCOLL_CONFIG_INITIALIZER and set what you need; every rank must pass the
+ * same values (rank 0's channel bounds are the communicator's). */
+typedef struct {
+  size_t size;            /* sizeof(gcollConfig_t), from the initializer */
+  int minChannels;        /* channels a device collective uses at least (NCCL's
+                           * minCTAs); 0: the plan's tuning decides */
+  int maxChannels;        /* channels any collective uses at most (NCCL's
+                           * maxCTAs); 0: no bound beyond the plan's and CPUs' */
+  const char *netName;    /* "IB" or "Socket": the transport between nodes
+                           * (NCCL's netName); NULL: net/ib where a device
+                           * opens, else sockets */
+  const char *commName;   /* shown in this communicator's log lines; NULL: none */
+} gcollConfig_t;
+#define GCOLL_CONFIG_INITIALIZER {sizeof(gcollConfig_t), 0, 0, NULL, NULL}
+
+/* gcollCommInitRank with settings (config NULL: the defaults). */
+gcollResult_t gcollCommInitRankConfig(gcollComm_t *comm, int nranks, gcollUniqueId id, int rank,
+                                      const gcollConfig_t *config);
 
 /* As NCCL_SPLIT_NOCOLOR: the rank joins no new communicator. */
 #define GCOLL_SPLIT_NOCOLOR (-1)

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "nccl/nccl_shim.h"
@@ -30,7 +31,7 @@ nccl_abi_result_t ncclGetUniqueId(nccl_abi_unique_id *uniqueId) {
 NCCL_PROFILER_ALIAS(ncclGetUniqueId);
 
 static nccl_abi_result_t init_rank(struct ncclComm **comm, int nranks, nccl_abi_unique_id id,
-                                   int rank, const char *what) {
+                                   int rank, const gcollConfig_t *config, const char *what) {
   if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "%s: comm is NULL", what);
   *comm = NULL;
   if (nranks < 1 || rank < 0 || rank >= nranks)
@@ -38,21 +39,26 @@ static nccl_abi_result_t init_rank(struct ncclComm **comm, int nranks, nccl_abi_
   gcollComm_t g = NULL;
   gcollUniqueId gid;
   memcpy(&gid, &id, sizeof(gid));
-  gcollResult_t rc = gcollCommInitRank(&g, nranks, gid, rank);
+  gcollResult_t rc = gcollCommInitRankConfig(&g, nranks, gid, rank, config);
   if (rc != gcollSuccess) return rc;
   return nccl_shim_wrap(comm, g, nccl_cuda_current_device());
 }
 
 nccl_abi_result_t ncclCommInitRank(struct ncclComm **comm, int nranks, nccl_abi_unique_id commId,
                                    int rank) {
-  return init_rank(comm, nranks, commId, rank, "ncclCommInitRank");
+  return init_rank(comm, nranks, commId, rank, NULL, "ncclCommInitRank");
 }
 NCCL_PROFILER_ALIAS(ncclCommInitRank);
 
 /* What NCCL checks before trusting a config: it was made by
  * NCCL_CONFIG_INITIALIZER of a release that has ncclConfig_t, and its size
- * covers the fields read here. Attributes that tune CUDA execution (CTAs,
- * NVLS, collnet, ...) have no meaning on the host and are ignored. */
+ * covers the fields read here. What gcoll does with the fields:
+ * minCTAs/maxCTAs bound the communicator's channels, netName ("IB",
+ * "Socket") picks its transport between nodes, commName names it in log
+ * lines (to_gcoll_config); cgaClusterSize, splitShare, trafficClass,
+ * collnet, CTAPolicy, nvlsCTAs and the rest are accepted and have no
+ * effect (gcoll's kernels use no clusters, a split makes its own
+ * connections, there is no CollNet or NVLS yet). */
 static gcollResult_t check_config(const nccl_abi_config *config, const char *what) {
   if (config->magic != NCCL_ABI_CONFIG_MAGIC)
     return gcoll_fail(gcollInvalidArgument, "%s: config magic 0x%x is not "
@@ -73,17 +79,35 @@ static gcollResult_t check_config(const nccl_abi_config *config, const char *wha
   return gcollSuccess;
 }
 
+/* The fields of an NCCL config that gcoll honours, those the caller's
+ * header has (its size) and set (not NCCL_CONFIG_UNDEF_*). */
+static gcollConfig_t to_gcoll_config(const nccl_abi_config *c) {
+  gcollConfig_t g = GCOLL_CONFIG_INITIALIZER;
+#define HAS(field) (c->size >= offsetof(nccl_abi_config, field) + sizeof(c->field))
+  if (HAS(minCTAs) && c->minCTAs != NCCL_ABI_CONFIG_UNDEF_INT && c->minCTAs > 0)
+    g.minChannels = c->minCTAs < GCOLL_MAX_CHANNELS ? c->minCTAs : GCOLL_MAX_CHANNELS;
+  if (HAS(maxCTAs) && c->maxCTAs != NCCL_ABI_CONFIG_UNDEF_INT && c->maxCTAs > 0)
+    g.maxChannels = c->maxCTAs < GCOLL_MAX_CHANNELS ? c->maxCTAs : GCOLL_MAX_CHANNELS;
+  if (g.maxChannels > 0 && g.minChannels > g.maxChannels) g.minChannels = g.maxChannels;
+  if (HAS(netName) && c->netName != NULL) g.netName = c->netName;
+  if (HAS(commName) && c->commName != NULL) g.commName = c->commName;
+#undef HAS
+  return g;
+}
+
 /* blocking = 0 is accepted, but init still blocks: the caller then sees
  * ncclSuccess at once rather than ncclInProgress, which NCCL allows. */
 nccl_abi_result_t ncclCommInitRankConfig(struct ncclComm **comm, int nranks,
                                          nccl_abi_unique_id commId, int rank,
                                          nccl_abi_config *config) {
   if (comm != NULL) *comm = NULL;
+  gcollConfig_t g = GCOLL_CONFIG_INITIALIZER;
   if (config != NULL) {
     gcollResult_t rc = check_config(config, "ncclCommInitRankConfig");
     if (rc != gcollSuccess) return rc;
+    g = to_gcoll_config(config);
   }
-  return init_rank(comm, nranks, commId, rank, "ncclCommInitRankConfig");
+  return init_rank(comm, nranks, commId, rank, &g, "ncclCommInitRankConfig");
 }
 NCCL_PROFILER_ALIAS(ncclCommInitRankConfig);
 
@@ -178,10 +202,12 @@ nccl_abi_result_t ncclCommInitRankScalable(struct ncclComm **newcomm, int nranks
                                             "(at most one id per rank)", nId, nranks);
   if (commIds == NULL)
     return gcoll_fail(gcollInvalidArgument, "ncclCommInitRankScalable: commIds is NULL");
+  gcollConfig_t g = GCOLL_CONFIG_INITIALIZER;
   if (config != NULL) {
     gcollResult_t rc = check_config(config, "ncclCommInitRankScalable");
     if (rc != gcollSuccess) return rc;
+    g = to_gcoll_config(config);
   }
-  return init_rank(newcomm, nranks, commIds[0], myrank, "ncclCommInitRankScalable");
+  return init_rank(newcomm, nranks, commIds[0], myrank, &g, "ncclCommInitRankScalable");
 }
 NCCL_PROFILER_ALIAS(ncclCommInitRankScalable);

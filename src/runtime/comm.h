@@ -70,6 +70,11 @@ struct gcollComm {
   /* Forced choices from GCOLL_ALGO / GCOLL_PROTO, -1 when free. */
   int force_algo, force_proto;
   int trace;                           /* GCOLL_DEBUG=TRACE at init: a line per collective */
+  /* gcollConfig_t's settings: channel bounds (0: none), the transport
+   * between nodes (-1: free), the name log lines show ("" none). */
+  int config_min_channels, config_max_channels;
+  int net_transport;
+  char name[64];
   /* Channels one call may run: the plan's, capped by the CPUs this rank
    * has (comm_init.c, set_channel_cap). */
   int max_run_channels;                /* host calls: channels are threads (CPU cap) */

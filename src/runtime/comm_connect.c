@@ -143,11 +143,11 @@ static int transport_for(const struct gcollComm *comm, enum gcoll_edge cls, int 
   if (cls == GCOLL_EDGE_P2P && comm->transport[GCOLL_TRANSPORT_P2P] != NULL)
     return GCOLL_TRANSPORT_P2P;
   if (cls != GCOLL_EDGE_NET) return GCOLL_TRANSPORT_SHM;
+  if (comm->net_transport >= 0) return comm->net_transport;   /* gcollConfig_t.netName */
   return comm->transport[GCOLL_TRANSPORT_IB] != NULL ? GCOLL_TRANSPORT_IB : GCOLL_TRANSPORT_SOCKET;
 }
 
-/* Whether this rank may connect across nodes at all. Plans keep every
- * node's ranks contiguous (plan_verify checks it), so a node that does not
+/* Whether this rank may connect across nodes at all. A node that does not
  * hold the whole job has peers elsewhere. Not "has a cross-node plan edge":
  * a send/recv peer on another node connects lazily and must find net/ib
  * started at both ends or at neither. */
@@ -164,9 +164,15 @@ static gcollResult_t start_ib(struct gcollComm *comm, const struct gcoll_transpo
       (forced < 0 && !job_spans_nodes(comm)))
     return gcollSuccess;
   char err[512];
-  /* GCOLL_IB_DISABLE (NCCL_IB_DISABLE, NCCL_NET=Socket); GCOLL_TRANSPORT wins. */
+  /* The communicator's netName (ncclConfig_t's) chooses for it. */
+  if (forced < 0 && comm->net_transport == GCOLL_TRANSPORT_SOCKET) {
+    gcoll_log_info(comm, "net/ib not started (netName Socket); cross-node edges use net/socket");
+    return gcollSuccess;
+  }
+  /* GCOLL_IB_DISABLE (NCCL_IB_DISABLE, NCCL_NET=Socket); GCOLL_TRANSPORT and
+   * netName IB win. */
   const char *off = gcoll_setting("GCOLL_IB_DISABLE");
-  if (forced < 0 && off != NULL && strcmp(off, "0") != 0) {
+  if (forced < 0 && comm->net_transport < 0 && off != NULL && strcmp(off, "0") != 0) {
     gcoll_setting_origin("GCOLL_IB_DISABLE", err, sizeof(err));
     gcoll_log_info(comm, "net/ib not started (%s); cross-node edges use net/socket", err);
     return gcollSuccess;
@@ -179,6 +185,8 @@ static gcollResult_t start_ib(struct gcollComm *comm, const struct gcoll_transpo
   comm->transport[GCOLL_TRANSPORT_IB] = NULL;
   if (forced == GCOLL_TRANSPORT_IB)
     return gcoll_fail(gcollSystemError, "GCOLL_TRANSPORT=net/ib: %s", err);
+  if (forced < 0 && comm->net_transport == GCOLL_TRANSPORT_IB)
+    return gcoll_fail(gcollSystemError, "netName IB: %s", err);
   gcoll_log_info(comm, "net/ib unavailable (%s); cross-node edges use net/socket", err);
   return gcollSuccess;
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "graph/plan.h"
@@ -184,6 +185,12 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
   }
   if (gpu_max > 0 && gpu_max < comm->max_device_channels) comm->max_device_channels = (int)gpu_max;
   comm->min_device_channels = gpu_min > 0 ? (int)gpu_min : 1;
+  /* gcollConfig_t (ncclConfig_t's maxCTAs/minCTAs) bounds this
+   * communicator within what the settings allow. */
+  int cmax = comm->config_max_channels, cmin = comm->config_min_channels;
+  if (cmax > 0 && cmax < comm->max_run_channels) comm->max_run_channels = cmax;
+  if (cmax > 0 && cmax < comm->max_device_channels) comm->max_device_channels = cmax;
+  if (cmin > comm->min_device_channels) comm->min_device_channels = cmin;
   if (comm->min_device_channels > comm->max_device_channels)
     comm->min_device_channels = comm->max_device_channels;
   return gcollSuccess;
@@ -339,6 +346,16 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
   atomic_init(&comm->failed_peer, -1);
   comm->rank = a->rank;
   comm->bs = a->bs;
+  comm->net_transport = -1;
+  if (a->config != NULL) {
+    comm->config_min_channels = a->config->minChannels;
+    comm->config_max_channels = a->config->maxChannels;
+    if (a->config->netName != NULL)
+      comm->net_transport = strcasecmp(a->config->netName, "IB") == 0 ? GCOLL_TRANSPORT_IB
+                                                                       : GCOLL_TRANSPORT_SOCKET;
+    if (a->config->commName != NULL)
+      snprintf(comm->name, sizeof(comm->name), "%s", a->config->commName);
+  }
   comm->gpu_at_init = a->has_gpu ? a->gpu : -1;
   char err[512];
   gcollResult_t rc;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "graph/plan.h"
 #include "runtime/kvs_thread.h"
@@ -194,19 +195,46 @@ static gcollResult_t parse_uid(const gcollUniqueId *id, char *addr, size_t addrl
   return gcollSuccess;
 }
 
+/* The settings that mean something in gcoll; the rest is refused rather
+ * than silently dropped. */
+static gcollResult_t check_config(const gcollConfig_t *c) {
+  if (c == NULL) return gcollSuccess;
+  if (c->size != sizeof(*c))
+    return gcoll_fail(gcollInvalidArgument, "gcollCommInitRankConfig: config size %zu is not "
+                      "sizeof(gcollConfig_t) %zu (use GCOLL_CONFIG_INITIALIZER)", c->size,
+                      sizeof(*c));
+  if (c->minChannels < 0 || c->maxChannels < 0 || c->minChannels > GCOLL_MAX_CHANNELS ||
+      c->maxChannels > GCOLL_MAX_CHANNELS ||
+      (c->maxChannels > 0 && c->minChannels > c->maxChannels))
+    return gcoll_fail(gcollInvalidArgument, "gcollCommInitRankConfig: channels %d..%d (0 or "
+                      "1..%d, min <= max)", c->minChannels, c->maxChannels, GCOLL_MAX_CHANNELS);
+  if (c->netName != NULL && strcasecmp(c->netName, "IB") != 0 &&
+      strcasecmp(c->netName, "Socket") != 0)
+    return gcoll_fail(gcollInvalidArgument, "gcollCommInitRankConfig: netName '%.32s': gcoll "
+                      "has IB and Socket", c->netName);
+  return gcollSuccess;
+}
+
 gcollResult_t gcollCommInitRank(gcollComm_t *comm, int nranks, gcollUniqueId id, int rank) {
+  return gcollCommInitRankConfig(comm, nranks, id, rank, NULL);
+}
+
+gcollResult_t gcollCommInitRankConfig(gcollComm_t *comm, int nranks, gcollUniqueId id, int rank,
+                                      const gcollConfig_t *config) {
   if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "gcollCommInitRank: comm is NULL");
   *comm = NULL;
   if (nranks < 1 || nranks > GCOLL_MAX_RANKS || rank < 0 || rank >= nranks)
     return gcoll_fail(gcollInvalidArgument, "gcollCommInitRank: rank %d of %d ranks", rank,
                       nranks);
+  gcollResult_t crc = check_config(config);
+  if (crc != gcollSuccess) return crc;
   char addr[300], key[KVS_MAX_JOB_KEY + 1], err[1024];
   gcollResult_t rc = parse_uid(&id, addr, sizeof(addr), key, sizeof(key));
   if (rc != gcollSuccess) return rc;
   struct gcoll_members_plan *plan = calloc(1, sizeof(*plan));
   if (plan == NULL) return gcoll_fail(gcollSystemError, "out of memory");
   struct gcoll_comm_init_args a = {.plan_path = plan->path, .rank = rank, .job_key = key,
-                                   .check_host = 0};
+                                   .check_host = 0, .config = config};
   if (gcoll_bootstrap_tcp_open(&a.bs, addr, key, rank, nranks, err, sizeof(err)) != 0) {
     free(plan);
     return gcoll_fail(gcollSystemError, "%s", err);

@@ -24,6 +24,7 @@ struct gcoll_comm_init_args {
    * (p2p); has_gpu == 0: the init thread's current GPU, looked up only
    * then. A thread other than the caller's needs it: gcollCommInitAll. */
   int has_gpu, gpu;
+  const gcollConfig_t *config;  /* gcollCommInitRankConfig's, or NULL */
 };
 
 /* Loads the plan, connects its edges over bs, starts the executor.

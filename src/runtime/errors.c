@@ -49,7 +49,10 @@ gcollResult_t gcoll_fail(gcollResult_t result, const char *fmt, ...) {
 static void log_line(const struct gcollComm *comm, const char *fmt, va_list ap) {
   char line[512];
   vsnprintf(line, sizeof(line), fmt, ap);
-  fprintf(stderr, "gcoll rank %d: %s\n", comm ? comm->rank : -1, line);
+  if (comm != NULL && comm->name[0] != '\0')
+    fprintf(stderr, "gcoll rank %d (%s): %s\n", comm->rank, comm->name, line);
+  else
+    fprintf(stderr, "gcoll rank %d: %s\n", comm ? comm->rank : -1, line);
 }
 
 void gcoll_log_info(const struct gcollComm *comm, const char *fmt, ...) {

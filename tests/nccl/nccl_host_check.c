@@ -31,6 +31,10 @@
  *                                ncclSend/ncclRecv rings on device buffers
  *                                and the stream, and from device memory
  *                                into host memory
+ *   nccl_host_check config       under gcollrun: ncclCommInitRankConfig with
+ *                                maxCTAs 1, minCTAs 1, netName "Socket"
+ *                                and commName "tp"; collectives 0 wrong (the
+ *                                test reads the log for what was honoured)
  *   nccl_host_check identity     under gcollrun, with $GCOLL_CUDA_DRIVER: the
  *                                GPU is current before init (as after
  *                                cudaSetDevice), then a world communicator
@@ -690,6 +694,10 @@ static int refusals(void) {
   config2.blocking = 5;
   expect_refusal(ncclCommInitRankConfig(&comm, nranks, id, rank, &config2), ncclInvalidArgument,
                  "blocking", "config with blocking 5");
+  ncclConfig_t config3 = NCCL_CONFIG_INITIALIZER;
+  config3.netName = "EFA";
+  expect_refusal(ncclCommInitRankConfig(&comm, nranks, id, rank, &config3), ncclInvalidArgument,
+                 "netName 'EFA'", "config with netName EFA (gcoll has IB and Socket)");
   expect_refusal(ncclCommInitRank(&comm, 0, id, rank), ncclInvalidArgument, "rank",
                  "a communicator of 0 ranks");
   if (comm != NULL) {
@@ -1050,6 +1058,34 @@ static int devmem(const char *mode) {
   return refusal_failures ? 1 : 0;
 }
 
+/* The config fields gcoll honours, as PyTorch's ProcessGroupNCCL options
+ * set them. */
+static int config_mode(void) {
+  rank = env_int("GCOLL_RANK");
+  nranks = env_int("GCOLL_NRANKS");
+  if (check_loaded_library()) return 1;
+  if (rank < 0 || nranks < 1 || nranks > 64) {
+    fprintf(stderr, "nccl_host_check config: run me under gcollrun\n");
+    return 2;
+  }
+  ncclUniqueId id;
+  ncclComm_t comm;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.maxCTAs = 1;
+  config.minCTAs = 1;
+  config.netName = "Socket";
+  config.commName = "tp";
+  config.cgaClusterSize = 2;   /* accepted, no effect */
+  config.splitShare = 1;       /* accepted, no effect */
+  if (launcher_id(&id) ||
+      check_nccl(ncclCommInitRankConfig(&comm, nranks, id, rank, &config), "init"))
+    return 3;
+  long calls = 0, wrong = small_checks(comm, &calls);
+  int bad = wrong != 0 || check_nccl(ncclCommDestroy(comm), "destroy") != 0;
+  printf("rank %d: config: %ld calls, %ld wrong\n", rank, calls, wrong);
+  return bad;
+}
+
 /* The GPU first, as a CUDA program's cudaSetDevice: init sees which GPU
  * this rank drives. */
 static int identity(void) {
@@ -1092,6 +1128,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "refusals") == 0) return refusals();
   if (argc >= 2 && strcmp(argv[1], "abort") == 0) return abort_test();
   if (argc >= 2 && strcmp(argv[1], "identity") == 0) return identity();
+  if (argc >= 2 && strcmp(argv[1], "config") == 0) return config_mode();
   int n = argc >= 3 ? atoi(argv[2]) : 0;
   if (argc >= 3 && strcmp(argv[1], "auto") == 0 && n >= 1 && n <= 64) return auto_job(n);
   if (argc >= 3 && strcmp(argv[1], "initall") == 0 && n >= 1 && n <= 64) return initall(n);
@@ -1100,7 +1137,7 @@ int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "devmem") == 0 &&
       (strcmp(argv[2], "refuse") == 0 || strcmp(argv[2], "host") == 0))
     return devmem(argv[2]);
-  fprintf(stderr, "usage: nccl_host_check matrix | device | refusals | abort | identity | "
+  fprintf(stderr, "usage: nccl_host_check matrix | device | refusals | abort | identity | config | "
                   "auto N | initall N | devmem refuse|host\n");
   return 2;
 }

@@ -155,6 +155,17 @@ if [ -f "$EMU" ]; then
   identity_run "GPU identity: both ranks of a node on one GPU keep the launcher's numbering" \
     0000:1b:00.0 0000:1b:00.0 launcher
 fi
+# ncclConfig_t's fields that mean something in gcoll (issue 22 part 3).
+# GCOLL_MAX_NCHANNELS=4 lifts the CPU cap, so "at most 1" is maxCTAs's doing.
+GCOLL_MAX_NCHANNELS=4 GCOLL_DEBUG=INFO timeout 120 "$RUN" -n 4 --nodes 2 "$PROG" config >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c "config: [0-9]* calls, 0 wrong" "$tmp/out")" -eq 4 ] &&
+   [ "$(grep -c "^gcoll rank [0-3] (tp): joined .* (at most 1 at once)" "$tmp/err")" -eq 4 ] &&
+   [ "$(grep -c "^gcoll rank [0-3] (tp): net/ib not started (netName Socket)" "$tmp/err")" -eq 4 ]; then
+  ok "ncclConfig_t: maxCTAs 1, netName Socket, commName tp honoured on 4 ranks of 2 nodes, 0 wrong"
+else
+  bad "ncclConfig_t fields: exit $rc"; tail -n 8 "$tmp/out" "$tmp/err"
+fi
 case_run "refusals n=2" 60 "$RUN" -n 2 "$PROG" refusals
 case_run "ncclCommAbort from another thread" 60 "$RUN" -n 2 "$PROG" abort
 case_run "plan=auto, 3 processes" 60 env -u GCOLL_PLAN "$PROG" auto 3
