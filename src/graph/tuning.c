@@ -160,6 +160,35 @@ double gcoll_tuning_predict(const struct gcoll_tuning_model *m, enum gcoll_tune_
   return lat + (double)bytes / (algbw * 1e3);
 }
 
+/* Time of the gather form (tuning.h) in the model's terms: one pass around
+ * the ring, crossing each node boundary once, (nranks-1) x bytes in. */
+static double predict_gather(const struct gcoll_tuning_exec *e, enum gcoll_proto p, int nranks,
+                             int nnodes, double bw_ch, uint64_t bytes) {
+  int steps = nranks - 1, inter = nnodes > 1 ? nnodes : 0;
+  if (inter > steps) inter = steps;
+  double lat = e->base_lat[GCOLL_ALGO_RING][p] + (steps - inter) * e->intra_lat[GCOLL_ALGO_RING][p] +
+               inter * e->net_lat[GCOLL_ALGO_RING][p];
+  double bw = bw_ch * e->proto_eff[p];
+  return lat + (double)steps * (double)bytes / (bw * 1e3);
+}
+
+uint64_t gcoll_tuning_gather_limit(const struct gcoll_tuning_model *m, enum gcoll_proto p,
+                                   int nranks, int nnodes, uint64_t cap) {
+  const struct gcoll_tuning_exec *e = &m->exec[GCOLL_TUNE_HOST];
+  if (nranks < 2 || (int)p < 0 || p >= GCOLL_NPROTOS || !e->proto_ok[p]) return 0;
+  int nlocal = (nranks + nnodes - 1) / (nnodes > 0 ? nnodes : 1);
+  uint64_t limit = 0;
+  for (int lg = GCOLL_TUNING_MIN_LOG2; lg <= GCOLL_TUNING_MAX_LOG2; lg++) {
+    uint64_t bytes = (uint64_t)1 << lg;
+    if (bytes > cap) break;
+    double ring = gcoll_tuning_predict(m, GCOLL_TUNE_HOST, GCOLL_COLL_ALLREDUCE, GCOLL_ALGO_RING, p,
+                                       nranks, nnodes, nlocal, 1, m->default_bw, bytes);
+    if (!(predict_gather(e, p, nranks, nnodes, m->default_bw, bytes) < ring)) break;
+    limit = bytes;
+  }
+  return limit;
+}
+
 /* Channels for a message: enough that each gets min_channel_bytes, a power
  * of two, at most the plan's count. Small messages gain nothing from more
  * channels but pay their synchronisation. */

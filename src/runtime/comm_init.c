@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "graph/plan.h"
+#include "graph/tuning.h"
 #include "kernels/wait.h"
 #include "runtime/auth.h"
 #include "runtime/comm.h"
@@ -265,6 +266,36 @@ static void forward_abort(struct gcoll_proxy_entry *entry) {
   if (why != 0) comm->exec[GCOLL_EXEC_CUDA].ops->abort(comm->exec[GCOLL_EXEC_CUDA].e, why);
 }
 
+/* The host executor's gather-form limits (host_exec.h), from the tuning
+ * model with $GCOLL_TUNING's calibration, as the plan's table is: every
+ * rank must come to the same limits. Capped so that one FIFO step carries
+ * the whole message (beyond that the ring pipelines anyway) and the gather
+ * scratch, nranks x the limit, is at most one FIFO's memory. One node
+ * only, with no connection through the proxy: over TCP between virtual
+ * nodes the gather form measured slower than the ring at every size, 8 B
+ * included, despite its fewer steps. The node count is the plan's, the
+ * same on every rank (has_net alone is not: on 2 nodes a rank in the
+ * middle of its node's ring segment may have no network edge); in one
+ * node every edge takes the same transport, so has_net agrees there. */
+static gcollResult_t gather_limits(const struct gcollComm *comm, uint64_t *limit) {
+  for (int p = 0; p < GCOLL_NPROTOS; p++) limit[p] = 0;
+  if (comm->view->nnodes > 1 || comm->has_net) return gcollSuccess;
+  struct gcoll_tuning_model model = gcoll_tuning_defaults;
+  char why[256];
+  const char *spec = getenv("GCOLL_TUNING");
+  if (spec != NULL && *spec != '\0' && gcoll_tuning_set(&model, spec, why, sizeof(why)) != 0)
+    return gcoll_fail(gcollInvalidArgument, "GCOLL_TUNING: %s", why);
+  uint64_t fifo_share = (uint64_t)comm->slot_bytes * GCOLL_STEPS / (uint64_t)comm->nranks;
+  for (int p = 0; p < GCOLL_NPROTOS; p++) {
+    uint64_t step = p == GCOLL_PROTO_LL ? comm->slot_bytes / 4 : comm->slot_bytes;
+    uint64_t cap = step < fifo_share ? step : fifo_share;
+    limit[p] = p == GCOLL_PROTO_LL128 ? 0
+               : gcoll_tuning_gather_limit(&model, (enum gcoll_proto)p, comm->nranks,
+                                           comm->view->nnodes, cap);
+  }
+  return gcollSuccess;
+}
+
 gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind kind) {
   if (comm->exec[kind].e != NULL) return gcollSuccess;
   const struct gcoll_exec_ops *ops = gcoll_exec_ops_of(kind);
@@ -284,6 +315,13 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
       .spin_rounds = spin_rounds(comm),
       .device = comm->cuda_device,
   };
+  if (kind == GCOLL_EXEC_HOST) {
+    gcollResult_t rc = gather_limits(comm, cfg.gather_bytes);
+    if (rc != gcollSuccess) return rc;
+    gcoll_log_info(comm, "host allreduce gathers whole vectors up to %llu B (simple), %llu B (ll)",
+                   (unsigned long long)cfg.gather_bytes[GCOLL_PROTO_SIMPLE],
+                   (unsigned long long)cfg.gather_bytes[GCOLL_PROTO_LL]);
+  }
   comm->exec[kind].e = ops->create(&cfg, err, sizeof(err));
   if (comm->exec[kind].e == NULL)
     return gcoll_fail(kind == GCOLL_EXEC_CUDA ? gcollUnhandledCudaError : gcollSystemError,
