@@ -75,6 +75,10 @@ const struct gcoll_tuning_model gcoll_tuning_defaults = {
   },
   .nvls_ratio = 5.0 / 6.0,
   .default_bw = 10.0,
+  /* 4 ranks on 2 cores, float sum allreduce of 8 B to 2 KB: the ring's 6
+   * steps took 20-30 us where the gather form's 3 took 11-20, so about 3 us
+   * more per step than on dedicated cores (gcoll-perf, many runs, noisy). */
+  .shared_lat = 3.0,
 };
 
 /* Facts about the job the model needs, taken from the plan. */
@@ -172,10 +176,14 @@ static double predict_gather(const struct gcoll_tuning_exec *e, enum gcoll_proto
   return lat + (double)steps * (double)bytes / (bw * 1e3);
 }
 
-uint64_t gcoll_tuning_gather_limit(const struct gcoll_tuning_model *m, enum gcoll_proto p,
-                                   int nranks, int nnodes, uint64_t cap) {
+uint64_t gcoll_tuning_gather_limit(const struct gcoll_tuning_model *model, enum gcoll_proto p,
+                                   int nranks, int nnodes, int shared_cores, uint64_t cap) {
+  if (nranks < 2 || (int)p < 0 || p >= GCOLL_NPROTOS || !model->exec[GCOLL_TUNE_HOST].proto_ok[p])
+    return 0;
+  struct gcoll_tuning_model shared = *model;
+  if (shared_cores) shared.exec[GCOLL_TUNE_HOST].intra_lat[GCOLL_ALGO_RING][p] += model->shared_lat;
+  const struct gcoll_tuning_model *m = &shared;
   const struct gcoll_tuning_exec *e = &m->exec[GCOLL_TUNE_HOST];
-  if (nranks < 2 || (int)p < 0 || p >= GCOLL_NPROTOS || !e->proto_ok[p]) return 0;
   int nlocal = (nranks + nnodes - 1) / (nnodes > 0 ? nnodes : 1);
   uint64_t limit = 0;
   for (int lg = GCOLL_TUNING_MIN_LOG2; lg <= GCOLL_TUNING_MAX_LOG2; lg++) {
@@ -299,6 +307,7 @@ static int set_one(struct gcoll_tuning_model *m, char *item, char *err, size_t e
     if (parts[i][0] == '\0') goto unknown;
   if (np == 1 && strcmp(parts[0], "nvls_ratio") == 0) { m->nvls_ratio = v; return 0; }
   if (np == 1 && strcmp(parts[0], "default_bw") == 0) { m->default_bw = v; return 0; }
+  if (np == 1 && strcmp(parts[0], "shared_lat") == 0) { m->shared_lat = v; return 0; }
   int ex = np >= 2 ? (strcmp(parts[0], "gpu") == 0 ? GCOLL_TUNE_GPU
                       : strcmp(parts[0], "host") == 0 ? GCOLL_TUNE_HOST : -1) : -1;
   if (ex < 0) goto unknown;

@@ -182,6 +182,9 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
     if (cap < 1) cap = 1;
     if (cap < comm->max_run_channels) comm->max_run_channels = cap;
   }
+  /* As spin_rounds judges it, less the proxy thread, which is not known yet. */
+  comm->shared_cores = !(comm->host_cpus > 0 &&
+                         (long)comm->ranks_on_host * comm->max_run_channels <= comm->host_cpus);
   if (gpu_max > 0 && gpu_max < comm->max_device_channels) comm->max_device_channels = (int)gpu_max;
   comm->min_device_channels = gpu_min > 0 ? (int)gpu_min : 1;
   if (comm->min_device_channels > comm->max_device_channels)
@@ -199,8 +202,8 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
 static gcollResult_t publish_channel_cap(struct gcollComm *comm) {
   char err[512], value[32];
   if (comm->rank != 0 || comm->nranks == 1) return gcollSuccess;
-  snprintf(value, sizeof(value), "%d %d %d", comm->max_run_channels, comm->max_device_channels,
-           comm->min_device_channels);
+  snprintf(value, sizeof(value), "%d %d %d %d", comm->max_run_channels, comm->max_device_channels,
+           comm->min_device_channels, comm->shared_cores);
   if (gcoll_bootstrap_put(comm->bs, CHANNEL_CAP_KEY, value, strlen(value) + 1, err,
                           sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "%s", err);
@@ -214,13 +217,15 @@ static gcollResult_t agree_channel_cap(struct gcollComm *comm) {
   if (gcoll_bootstrap_get(comm->bs, CHANNEL_CAP_KEY, value, sizeof(value), &len,
                           gcoll_bootstrap_deadline(comm->bs), err, sizeof(err)) != 0)
     return gcoll_fail(gcollRemoteError, "channel cap from rank 0: %s", err);
-  int cap = 0, dcap = 0, dmin = 0;
-  if (len == 0 || value[len - 1] != '\0' || sscanf(value, "%d %d %d", &cap, &dcap, &dmin) != 3 ||
-      cap < 1 || cap > comm->nchannels || dcap < 1 || dcap > comm->nchannels || dmin < 1 ||
-      dmin > dcap)
+  int cap = 0, dcap = 0, dmin = 0, shared = -1;
+  if (len == 0 || value[len - 1] != '\0' ||
+      sscanf(value, "%d %d %d %d", &cap, &dcap, &dmin, &shared) != 4 || cap < 1 ||
+      cap > comm->nchannels || dcap < 1 || dcap > comm->nchannels || dmin < 1 || dmin > dcap ||
+      (shared != 0 && shared != 1))
     return gcoll_fail(gcollRemoteError, "rank 0 sent a malformed channel cap");
   comm->max_device_channels = dcap;
   comm->min_device_channels = dmin;
+  comm->shared_cores = shared;
   if (cap != comm->max_run_channels)
     gcoll_log_info(comm, "runs at most %d channels at once, rank 0's cap (its own: %d)", cap,
                    comm->max_run_channels);
@@ -268,9 +273,10 @@ static void forward_abort(struct gcoll_proxy_entry *entry) {
 
 /* The host executor's gather-form limits (host_exec.h), from the tuning
  * model with $GCOLL_TUNING's calibration, as the plan's table is: every
- * rank must come to the same limits. Capped so that one FIFO step carries
- * the whole message (beyond that the ring pipelines anyway) and the gather
- * scratch, nranks x the limit, is at most one FIFO's memory. One node
+ * rank must come to the same limits (shared_cores is rank 0's). Capped so
+ * that one FIFO step carries the whole message (beyond that the ring
+ * pipelines anyway) and the gather scratch, nranks x the limit, is at
+ * most one FIFO's memory. One node
  * only, with no connection through the proxy: over TCP between virtual
  * nodes the gather form measured slower than the ring at every size, 8 B
  * included, despite its fewer steps. The node count is the plan's, the
@@ -291,7 +297,7 @@ static gcollResult_t gather_limits(const struct gcollComm *comm, uint64_t *limit
     uint64_t cap = step < fifo_share ? step : fifo_share;
     limit[p] = p == GCOLL_PROTO_LL128 ? 0
                : gcoll_tuning_gather_limit(&model, (enum gcoll_proto)p, comm->nranks,
-                                           comm->view->nnodes, cap);
+                                           comm->view->nnodes, comm->shared_cores, cap);
   }
   return gcollSuccess;
 }

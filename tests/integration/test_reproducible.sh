@@ -69,10 +69,11 @@ fi
 
 # The host allreduce's gather form (host_exec.h) reduces in the ring's
 # blocks and order: one ring channel with the form off (the model's step
-# latency 0) and on up to 128 KB (a step of 20 us), counts 1 and 1000 of
+# latencies 0) and on up to 128 KB (a step of 20 us), counts 1 and 1000 of
 # every type taking it, give the same bits.
 for n in 3 4; do
-  GCOLL_ALGO=ring GCOLL_PROTO=simple GCOLL_MAX_NCHANNELS=1 GCOLL_TUNING=host.ring.simple.intra_lat=0 \
+  GCOLL_ALGO=ring GCOLL_PROTO=simple GCOLL_MAX_NCHANNELS=1 \
+    GCOLL_TUNING=host.ring.simple.intra_lat=0,shared_lat=0 \
     digests "ring, -n $n" "$tmp/g0" -n "$n" &&
     GCOLL_ALGO=ring GCOLL_PROTO=simple GCOLL_MAX_NCHANNELS=1 GCOLL_TUNING=host.ring.simple.intra_lat=20 \
       digests "gather form, -n $n" "$tmp/g1" -n "$n" || continue

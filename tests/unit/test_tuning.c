@@ -696,25 +696,33 @@ static void test_gather_limit(void **state) {
   (void)state;
   const struct gcoll_tuning_model *m = &gcoll_tuning_defaults;
   uint64_t cap = 1u << 20;
-  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 1, 1, cap), 0);
-  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_LL128, 4, 1, cap), 0);
-  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 2, 1, cap), cap);
-  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 2, 1, 1000), 512);
-  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 2, 1, 32), 0);
+  char err[128];
+  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 1, 1, 0, cap), 0);
+  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_LL128, 4, 1, 0, cap), 0);
+  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 2, 1, 0, cap), cap);
+  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 2, 1, 0, 1000), 512);
+  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 2, 1, 0, 32), 0);
   for (int n = 3; n <= 64; n++) {
-    uint64_t lim = gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, n, 1, cap);
+    uint64_t lim = gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, n, 1, 0, cap);
     assert_true(lim > 0 && lim < cap);
     assert_true((lim & (lim - 1)) == 0);
-    /* A slower step never lowers it. */
+    /* A slower step never lowers it: calibrated, or on shared cores. */
     struct gcoll_tuning_model slower = *m;
     slower.exec[GCOLL_TUNE_HOST].intra_lat[GCOLL_ALGO_RING][GCOLL_PROTO_SIMPLE] *= 4;
-    assert_true(gcoll_tuning_gather_limit(&slower, GCOLL_PROTO_SIMPLE, n, 1, cap) >= lim);
+    assert_true(gcoll_tuning_gather_limit(&slower, GCOLL_PROTO_SIMPLE, n, 1, 0, cap) >= lim);
+    assert_true(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, n, 1, 1, cap) > lim);
   }
+  /* 4 ranks on shared cores: 3 steps of 3.1 us against 6, worth up to
+   * 32 KB of extra copying at 10 GB/s. */
+  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 4, 1, 1, cap), 32768);
+  struct gcoll_tuning_model none = *m;
+  assert_int_equal(gcoll_tuning_set(&none, "shared_lat=0", err, sizeof(err)), 0);
+  assert_int_equal(gcoll_tuning_gather_limit(&none, GCOLL_PROTO_SIMPLE, 4, 1, 1, cap),
+                   gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 4, 1, 0, cap));
   /* Calibrated step latency (oversubscribed hosts) raises it to the cap. */
   struct gcoll_tuning_model slow = *m;
-  char err[128];
   assert_int_equal(gcoll_tuning_set(&slow, "host.ring.simple.intra_lat=20", err, sizeof(err)), 0);
-  assert_int_equal(gcoll_tuning_gather_limit(&slow, GCOLL_PROTO_SIMPLE, 4, 1, 131072), 131072);
+  assert_int_equal(gcoll_tuning_gather_limit(&slow, GCOLL_PROTO_SIMPLE, 4, 1, 0, 131072), 131072);
 }
 
 int main(void) {
