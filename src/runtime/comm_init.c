@@ -256,10 +256,12 @@ static gcollResult_t check_job(struct gcollComm *comm, const char *path, int che
 }
 
 /* Waits spin long only when every thread of every rank on this host (its
- * channels, and a proxy when it has network connections) has a core. */
+ * channels, and a proxy when it has network connections) has a core, and
+ * not at all (they yield at once) when they do not (wait.h). */
 static uint32_t spin_rounds(const struct gcollComm *comm) {
   long threads = (long)comm->ranks_on_host * (comm->max_run_channels + (comm->has_net ? 1 : 0));
-  return comm->host_cpus > 0 && threads <= comm->host_cpus ? GCOLL_WAIT_DEDICATED_SPINS : 0;
+  return comm->host_cpus > 0 && threads <= comm->host_cpus ? GCOLL_WAIT_DEDICATED_SPINS
+                                                          : GCOLL_WAIT_SHARED_SPINS;
 }
 
 /* A transport saw a peer die, or the communicator was aborted: kernels
@@ -408,7 +410,8 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
   gcoll_log_info(comm, "joined %s: %d ranks, node %d, %d channels (at most %d at once), "
                  "%d connections, slot %zu B, %s waits, job key %s", a->plan_path, comm->nranks,
                  comm->view->node, comm->nchannels, comm->max_run_channels, comm->nconns,
-                 comm->slot_bytes, spin_rounds(comm) ? "long-spinning" : "short-spinning",
+                 comm->slot_bytes,
+                 spin_rounds(comm) == GCOLL_WAIT_DEDICATED_SPINS ? "long-spinning" : "yielding",
                  comm->bs->job_secret ? "mixed with the bootstrap's secret" : "as given");
   *out = comm;
   return gcollSuccess;

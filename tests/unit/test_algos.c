@@ -685,6 +685,26 @@ static void test_invalid_args(void **state) {
   world_free(w);
 }
 
+/* The back-off phases (wait.h): with GCOLL_WAIT_SHARED_SPINS a wait
+ * yields from its second round, and sleeps only once GCOLL_WAIT_YIELD_NS
+ * has passed since its first yield; a new wait starts over. */
+static void test_wait_phases(void **state) {
+  (void)state;
+  struct gcoll_wait w;
+  gcoll_wait_init(&w, NULL, NULL, 60ull * 1000000000ull);
+  w.spins = GCOLL_WAIT_SHARED_SPINS;
+  for (int pass = 0; pass < 2; pass++) {
+    gcoll_wait_begin(&w);
+    assert_int_equal(gcoll_wait_round(&w), gcollSuccess);  /* the pause */
+    assert_int_equal(w.yield_end_ns, 0);
+    uint64_t t0 = gcoll_wait_now_ns();
+    while (w.sleeps == 0) assert_int_equal(gcoll_wait_round(&w), gcollSuccess);
+    assert_true(gcoll_wait_now_ns() - t0 >= GCOLL_WAIT_YIELD_NS);
+    assert_int_equal(gcoll_wait_round(&w), gcollSuccess);  /* a sleep */
+    assert_int_equal(w.sleeps, 2);
+  }
+}
+
 /* The gather form (host_exec.h) against the ring on the same FIFOs, calls
  * alternating between the two executors (FIFO positions must carry over):
  * every type, op and protocol, counts around the limit (one step), in and
@@ -748,6 +768,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fifo_layout),
       cmocka_unit_test(test_wait_rule),
+      cmocka_unit_test(test_wait_phases),
       cmocka_unit_test(test_invalid_args),
       cmocka_unit_test(test_allreduce_shapes),
       cmocka_unit_test(test_matrix),
