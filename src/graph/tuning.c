@@ -75,10 +75,11 @@ const struct gcoll_tuning_model gcoll_tuning_defaults = {
   },
   .nvls_ratio = 5.0 / 6.0,
   .default_bw = 10.0,
-  /* 4 ranks on 2 cores, float sum allreduce of 8 B to 2 KB: the ring's 6
-   * steps took 20-30 us where the gather form's 3 took 11-20, so about 3 us
-   * more per step than on dedicated cores (gcoll-perf, many runs, noisy). */
-  .shared_lat = 3.0,
+  /* 4 ranks on 2 cores, float sum allreduce of 128 B to 2 KB, waits that
+   * yield at once (wait.h): the ring's 6 steps took 8.1-8.9 us (median of
+   * 8 runs; best 7.4), the gather form's 3 took 6.3-6.8 (best 4.4), so a
+   * step costs about 1 us, 0.9 more than on dedicated cores. */
+  .shared_lat = 0.9,
 };
 
 /* Facts about the job the model needs, taken from the plan. */
