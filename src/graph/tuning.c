@@ -171,7 +171,8 @@ static double predict_gather(const struct gcoll_tuning_exec *e, enum gcoll_proto
                              int nnodes, double bw_ch, uint64_t bytes) {
   int steps = nranks - 1, inter = nnodes > 1 ? nnodes : 0;
   if (inter > steps) inter = steps;
-  double lat = e->base_lat[GCOLL_ALGO_RING][p] + (steps - inter) * e->intra_lat[GCOLL_ALGO_RING][p] +
+  double lat = e->base_lat[GCOLL_ALGO_RING][p] +
+               (steps - inter) * e->intra_lat[GCOLL_ALGO_RING][p] +
                inter * e->net_lat[GCOLL_ALGO_RING][p];
   double bw = bw_ch * e->proto_eff[p];
   return lat + (double)steps * (double)bytes / (bw * 1e3);

@@ -319,7 +319,8 @@ static void reduce_as_ring(const struct channel *ch, const struct gcoll_host_col
   const struct gcoll_host_exec *e = ch->exec;
   const int k = e->nranks;
   size_t es = gcoll_dtype_size(c->dtype), nb = c->count * es;
-  size_t chunk = gcoll_min_size(gcoll_prims_chunk_elems(&ch->ring), (c->count + (size_t)k - 1) / (size_t)k);
+  size_t chunk = gcoll_min_size(gcoll_prims_chunk_elems(&ch->ring),
+                                (c->count + (size_t)k - 1) / (size_t)k);
   const char *g = e->gather;
   char *out = c->recvbuf;
   for (int b = 0; b < k && (size_t)b * chunk < c->count; b++) {

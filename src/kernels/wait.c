@@ -69,7 +69,8 @@ gcollResult_t gcoll_wait_round(struct gcoll_wait *w) {
     /* The window opens at the first yield; the round after it closes
      * is the first sleep. */
     if (w->yield_end_ns == 0)
-      w->yield_end_ns = now > UINT64_MAX - GCOLL_WAIT_YIELD_NS ? UINT64_MAX : now + GCOLL_WAIT_YIELD_NS;
+      w->yield_end_ns =
+          now > UINT64_MAX - GCOLL_WAIT_YIELD_NS ? UINT64_MAX : now + GCOLL_WAIT_YIELD_NS;
     else if (now >= w->yield_end_ns)
       w->sleeps = 1;
   }
