@@ -75,6 +75,11 @@ const struct gcoll_tuning_model gcoll_tuning_defaults = {
   },
   .nvls_ratio = 5.0 / 6.0,
   .default_bw = 10.0,
+  /* 4 ranks on 2 cores, float sum allreduce of 128 B to 2 KB, waits that
+   * yield at once (wait.h): the ring's 6 steps took 8.1-8.9 us (median of
+   * 8 runs; best 7.4), the gather form's 3 took 6.3-6.8 (best 4.4), so a
+   * step costs about 1 us, 0.9 more than on dedicated cores. */
+  .shared_lat = 0.9,
 };
 
 /* Facts about the job the model needs, taken from the plan. */
@@ -158,6 +163,40 @@ double gcoll_tuning_predict(const struct gcoll_tuning_model *m, enum gcoll_tune_
   double busbw = nch * bw_ch * e->proto_eff[p] * e->algo_eff[a];  /* GB/s = 1e3 bytes/us */
   double algbw = busbw * ratio;
   return lat + (double)bytes / (algbw * 1e3);
+}
+
+/* Time of the gather form (tuning.h) in the model's terms: one pass around
+ * the ring, crossing each node boundary once, (nranks-1) x bytes in. */
+static double predict_gather(const struct gcoll_tuning_exec *e, enum gcoll_proto p, int nranks,
+                             int nnodes, double bw_ch, uint64_t bytes) {
+  int steps = nranks - 1, inter = nnodes > 1 ? nnodes : 0;
+  if (inter > steps) inter = steps;
+  double lat = e->base_lat[GCOLL_ALGO_RING][p] +
+               (steps - inter) * e->intra_lat[GCOLL_ALGO_RING][p] +
+               inter * e->net_lat[GCOLL_ALGO_RING][p];
+  double bw = bw_ch * e->proto_eff[p];
+  return lat + (double)steps * (double)bytes / (bw * 1e3);
+}
+
+uint64_t gcoll_tuning_gather_limit(const struct gcoll_tuning_model *model, enum gcoll_proto p,
+                                   int nranks, int nnodes, int shared_cores, uint64_t cap) {
+  if (nranks < 2 || (int)p < 0 || p >= GCOLL_NPROTOS || !model->exec[GCOLL_TUNE_HOST].proto_ok[p])
+    return 0;
+  struct gcoll_tuning_model shared = *model;
+  if (shared_cores) shared.exec[GCOLL_TUNE_HOST].intra_lat[GCOLL_ALGO_RING][p] += model->shared_lat;
+  const struct gcoll_tuning_model *m = &shared;
+  const struct gcoll_tuning_exec *e = &m->exec[GCOLL_TUNE_HOST];
+  int nlocal = (nranks + nnodes - 1) / (nnodes > 0 ? nnodes : 1);
+  uint64_t limit = 0;
+  for (int lg = GCOLL_TUNING_MIN_LOG2; lg <= GCOLL_TUNING_MAX_LOG2; lg++) {
+    uint64_t bytes = (uint64_t)1 << lg;
+    if (bytes > cap) break;
+    double ring = gcoll_tuning_predict(m, GCOLL_TUNE_HOST, GCOLL_COLL_ALLREDUCE, GCOLL_ALGO_RING, p,
+                                       nranks, nnodes, nlocal, 1, m->default_bw, bytes);
+    if (!(predict_gather(e, p, nranks, nnodes, m->default_bw, bytes) < ring)) break;
+    limit = bytes;
+  }
+  return limit;
 }
 
 /* Channels for a message: enough that each gets min_channel_bytes, a power
@@ -270,6 +309,7 @@ static int set_one(struct gcoll_tuning_model *m, char *item, char *err, size_t e
     if (parts[i][0] == '\0') goto unknown;
   if (np == 1 && strcmp(parts[0], "nvls_ratio") == 0) { m->nvls_ratio = v; return 0; }
   if (np == 1 && strcmp(parts[0], "default_bw") == 0) { m->default_bw = v; return 0; }
+  if (np == 1 && strcmp(parts[0], "shared_lat") == 0) { m->shared_lat = v; return 0; }
   int ex = np >= 2 ? (strcmp(parts[0], "gpu") == 0 ? GCOLL_TUNE_GPU
                       : strcmp(parts[0], "host") == 0 ? GCOLL_TUNE_HOST : -1) : -1;
   if (ex < 0) goto unknown;

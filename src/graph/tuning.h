@@ -29,6 +29,10 @@ struct gcoll_tuning_model {
   struct gcoll_tuning_exec exec[GCOLL_TUNE_NEXECS];
   double nvls_ratio;   /* NVLS algorithm bandwidth / bus bandwidth */
   double default_bw;   /* GB/s per channel when the search reported none */
+  /* us a host step costs on top of intra_lat when a host's ranks (their
+   * channel threads) outnumber its cores: the scheduler must run the peer
+   * first. Known at run time only, so only the gather-form limit uses it. */
+  double shared_lat;
 };
 
 extern const struct gcoll_tuning_model gcoll_tuning_defaults;
@@ -40,9 +44,24 @@ double gcoll_tuning_predict(const struct gcoll_tuning_model *m, enum gcoll_tune_
                             int nranks, int nnodes, int nlocal, int nch, double bw_ch,
                             uint64_t bytes);
 
+/* The largest message (bytes, a power of two from 2^GCOLL_TUNING_MIN_LOG2,
+ * at most cap) up to which host allreduce should take its gather form
+ * rather than the ring: one pass of every rank's whole vector around the
+ * ring (nranks-1 steps, against the ring's 2(nranks-1)), then each rank
+ * reduces the nranks vectors itself. The form wins while the steps it
+ * saves cost more than the (nranks-1) x bytes it moves instead of the
+ * ring's 2(nranks-1)/nranks x bytes; it is predicted with the host model's
+ * latencies and bandwidth (default_bw per channel, one channel), sizes
+ * from the bottom up on the tuning grid; with shared_cores, every step
+ * inside a node also costs shared_lat. 0 when it never wins (or with one
+ * rank). Every rank computes the same from the same model and arguments. */
+uint64_t gcoll_tuning_gather_limit(const struct gcoll_tuning_model *m, enum gcoll_proto p,
+                                   int nranks, int nnodes, int shared_cores, uint64_t cap);
+
 /* Applies overrides "key=value[,key=value...]" to m. Keys:
  *   gpu|host.ALGO.PROTO.base_lat|intra_lat|net_lat, gpu|host.ALGO.eff,
- *   gpu|host.PROTO.eff, gpu|host.min_channel_bytes, nvls_ratio, default_bw.
+ *   gpu|host.PROTO.eff, gpu|host.min_channel_bytes, nvls_ratio, default_bw,
+ *   shared_lat.
  * Returns 0, or -1 with a one-line reason; m is unchanged up to the bad key. */
 int gcoll_tuning_set(struct gcoll_tuning_model *m, const char *spec, char *err, size_t errlen);
 

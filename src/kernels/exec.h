@@ -47,6 +47,7 @@ struct gcoll_exec_config {
   _Atomic int *abort_word;        /* gcollResult_t; 0 = go on; may be NULL */
   uint64_t timeout_ns;            /* per collective */
   uint32_t spin_rounds;           /* host waits; 0: GCOLL_WAIT_SPINS */
+  uint64_t gather_bytes[GCOLL_NPROTOS]; /* host: gather-form allreduce limit (host_exec.h) */
   int device;                     /* CUDA device ordinal (CUDA executor) */
 };
 

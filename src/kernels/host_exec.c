@@ -37,6 +37,8 @@ struct gcoll_host_exec {
   uint32_t spin_rounds;
   struct channel *ch;
   void *scratch_mem;
+  uint64_t gather_bytes[GCOLL_NPROTOS];
+  void *gather;                     /* nranks x the largest gather_bytes */
 
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
@@ -46,6 +48,7 @@ struct gcoll_host_exec {
 
   struct gcoll_host_coll job;
   int job_channels;
+  int job_gather;                   /* the job takes the gather form */
   _Atomic int local_abort;          /* first failure, stops sibling channels */
   _Atomic int first_failed;         /* its channel, -1 when none */
 };
@@ -148,6 +151,7 @@ void gcoll_host_exec_destroy(struct gcoll_host_exec *e) {
   for (int c = 0; c < e->nchannels; c++) free(e->ch[c].ranks);
   free(e->ch);
   free(e->scratch_mem);
+  free(e->gather);
   free(e);
 }
 
@@ -179,6 +183,23 @@ static int alloc_channels(struct gcoll_host_exec *e,
     return -1;
   }
   memset(e->scratch_mem, 0, total); /* touch once, never per collective */
+  uint64_t gather = 0;
+  for (int p = 0; p < GCOLL_NPROTOS; p++)
+    if (cfg->nranks > 1 && cfg->gather_bytes[p] > gather) gather = cfg->gather_bytes[p];
+  if (gather > SIZE_MAX / (size_t)cfg->nranks) {
+    set_err(err, errlen, "gather limit %llu too large", (unsigned long long)gather);
+    return -1;
+  }
+  if (gather > 0) {
+    if (posix_memalign(&e->gather, 64, gather * (size_t)cfg->nranks) != 0) {
+      e->gather = NULL;
+      set_err(err, errlen, "out of memory for %llu bytes of gather scratch",
+              (unsigned long long)(gather * (size_t)cfg->nranks));
+      return -1;
+    }
+    memset(e->gather, 0, gather * (size_t)cfg->nranks);
+    for (int p = 0; p < GCOLL_NPROTOS; p++) e->gather_bytes[p] = cfg->gather_bytes[p];
+  }
   char *p = e->scratch_mem;
   for (int c = 0; c < e->nchannels; c++)
     for (int i = 0; i < GCOLL_PRIMS_SCRATCH; i++) {
@@ -287,6 +308,51 @@ static gcollResult_t run_ring(struct channel *ch, const struct gcoll_host_coll *
   return r;
 }
 
+/* The reduction of the gathered vectors (rank r's at r*count in
+ * e->gather) with the ring allreduce's bits: its blocks (algo_ring.h: one
+ * pass, chunk = ceil(count / nranks), as count fits in one step) and, per
+ * block c, its order: starting at ring position c+1, each position
+ * combines its own vector with what arrived (own OP received), ending at
+ * position c. So the form changes the steps, never the result: results
+ * stay reproducible across forms, channel counts and executors. */
+static void reduce_as_ring(const struct channel *ch, const struct gcoll_host_coll *c) {
+  const struct gcoll_host_exec *e = ch->exec;
+  const int k = e->nranks;
+  size_t es = gcoll_dtype_size(c->dtype), nb = c->count * es;
+  size_t chunk = gcoll_min_size(gcoll_prims_chunk_elems(&ch->ring),
+                                (c->count + (size_t)k - 1) / (size_t)k);
+  const char *g = e->gather;
+  char *out = c->recvbuf;
+  for (int b = 0; b < k && (size_t)b * chunk < c->count; b++) {
+    size_t lo = (size_t)b * chunk, n = gcoll_min_size(chunk, c->count - lo);
+    const char *first = g + (size_t)ch->ranks[gcoll_ring_mod(b + 1, k)] * nb + lo * es;
+    const char *second = g + (size_t)ch->ranks[gcoll_ring_mod(b + 2, k)] * nb + lo * es;
+    gcoll_reduce(out + lo * es, second, first, n, c->dtype, c->op);
+    for (int j = 3; j <= k; j++)
+      gcoll_reduce(out + lo * es, g + (size_t)ch->ranks[gcoll_ring_mod(b + j, k)] * nb + lo * es,
+                   out + lo * es, n, c->dtype, c->op);
+  }
+}
+
+/* The gather form (host_exec.h): a ring allgather of whole vectors into
+ * e->gather, then the reduction as the ring would have done it. */
+static gcollResult_t run_gather(struct channel *ch, const struct gcoll_host_coll *c) {
+  struct gcoll_host_exec *e = ch->exec;
+  gcollResult_t r = setup_ring(ch, c);
+  if (r != gcollSuccess) return r;
+  struct gcoll_ring_work w = {
+      .sendbuf = c->sendbuf, .recvbuf = e->gather, .offset = 0, .count = c->count,
+      .stride = c->count, .nranks = e->nranks, .pos = ch->conf.ring.pos, .ranks = ch->ranks};
+  ch->phase = "gather";
+  r = gcoll_ring_allgather(&ch->ring, &w);
+  if (r != gcollSuccess) {
+    ch->failed = &ch->ring;
+    return r;
+  }
+  reduce_as_ring(ch, c);
+  return gcollSuccess;
+}
+
 static void finish_avg(struct channel *ch, const struct gcoll_host_coll *c) {
   struct gcoll_host_exec *e = ch->exec;
   if (c->op != gcollAvg || ch->n == 0) return;
@@ -301,7 +367,8 @@ static gcollResult_t run_channel(struct channel *ch) {
   const struct gcoll_host_coll *c = &e->job;
   ch->failed = NULL;
   ch->phase = "setup";
-  gcollResult_t r = c->algo == GCOLL_ALGO_TREE ? run_tree(ch, c) : run_ring(ch, c);
+  gcollResult_t r = e->job_gather ? run_gather(ch, c)
+                    : c->algo == GCOLL_ALGO_TREE ? run_tree(ch, c) : run_ring(ch, c);
   if (r == gcollSuccess) {
     finish_avg(ch, c);
   } else {
@@ -428,19 +495,30 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
   atomic_store(&e->local_abort, 0);
   atomic_store(&e->first_failed, -1);
 
-  pthread_mutex_lock(&e->mu);
-  e->job = *c;
-  e->job_channels = nch;
-  e->pending = nch - 1;
-  e->generation++;
-  if (nch > 1) pthread_cond_broadcast(&e->work_cv);
-  pthread_mutex_unlock(&e->mu);
+  int gather = c->coll == GCOLL_COLL_ALLREDUCE && c->algo == GCOLL_ALGO_RING && nch == 1 &&
+               e->nranks > 1 && c->count * gcoll_dtype_size(c->dtype) <= e->gather_bytes[c->proto];
+  if (nch == 1) {
+    /* Channel 0 is this thread's: no worker takes part, and none reads
+     * the job (the last call waited for all of them), so no hand-off. */
+    e->job = *c;
+    e->job_gather = gather;
+    run_channel(&e->ch[0]);
+  } else {
+    pthread_mutex_lock(&e->mu);
+    e->job = *c;
+    e->job_gather = 0;
+    e->job_channels = nch;
+    e->pending = nch - 1;
+    e->generation++;
+    pthread_cond_broadcast(&e->work_cv);
+    pthread_mutex_unlock(&e->mu);
 
-  run_channel(&e->ch[0]);
+    run_channel(&e->ch[0]);
 
-  pthread_mutex_lock(&e->mu);
-  while (e->pending > 0) pthread_cond_wait(&e->done_cv, &e->mu);
-  pthread_mutex_unlock(&e->mu);
+    pthread_mutex_lock(&e->mu);
+    while (e->pending > 0) pthread_cond_wait(&e->done_cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+  }
 
   r = (gcollResult_t)atomic_load(&e->local_abort);
   if (r != gcollSuccess) describe_failure(e, r, err, errlen);

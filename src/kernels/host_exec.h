@@ -17,6 +17,18 @@
  * reduces its own half.
  *
  * avg reduces as sum and divides the final result once (gcoll_avg_finish).
+ *
+ * Small allreduces (at most gather_bytes[proto] bytes, one channel, ring)
+ * take the gather form: the ring allgather of every rank's whole vector
+ * into executor scratch, nranks-1 steps instead of the ring allreduce's
+ * 2(nranks-1), then every rank reduces the nranks vectors itself, in the
+ * ring's blocks and order, so the result has the ring's bits on every
+ * rank. A small message costs
+ * its steps, not its bytes, and with more ranks than cores every step waits
+ * for the scheduler to run the peer. Each step is a FIFO step like any
+ * other, so FIFO positions stay consistent with the other forms. The limit
+ * must be the same on every rank (it decides the steps each rank takes):
+ * the runtime derives it from the tuning model (gcoll_tuning_gather_limit).
  */
 #ifndef GCOLL_KERNELS_HOST_EXEC_H
 #define GCOLL_KERNELS_HOST_EXEC_H
@@ -63,6 +75,7 @@ struct gcoll_host_exec_config {
   _Atomic int *abort_word;        /* gcollResult_t; 0 = go on; may be NULL */
   uint64_t timeout_ns;            /* per collective */
   uint32_t spin_rounds;           /* pauses before a wait yields; 0: GCOLL_WAIT_SPINS */
+  uint64_t gather_bytes[GCOLL_NPROTOS];  /* gather-form allreduce limit; 0: never */
 };
 
 struct gcoll_host_coll {

@@ -16,7 +16,7 @@ void gcoll_wait_init(struct gcoll_wait *w, _Atomic int *abort_word,
   w->deadline_ns = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
   w->abort_word = abort_word;
   w->local_abort = local_abort;
-  w->round = 0;
+  gcoll_wait_begin(w);
   w->spins = GCOLL_WAIT_SPINS;
   w->reason = GCOLL_WAIT_NONE;
 }
@@ -51,17 +51,30 @@ gcollResult_t gcoll_wait_round(struct gcoll_wait *w) {
     w->reason = GCOLL_WAIT_ABORTED;
     return (gcollResult_t)a;
   }
+  int yielding = 0;
   if (r < w->spins) {
     cpu_pause();
     if (r % 32 != 31) return gcollSuccess;
-  } else if (r - w->spins < GCOLL_WAIT_YIELDS) {
+  } else if (w->sleeps == 0) {
     sched_yield();
+    yielding = 1;
   } else {
-    uint32_t k = r - w->spins - GCOLL_WAIT_YIELDS;
+    uint32_t k = w->sleeps - 1;
     uint64_t ns = k >= 6 ? GCOLL_WAIT_MAX_SLEEP_NS : 1000ull << k;
     sleep_ns(ns > GCOLL_WAIT_MAX_SLEEP_NS ? GCOLL_WAIT_MAX_SLEEP_NS : ns);
+    if (w->sleeps < UINT32_MAX) w->sleeps++;
   }
-  if (gcoll_wait_now_ns() >= w->deadline_ns) {
+  uint64_t now = gcoll_wait_now_ns();
+  if (yielding) {
+    /* The window opens at the first yield; the round after it closes
+     * is the first sleep. */
+    if (w->yield_end_ns == 0)
+      w->yield_end_ns =
+          now > UINT64_MAX - GCOLL_WAIT_YIELD_NS ? UINT64_MAX : now + GCOLL_WAIT_YIELD_NS;
+    else if (now >= w->yield_end_ns)
+      w->sleeps = 1;
+  }
+  if (now >= w->deadline_ns) {
     w->reason = GCOLL_WAIT_DEADLINE;
     return gcollSystemError;
   }

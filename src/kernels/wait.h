@@ -8,11 +8,19 @@
  * Back-off within one wait: GCOLL_WAIT_SPINS rounds of a CPU pause (the
  * common case, a peer a few microseconds behind; an executor whose threads
  * each have a core of their own spins GCOLL_WAIT_DEDICATED_SPINS, about a
- * millisecond, since giving the core away only delays its own wake-up), then GCOLL_WAIT_YIELDS
- * rounds of sched_yield (hands the core to a runnable peer), then nanosleeps
- * doubling from 1 us to GCOLL_WAIT_MAX_SLEEP_NS (a peer that is far behind or
- * gone should cost almost nothing). Each round checks the abort words; the
- * deadline is checked every round once spinning ends and every 32 spins
+ * millisecond, since giving the core away only delays its own wake-up, and
+ * one whose ranks outnumber the cores GCOLL_WAIT_SHARED_SPINS, as the peer
+ * it waits for may need this very core), then sched_yield (hands the core
+ * to a runnable peer) for GCOLL_WAIT_YIELD_NS, then nanosleeps doubling from
+ * 1 us to GCOLL_WAIT_MAX_SLEEP_NS (a peer that is far behind or gone should
+ * cost almost nothing). The yield phase is a time, not a count: a
+ * nanosleep, however short, costs about 70 us on this project's VMs (timer
+ * slack, an idle vCPU's wake-up), more than a whole small collective, and a
+ * yield that finds no other runnable thread returns in well under 1 us, so
+ * 16 of them (the old count) reached the sleeps after a few microseconds;
+ * measured with 4 ranks on 2 cores, no spinning plus this window took small
+ * allreduces from 22-29 us to 6-11 us. Each round checks the abort words;
+ * the deadline is checked every round once spinning ends and every 32 spins
  * before (a clock read can be a system call in a VM).
  *
  * Usage:  gcoll_wait_begin(w);
@@ -28,7 +36,8 @@
 
 #define GCOLL_WAIT_SPINS 128u
 #define GCOLL_WAIT_DEDICATED_SPINS 32768u
-#define GCOLL_WAIT_YIELDS 16u
+#define GCOLL_WAIT_SHARED_SPINS 1u
+#define GCOLL_WAIT_YIELD_NS 200000u
 #define GCOLL_WAIT_MAX_SLEEP_NS 64000u
 
 enum gcoll_wait_reason {
@@ -43,6 +52,8 @@ struct gcoll_wait {
   _Atomic int *local_abort;      /* executor-wide: a sibling channel failed */
   uint32_t round;                /* rounds in the current wait */
   uint32_t spins;                /* pause rounds before yielding */
+  uint32_t sleeps;               /* sleep rounds in the current wait */
+  uint64_t yield_end_ns;         /* end of the yield phase; 0 before it */
   enum gcoll_wait_reason reason; /* why the last failed wait failed */
 };
 
@@ -53,7 +64,11 @@ uint64_t gcoll_wait_now_ns(void);
 void gcoll_wait_init(struct gcoll_wait *w, _Atomic int *abort_word,
                      _Atomic int *local_abort, uint64_t timeout_ns);
 
-static inline void gcoll_wait_begin(struct gcoll_wait *w) { w->round = 0; }
+static inline void gcoll_wait_begin(struct gcoll_wait *w) {
+  w->round = 0;
+  w->sleeps = 0;
+  w->yield_end_ns = 0;
+}
 
 /* One back-off round. Returns gcollSuccess to keep polling, the abort word's
  * value (a gcollResult_t) when one is set, or gcollSystemError once the

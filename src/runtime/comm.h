@@ -85,6 +85,10 @@ struct gcollComm {
   /* CPUs this process may use and ranks sharing them; 0 when
    * GCOLL_MAX_NCHANNELS replaced the measurement. */
   int host_cpus, ranks_on_host;
+  /* This host's ranks' channel threads outnumber its cores (or the cores
+   * are unknown): rank 0's view, the same on every rank, as it decides
+   * the host allreduce's gather-form limit (comm_init.c). */
+  int shared_cores;
   size_t slot_bytes;
   int cuda_device;                     /* GPU of the CUDA executor: fixed at init when
                                           the FIFOs are in GPU memory, else by the

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "graph/plan.h"
+#include "graph/tuning.h"
 #include "kernels/wait.h"
 #include "runtime/auth.h"
 #include "runtime/comm.h"
@@ -183,6 +184,9 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
     if (cap < 1) cap = 1;
     if (cap < comm->max_run_channels) comm->max_run_channels = cap;
   }
+  /* As spin_rounds judges it, less the proxy thread, which is not known yet. */
+  comm->shared_cores = !(comm->host_cpus > 0 &&
+                         (long)comm->ranks_on_host * comm->max_run_channels <= comm->host_cpus);
   if (gpu_max > 0 && gpu_max < comm->max_device_channels) comm->max_device_channels = (int)gpu_max;
   comm->min_device_channels = gpu_min > 0 ? (int)gpu_min : 1;
   /* gcollConfig_t (ncclConfig_t's maxCTAs/minCTAs) bounds this
@@ -206,8 +210,8 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
 static gcollResult_t publish_channel_cap(struct gcollComm *comm) {
   char err[512], value[32];
   if (comm->rank != 0 || comm->nranks == 1) return gcollSuccess;
-  snprintf(value, sizeof(value), "%d %d %d", comm->max_run_channels, comm->max_device_channels,
-           comm->min_device_channels);
+  snprintf(value, sizeof(value), "%d %d %d %d", comm->max_run_channels, comm->max_device_channels,
+           comm->min_device_channels, comm->shared_cores);
   if (gcoll_bootstrap_put(comm->bs, CHANNEL_CAP_KEY, value, strlen(value) + 1, err,
                           sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "%s", err);
@@ -221,13 +225,15 @@ static gcollResult_t agree_channel_cap(struct gcollComm *comm) {
   if (gcoll_bootstrap_get(comm->bs, CHANNEL_CAP_KEY, value, sizeof(value), &len,
                           gcoll_bootstrap_deadline(comm->bs), err, sizeof(err)) != 0)
     return gcoll_fail(gcollRemoteError, "channel cap from rank 0: %s", err);
-  int cap = 0, dcap = 0, dmin = 0;
-  if (len == 0 || value[len - 1] != '\0' || sscanf(value, "%d %d %d", &cap, &dcap, &dmin) != 3 ||
-      cap < 1 || cap > comm->nchannels || dcap < 1 || dcap > comm->nchannels || dmin < 1 ||
-      dmin > dcap)
+  int cap = 0, dcap = 0, dmin = 0, shared = -1;
+  if (len == 0 || value[len - 1] != '\0' ||
+      sscanf(value, "%d %d %d %d", &cap, &dcap, &dmin, &shared) != 4 || cap < 1 ||
+      cap > comm->nchannels || dcap < 1 || dcap > comm->nchannels || dmin < 1 || dmin > dcap ||
+      (shared != 0 && shared != 1))
     return gcoll_fail(gcollRemoteError, "rank 0 sent a malformed channel cap");
   comm->max_device_channels = dcap;
   comm->min_device_channels = dmin;
+  comm->shared_cores = shared;
   if (cap != comm->max_run_channels)
     gcoll_log_info(comm, "runs at most %d channels at once, rank 0's cap (its own: %d)", cap,
                    comm->max_run_channels);
@@ -258,10 +264,12 @@ static gcollResult_t check_job(struct gcollComm *comm, const char *path, int che
 }
 
 /* Waits spin long only when every thread of every rank on this host (its
- * channels, and a proxy when it has network connections) has a core. */
+ * channels, and a proxy when it has network connections) has a core, and
+ * not at all (they yield at once) when they do not (wait.h). */
 static uint32_t spin_rounds(const struct gcollComm *comm) {
   long threads = (long)comm->ranks_on_host * (comm->max_run_channels + (comm->has_net ? 1 : 0));
-  return comm->host_cpus > 0 && threads <= comm->host_cpus ? GCOLL_WAIT_DEDICATED_SPINS : 0;
+  return comm->host_cpus > 0 && threads <= comm->host_cpus ? GCOLL_WAIT_DEDICATED_SPINS
+                                                          : GCOLL_WAIT_SHARED_SPINS;
 }
 
 /* A transport saw a peer die, or the communicator was aborted: kernels
@@ -271,6 +279,37 @@ static void forward_abort(struct gcoll_proxy_entry *entry) {
       (struct gcollComm *)((char *)entry - offsetof(struct gcollComm, kernel_abort));
   int why = atomic_load(&comm->abort_word);
   if (why != 0) comm->exec[GCOLL_EXEC_CUDA].ops->abort(comm->exec[GCOLL_EXEC_CUDA].e, why);
+}
+
+/* The host executor's gather-form limits (host_exec.h), from the tuning
+ * model with $GCOLL_TUNING's calibration, as the plan's table is: every
+ * rank must come to the same limits (shared_cores is rank 0's). Capped so
+ * that one FIFO step carries the whole message (beyond that the ring
+ * pipelines anyway) and the gather scratch, nranks x the limit, is at
+ * most one FIFO's memory. One node
+ * only, with no connection through the proxy: over TCP between virtual
+ * nodes the gather form measured slower than the ring at every size, 8 B
+ * included, despite its fewer steps. The node count is the plan's, the
+ * same on every rank (has_net alone is not: on 2 nodes a rank in the
+ * middle of its node's ring segment may have no network edge); in one
+ * node every edge takes the same transport, so has_net agrees there. */
+static gcollResult_t gather_limits(const struct gcollComm *comm, uint64_t *limit) {
+  for (int p = 0; p < GCOLL_NPROTOS; p++) limit[p] = 0;
+  if (comm->view->nnodes > 1 || comm->has_net) return gcollSuccess;
+  struct gcoll_tuning_model model = gcoll_tuning_defaults;
+  char why[256];
+  const char *spec = getenv("GCOLL_TUNING");
+  if (spec != NULL && *spec != '\0' && gcoll_tuning_set(&model, spec, why, sizeof(why)) != 0)
+    return gcoll_fail(gcollInvalidArgument, "GCOLL_TUNING: %s", why);
+  uint64_t fifo_share = (uint64_t)comm->slot_bytes * GCOLL_STEPS / (uint64_t)comm->nranks;
+  for (int p = 0; p < GCOLL_NPROTOS; p++) {
+    uint64_t step = p == GCOLL_PROTO_LL ? comm->slot_bytes / 4 : comm->slot_bytes;
+    uint64_t cap = step < fifo_share ? step : fifo_share;
+    limit[p] = p == GCOLL_PROTO_LL128 ? 0
+               : gcoll_tuning_gather_limit(&model, (enum gcoll_proto)p, comm->nranks,
+                                           comm->view->nnodes, comm->shared_cores, cap);
+  }
+  return gcollSuccess;
 }
 
 gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind kind) {
@@ -292,6 +331,13 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
       .spin_rounds = spin_rounds(comm),
       .device = comm->cuda_device,
   };
+  if (kind == GCOLL_EXEC_HOST) {
+    gcollResult_t rc = gather_limits(comm, cfg.gather_bytes);
+    if (rc != gcollSuccess) return rc;
+    gcoll_log_info(comm, "host allreduce gathers whole vectors up to %llu B (simple), %llu B (ll)",
+                   (unsigned long long)cfg.gather_bytes[GCOLL_PROTO_SIMPLE],
+                   (unsigned long long)cfg.gather_bytes[GCOLL_PROTO_LL]);
+  }
   comm->exec[kind].e = ops->create(&cfg, err, sizeof(err));
   if (comm->exec[kind].e == NULL)
     return gcoll_fail(kind == GCOLL_EXEC_CUDA ? gcollUnhandledCudaError : gcollSystemError,
@@ -401,7 +447,8 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
   gcoll_log_info(comm, "joined %s: %d ranks, node %d, %d channels (at most %d at once), "
                  "%d connections, slot %zu B, %s waits, job key %s", a->plan_path, comm->nranks,
                  comm->view->node, comm->nchannels, comm->max_run_channels, comm->nconns,
-                 comm->slot_bytes, spin_rounds(comm) ? "long-spinning" : "short-spinning",
+                 comm->slot_bytes,
+                 spin_rounds(comm) == GCOLL_WAIT_DEDICATED_SPINS ? "long-spinning" : "yielding",
                  comm->bs->job_secret ? "mixed with the bootstrap's secret" : "as given");
   gcoll_init_timings_log(comm, &tm);
   *out = comm;

@@ -237,17 +237,45 @@ static long run_one(gcollComm_t comm, struct bufs *b, int coll, gcollDataType_t 
   return wrong;
 }
 
-static int matrix(gcollComm_t comm, int full) {
+/* matrix --sizes N,N,...: these counts (per rank) instead, every type and
+ * op at each, e.g. around the host executor's gather-form limit. */
+#define MAX_SIZES 32
+
+static int parse_sizes(const char *list, size_t *sizes) {
+  int n = 0;
+  for (const char *p = list; *p != '\0' && n < MAX_SIZES;) {
+    char *end;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (end == p || v > (1u << 24)) return -1;
+    sizes[n++] = (size_t)v;
+    p = *end == ',' ? end + 1 : end;
+    if (*end != ',' && *end != '\0') return -1;
+  }
+  return n;
+}
+
+static int matrix(gcollComm_t comm, int full, const char *size_list) {
   static const size_t sizes_quick[] = {0, 1, 7, 1023, 4097, 65539};
   static const size_t sizes_full[] = {0, 1, 7, 1023, 4097, (1u << 20) + 3, 17u << 20};
+  size_t listed[MAX_SIZES];
   const size_t *sizes = full ? sizes_full : sizes_quick;
   int nsizes = full ? 7 : 6;
+  if (size_list != NULL) {
+    if ((nsizes = parse_sizes(size_list, listed)) <= 0) {
+      fprintf(stderr, "coll_check: --sizes '%s': expected counts N,N,... (at most %d)\n",
+              size_list, MAX_SIZES);
+      return 2;
+    }
+    sizes = listed;
+  }
   /* Large sizes are the message size (as nccl-tests counts), so that
    * allgather/reducescatter stay within memory at 8 ranks; they run for
    * 4-byte types only. Small sizes are per rank, so every rank gets at
-   * least one element. */
-  size_t big = sizes[nsizes - 1];
-  size_t cap = big * 4 + 8 * 4097 * (size_t)nranks + 128;
+   * least one element; listed sizes are all per rank. */
+  size_t big = 0;
+  for (int s = 0; s < nsizes; s++) big = sizes[s] > big ? sizes[s] : big;
+  size_t cap = size_list != NULL ? 8 * big * (size_t)nranks + 128
+                                 : big * 4 + 8 * 4097 * (size_t)nranks + 128;
   struct bufs b;
   b.send = xmalloc(cap);
   b.recv = xmalloc(cap);
@@ -261,7 +289,7 @@ static int matrix(gcollComm_t comm, int full) {
         if ((coll == 1 || coll == 3) && op > 0) continue;   /* no op: once per type */
         for (int s = 0; s < nsizes; s++) {
           size_t count = sizes[s];
-          if (count > 5000) {
+          if (count > 5000 && size_list == NULL) {
             /* They test chunking, not arithmetic: float sum always, and in
              * the full matrix also the other 4-byte and 16-bit types. */
             int four = gcoll_dtype_size((gcollDataType_t)t) <= 4;
@@ -690,7 +718,7 @@ int main(int argc, char **argv) {
     argc--;
   }
   if (argc < 2) {
-    fprintf(stderr, "usage: coll_check [--uid FILE NRANKS RANK] [--device] matrix [--full] | "
+    fprintf(stderr, "usage: coll_check [--uid FILE NRANKS RANK] [--device] matrix [--full | --sizes N,N,...] | "
                     "die RANK ITER | abort | badargs | init | hostcall\n");
     return 2;
   }
@@ -708,7 +736,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   int status;
-  if (strcmp(argv[1], "matrix") == 0) status = matrix(comm, argc > 2 && strcmp(argv[2], "--full") == 0);
+  if (strcmp(argv[1], "matrix") == 0)
+    status = matrix(comm, argc > 2 && strcmp(argv[2], "--full") == 0,
+                    argc > 3 && strcmp(argv[2], "--sizes") == 0 ? argv[3] : NULL);
   else if (strcmp(argv[1], "die") == 0 && argc == 4) status = die(comm, atoi(argv[2]), atoi(argv[3]));
   else if (strcmp(argv[1], "abort") == 0) return abort_test(comm);
   else if (strcmp(argv[1], "badargs") == 0) status = badargs(comm);

@@ -69,6 +69,37 @@ GCOLL_TRANSPORT=net/socket matrix "n=3 all net/socket" -n 3 "$CHECK" matrix
 matrix "n=7 nodes=3 (3+2+2) plan's choice" -n 7 --nodes 3 "$CHECK" matrix
 matrix "n=5 nodes=4 (2+1+1+1) plan's choice" -n 5 --nodes 4 "$CHECK" matrix
 
+# Host allreduce's gather form (host_exec.h) up to a limit from the tuning
+# model: counts just below, at and above the limit for 1-, 2-, 4- and 8-byte
+# types, in both protocols, on the limits each shape reports at init; each
+# count follows larger ones of the previous type, so small calls run after
+# big ones on the same FIFOs.
+gather_limit() {  # PROTO GCOLLRUN-ARGS...: the limit in bytes the ranks report
+  local proto=$1; shift
+  GCOLL_DEBUG=INFO GCOLL_PROTO=$proto timeout 60 "$RUN" "$@" "$CHECK" init 2>&1 |
+    sed -n "s/.*gathers whole vectors up to \([0-9]*\) B (simple), \([0-9]*\) B (ll).*/\1 \2/p" |
+    head -n 1 | awk -v p="$proto" '{ print p == "ll" ? $2 : $1 }'
+}
+# Shared memory only (comm_init.c): on 2 nodes the limit is 0.
+for nk in "2 1" "3 1" "4 1" "5 1" "8 1" "4 2"; do
+  read -r n k <<<"$nk"
+  for proto in simple ll; do
+    lim=$(gather_limit "$proto" -n "$n" --nodes "$k")
+    if [ -z "$lim" ]; then
+      bad "n=$n nodes=$k $proto: no gather limit reported at init"; continue
+    fi
+    if [ "$k" -gt 1 ] && [ "$lim" != 0 ]; then
+      bad "n=$n nodes=$k $proto: gather limit $lim B over TCP edges, expected 0"; continue
+    fi
+    sizes=0,1,2,3,5,7
+    for d in 8 4 2 1; do
+      c=$((lim / d)); [ "$c" -gt 1 ] && sizes=$sizes,$((c - 1)),$c,$((c + 1))
+    done
+    GCOLL_PROTO=$proto matrix "n=$n nodes=$k $proto around the gather limit $lim B" \
+      -n "$n" --nodes "$k" "$CHECK" matrix --sizes "$sizes"
+  done
+done
+
 # alltoall, gather and scatter: every type, counts 0 to 65537 in 4 KiB FIFO
 # slots (many steps), roots 0 and last, in place, grouped with an allreduce
 # and a send/recv ring, refusals; 1, 2, 3, 4 and 8 ranks, 2 and 3 virtual
@@ -104,11 +135,13 @@ perf_uneven 5 4
 
 # A rank killed in the middle of a loop: every survivor fails with
 # gcollRemoteError naming it, within GCOLL_TIMEOUT + 1 s; gcollrun names it too.
-for spec in "4 1 2" "4 2 1" "5 1 3" "3 2 2"; do
+# The last spec is calibrated (GCOLL_TUNING) so that the loop's 4 KB
+# allreduce takes the gather form.
+for spec in "4 1 2" "4 2 1" "5 1 3" "3 2 2" "4 1 1 host.ring.simple.intra_lat=20"; do
   set -- $spec
   n=$1 nodes=$2 victim=$3
   t0=$(date +%s%N)
-  GCOLL_TIMEOUT=2 timeout 60 "$RUN" -n "$n" --nodes "$nodes" "$CHECK" die "$victim" 50 >"$tmp/out" 2>&1
+  GCOLL_TUNING=${4:-} GCOLL_TIMEOUT=2 timeout 60 "$RUN" -n "$n" --nodes "$nodes" "$CHECK" die "$victim" 50 >"$tmp/out" 2>&1
   rc=$? dt=$(( ($(date +%s%N) - t0) / 1000000 ))
   reported=$(grep -c "remote process exited.*rank $victim " "$tmp/out")
   if [ "$rc" -ne 0 ] && [ "$reported" -eq $((n - 1)) ] && grep -q "gcollrun: rank $victim .*SIGKILL" "$tmp/out" \

@@ -55,6 +55,7 @@ struct world {
   struct gcoll_fifo *up[MAX_CH][MAX_RANKS];   /* rank -> its parent */
   struct gcoll_fifo *down[MAX_CH][MAX_RANKS]; /* parent -> rank */
   struct gcoll_host_exec *exec[MAX_RANKS];
+  struct gcoll_host_exec *gather_exec[MAX_RANKS];
   _Atomic int abort_word;
   void *mem[MAX_CH * MAX_RANKS * 3];
   int nmem;
@@ -142,6 +143,12 @@ static void make_exec(struct world *w, int rank, uint64_t timeout_ns) {
   char err[256] = "";
   w->exec[rank] = gcoll_host_exec_create(&cfg, err, sizeof(err));
   if (w->exec[rank] == NULL) fail_msg("executor: %s", err);
+  /* A second executor on the same FIFOs that takes the gather form up to
+   * one step of either protocol (test_gather_form). */
+  cfg.gather_bytes[GCOLL_PROTO_SIMPLE] = w->slot;
+  cfg.gather_bytes[GCOLL_PROTO_LL] = w->slot / 4;
+  w->gather_exec[rank] = gcoll_host_exec_create(&cfg, err, sizeof(err));
+  if (w->gather_exec[rank] == NULL) fail_msg("gather executor: %s", err);
 }
 
 static struct world *world_new(int n, int nch, size_t slot, uint64_t timeout_ns) {
@@ -162,7 +169,10 @@ static struct world *world_new(int n, int nch, size_t slot, uint64_t timeout_ns)
 }
 
 static void world_free(struct world *w) {
-  for (int r = 0; r < w->n; r++) gcoll_host_exec_destroy(w->exec[r]);
+  for (int r = 0; r < w->n; r++) {
+    gcoll_host_exec_destroy(w->exec[r]);
+    gcoll_host_exec_destroy(w->gather_exec[r]);
+  }
   for (int i = 0; i < w->nmem; i++) free(w->mem[i]);
   free(w);
 }
@@ -675,15 +685,96 @@ static void test_invalid_args(void **state) {
   world_free(w);
 }
 
+/* The back-off phases (wait.h): with GCOLL_WAIT_SHARED_SPINS a wait
+ * yields from its second round, and sleeps only once GCOLL_WAIT_YIELD_NS
+ * has passed since its first yield; a new wait starts over. */
+static void test_wait_phases(void **state) {
+  (void)state;
+  struct gcoll_wait w;
+  gcoll_wait_init(&w, NULL, NULL, 60ull * 1000000000ull);
+  w.spins = GCOLL_WAIT_SHARED_SPINS;
+  for (int pass = 0; pass < 2; pass++) {
+    gcoll_wait_begin(&w);
+    assert_int_equal(gcoll_wait_round(&w), gcollSuccess);  /* the pause */
+    assert_int_equal(w.yield_end_ns, 0);
+    uint64_t t0 = gcoll_wait_now_ns();
+    while (w.sleeps == 0) assert_int_equal(gcoll_wait_round(&w), gcollSuccess);
+    assert_true(gcoll_wait_now_ns() - t0 >= GCOLL_WAIT_YIELD_NS);
+    assert_int_equal(gcoll_wait_round(&w), gcollSuccess);  /* a sleep */
+    assert_int_equal(w.sleeps, 2);
+  }
+}
+
+/* The gather form (host_exec.h) against the ring on the same FIFOs, calls
+ * alternating between the two executors (FIFO positions must carry over):
+ * every type, op and protocol, counts around the limit (one step), in and
+ * out of place; results checked and bitwise equal to the ring's. */
+static void test_gather_form(void **state) {
+  (void)state;
+  static unsigned char saved[MAX_RANKS][4096 + 64];
+  const int ntypes = (int)(sizeof(k_types) / sizeof(k_types[0]));
+  const int nops = (int)(sizeof(k_ops) / sizeof(k_ops[0]));
+  for (int ni = 1; ni < 6; ni++) {
+    struct world *w = world_new(k_nranks[ni], 1, 4096, 20ull * 1000000000ull);
+    for (int proto = 0; proto < 2; proto++)
+      for (int ti = 0; ti < ntypes; ti++)
+        for (int oi = 0; oi < nops; oi++) {
+          size_t es = gcoll_dtype_size(k_types[ti]);
+          size_t limit = (proto == GCOLL_PROTO_LL ? w->slot / 4 : w->slot) / es;
+          const size_t counts[] = {0, 1, 7, limit - 1, limit, limit + 1};
+          for (int ci = 0; ci < 6; ci++) {
+            struct case_desc d = {.coll = GCOLL_COLL_ALLREDUCE, .algo = GCOLL_ALGO_RING,
+                                  .dtype = k_types[ti], .op = k_ops[oi],
+                                  .proto = (enum gcoll_proto)proto, .count = counts[ci],
+                                  .in_place = (ti + oi + ci) % 2};
+            char what[160];
+            snprintf(what, sizeof(what), "gather form %s %s %s count=%zu n=%d",
+                     gcoll_dtype_name(d.dtype), gcoll_redop_name(d.op),
+                     proto ? "LL" : "SIMPLE", d.count, w->n);
+            size_t bytes = d.count * es;
+            assert_true(bytes <= 4096 + 64);
+            unsigned long long seed = g_seed;
+            struct rank_call calls[MAX_RANKS];
+            for (int r = 0; r < w->n; r++) prepare_rank(w, &d, r, &calls[r]);
+            run_ranks(calls, w->n, 0);
+            for (int r = 0; r < w->n; r++) {
+              if (calls[r].result != gcollSuccess) fail_msg("%s: ring: %s", what, calls[r].err);
+              memcpy(saved[r], calls[r].coll.recvbuf, bytes);
+            }
+            /* The same inputs through the gather executor. */
+            g_seed = seed;
+            const void *in[MAX_RANKS];
+            for (int r = 0; r < w->n; r++) prepare_rank(w, &d, r, &calls[r]);
+            for (int k = 0; k < w->n; k++) in[k] = g_bufs[k].input;
+            gcoll_reduce_reference(g_ref, in, w->n, d.count, d.dtype, d.op);
+            struct gcoll_host_exec *ring_exec[MAX_RANKS];
+            memcpy(ring_exec, w->exec, sizeof(ring_exec));
+            memcpy(w->exec, w->gather_exec, sizeof(ring_exec));
+            run_ranks(calls, w->n, 0);
+            memcpy(w->exec, ring_exec, sizeof(ring_exec));
+            for (int r = 0; r < w->n; r++) {
+              if (calls[r].result != gcollSuccess) fail_msg("%s: gather: %s", what, calls[r].err);
+              check_rank(w, &d, r, &calls[r], what);
+              if (memcmp(saved[r], calls[r].coll.recvbuf, bytes) != 0)
+                fail_msg("%s: rank %d: not the ring's bits", what, r);
+            }
+          }
+        }
+    world_free(w);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fifo_layout),
       cmocka_unit_test(test_wait_rule),
+      cmocka_unit_test(test_wait_phases),
       cmocka_unit_test(test_invalid_args),
       cmocka_unit_test(test_allreduce_shapes),
       cmocka_unit_test(test_matrix),
       cmocka_unit_test(test_deadline),
       cmocka_unit_test(test_abort),
+      cmocka_unit_test(test_gather_form),
   };
   return cmocka_run_group_tests(tests, setup_all, teardown_all);
 }

@@ -688,6 +688,43 @@ static void test_random_models(void **state) {
   }
 }
 
+/* The gather-form limit: the largest grid size at which the model
+ * predicts it faster than the ring, within the cap; it wins only at small
+ * sizes from 3 ranks (its steps save latency, its bytes cost bandwidth)
+ * and at every size for 2 (same bytes, one step instead of two). */
+static void test_gather_limit(void **state) {
+  (void)state;
+  const struct gcoll_tuning_model *m = &gcoll_tuning_defaults;
+  uint64_t cap = 1u << 20;
+  char err[128];
+  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 1, 1, 0, cap), 0);
+  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_LL128, 4, 1, 0, cap), 0);
+  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 2, 1, 0, cap), cap);
+  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 2, 1, 0, 1000), 512);
+  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 2, 1, 0, 32), 0);
+  for (int n = 3; n <= 64; n++) {
+    uint64_t lim = gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, n, 1, 0, cap);
+    assert_true(lim > 0 && lim < cap);
+    assert_true((lim & (lim - 1)) == 0);
+    /* A slower step never lowers it: calibrated, or on shared cores. */
+    struct gcoll_tuning_model slower = *m;
+    slower.exec[GCOLL_TUNE_HOST].intra_lat[GCOLL_ALGO_RING][GCOLL_PROTO_SIMPLE] *= 4;
+    assert_true(gcoll_tuning_gather_limit(&slower, GCOLL_PROTO_SIMPLE, n, 1, 0, cap) >= lim);
+    assert_true(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, n, 1, 1, cap) > lim);
+  }
+  /* 4 ranks on shared cores: 3 steps of 1 us against 6, worth up to
+   * 16 KB of extra copying at 10 GB/s. */
+  assert_int_equal(gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 4, 1, 1, cap), 16384);
+  struct gcoll_tuning_model none = *m;
+  assert_int_equal(gcoll_tuning_set(&none, "shared_lat=0", err, sizeof(err)), 0);
+  assert_int_equal(gcoll_tuning_gather_limit(&none, GCOLL_PROTO_SIMPLE, 4, 1, 1, cap),
+                   gcoll_tuning_gather_limit(m, GCOLL_PROTO_SIMPLE, 4, 1, 0, cap));
+  /* Calibrated step latency (oversubscribed hosts) raises it to the cap. */
+  struct gcoll_tuning_model slow = *m;
+  assert_int_equal(gcoll_tuning_set(&slow, "host.ring.simple.intra_lat=20", err, sizeof(err)), 0);
+  assert_int_equal(gcoll_tuning_gather_limit(&slow, GCOLL_PROTO_SIMPLE, 4, 1, 0, 131072), 131072);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_tables_follow_model),
@@ -700,6 +737,7 @@ int main(void) {
     cmocka_unit_test(test_set_rejects_bad_overrides),
     cmocka_unit_test(test_overrides_change_tables),
     cmocka_unit_test(test_random_models),
+    cmocka_unit_test(test_gather_limit),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
