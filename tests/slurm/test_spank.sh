@@ -177,6 +177,17 @@ for layout in "-N2 -n3" "-O -N3 -n7" "-N4 -n8 -m cyclic" "-O -N2 -n6 -m plane=2"
     else bad "$layout $mode"; printf '%s\n' "$out" | tail -15; fi
   done
 done
+# A step over two components of a heterogeneous job: the plugin sees one
+# component at a time, so it gives no plan (one line says why) and the
+# ranks plan the whole step themselves; plan:strict fails the step.
+out=$(run_srun 120 --mpi=pmi2 --gcoll=plan -N1 -n2 "$perf" -o allreduce -b 8 -e 64K -f 8 -w 1 -n 2 \
+  : -N1 -n1 "$perf" -o allreduce -b 8 -e 64K -f 8 -w 1 -n 2)
+check "heterogeneous step: no plugin plan, one line says why" \
+  eval 'grep -q "gcoll: no plan for this step, running without GCOLL_PLAN: the step spans several components of a heterogeneous job (3 tasks; this component has [12])" <<<"$out"'
+check "heterogeneous step: the ranks plan it themselves, 0 wrong" perf_clean "$out"
+out=$(run_srun 60 --mpi=pmi2 --gcoll=plan:strict -N1 -n1 true : -N1 -n1 true); rc=$?
+check "heterogeneous step, plan:strict: srun fails ($rc)" test "$rc" != 0
+
 # One allocation, steps of different layouts: each gets its own plan.
 out=$(timeout 300 salloc -w 'n[1-3]' -N3 -n6 -O bash -c \
   'for l in "-n3" "-n6 -m cyclic" "-n5 -m block"; do

@@ -21,6 +21,12 @@ static int get_u32(spank_t sp, spank_item_t item, uint32_t *out) {
 
 /* What this node knows about the step; -1 with a reason if Slurm cannot
  * tell, 1 for steps that never get a plan (batch script, extern, ...). */
+/* A job variable's value, "" when unset or too long (a path that does not
+ * fit is reported by the reader as missing, never cut short). */
+static void job_env(spank_t sp, const char *name, char *buf, int len) {
+  if (spank_getenv(sp, name, buf, len) != ESPANK_SUCCESS) buf[0] = '\0';
+}
+
 static int describe_node(spank_t sp, struct gcoll_gather_node *me, char *err, size_t errlen) {
   memset(me, 0, sizeof(*me));
   if (get_u32(sp, S_JOB_ID, &me->job) != 0 || get_u32(sp, S_JOB_STEPID, &me->step) != 0) {
@@ -35,6 +41,19 @@ static int describe_node(spank_t sp, struct gcoll_gather_node *me, char *err, si
       spank_get_item(sp, S_JOB_UID, &me->uid) != ESPANK_SUCCESS ||
       spank_get_item(sp, S_JOB_GID, &me->gid) != ESPANK_SUCCESS) {
     snprintf(err, errlen, "cannot read the step's layout from Slurm");
+    return -1;
+  }
+  /* A step over several components of a heterogeneous job (srun A : B):
+   * each component is its own job to the plugin, with its own task count
+   * and plan, while the step's ranks (PMI2, SLURM_PROCID) span them all.
+   * No component's plan fits that step; without one the ranks plan the
+   * whole step themselves through PMI2. */
+  char step_tasks[32], *end;
+  job_env(sp, "SLURM_STEP_NUM_TASKS", step_tasks, (int)sizeof(step_tasks));
+  long all = step_tasks[0] != '\0' ? strtol(step_tasks, &end, 10) : 0;
+  if (step_tasks[0] != '\0' && *end == '\0' && all > (long)me->ntasks_total) {
+    snprintf(err, errlen, "the step spans several components of a heterogeneous job (%ld tasks; "
+             "this component has %u): the plugin plans one component", all, me->ntasks_total);
     return -1;
   }
   if (me->ntasks_local == 0 || me->node_index >= me->nnodes) {
@@ -67,11 +86,6 @@ static int describe_node(spank_t sp, struct gcoll_gather_node *me, char *err, si
   return 0;
 }
 
-/* A job variable's value, "" when unset or too long (a path that does not
- * fit is reported by the reader as missing, never cut short). */
-static void job_env(spank_t sp, const char *name, char *buf, int len) {
-  if (spank_getenv(sp, name, buf, len) != ESPANK_SUCCESS) buf[0] = '\0';
-}
 
 /* GCOLL_DEBUG (or NCCL_DEBUG) at INFO or TRACE in the job's environment. */
 static int job_debug_info(spank_t sp) {
