@@ -468,11 +468,16 @@ static gcollResult_t init_from_job_plan(gcollComm_t *out) {
     return gcoll_fail(gcollInvalidArgument, "no plan: pass a path or set GCOLL_PLAN, or start "
                       "the ranks under a launcher (srun --mpi=pmi2, gcollrun) so that they can "
                       "plan the job themselves (%s)", err);
-  gcollResult_t rc = gcoll_job_plan(bs, dir, sizeof(dir), path, sizeof(path));
+  double ms = 0;
+  gcollResult_t rc = gcoll_job_plan(bs, NULL, dir, sizeof(dir), path, sizeof(path), &ms);
   if (rc != gcollSuccess) {
     gcoll_bootstrap_close(bs);
-    return rc;
+    return gcoll_fail(rc, "no GCOLL_PLAN, and %s", gcollGetLastError(NULL));
   }
+  gcoll_log_info(NULL, "rank %d: no GCOLL_PLAN: the ranks planned the job themselves in %.1f ms "
+                 "(%s; the plugin, srun --gcoll=plan, does this once per step before the tasks "
+                 "start)", bs->rank, ms,
+                 bs->rank == 0 ? "topologies of every node, built here" : "fetched from rank 0");
   struct gcoll_comm_init_args a = {.plan_path = path, .rank = bs->rank, .bs = bs,
                                    .job_key = NULL, .check_host = 1};
   rc = gcoll_comm_init_with(out, &a);

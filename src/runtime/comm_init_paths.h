@@ -71,9 +71,10 @@ struct gcoll_topo *gcoll_local_topology(const char *name, const char *fallback, 
                                         size_t errlen);
 /* No launcher plan: the ranks of bs plan the job themselves (one topology
  * per node, built at rank 0, read back by all; comm_plan_job.c) into a
- * private dir. Collective over bs. */
-gcollResult_t gcoll_job_plan(struct gcoll_bootstrap *bs, char *dir, size_t dirlen, char *path,
-                             size_t pathlen);
+ * private dir. node names this rank's node (NULL: gcoll_this_node_name);
+ * ms gets what it cost. Collective over bs. */
+gcollResult_t gcoll_job_plan(struct gcoll_bootstrap *bs, const char *node, char *dir,
+                             size_t dirlen, char *path, size_t pathlen, double *ms);
 /* Writes plan to plan.yaml in a fresh private directory under parent, as
  * gcoll_local_plan_write does with the plan it computes. */
 int gcoll_local_plan_save(const struct gcoll_plan *plan, const char *parent, char *dir,

@@ -15,17 +15,13 @@
  *     and reads no topology. Rank 0 sends the members' launcher ranks as a
  *     rank list (strided groups stay a few bytes) and every member derives
  *     the same plan from the same file;
- *   - otherwise a plan for the members computed here, one node per
- *     distinct node name (the host, or GCOLL_NODES's virtual nodes), with
- *     that node's member count. Each member computes it itself from the
- *     same counts (the plan builder is deterministic), so nothing but a
- *     line of text travels and no file needs a shared filesystem. These
- *     plans are of $GCOLL_TOPO's topology (cpu-only by default): without a
- *     launcher no rank knows which GPU of which topology its peers drive.
- * Members of one node may come in any order when the plan is the
- * launcher's or derived from it (plans carry a rank order); a plan
- * computed from member counts needs each node's members contiguous, and
- * refuses other orders in one line naming the node.
+ *   - otherwise the members plan themselves, as ranks with no plan under a
+ *     launcher's bootstrap do (comm_plan_job.c): one node per distinct
+ *     node name (Slurm's node, the host, or GCOLL_NODES's virtual nodes),
+ *     whose first member describes it ($GCOLL_TOPO, else detected and
+ *     merged with GCOLL_TOPO_FILE/NCCL_TOPO_FILE, once per process); rank
+ *     0 builds the plan and serves it through the id's store.
+ * Members of one node may come in any order (plans carry a rank order).
  *
  * Rank 0 reads nranks member records (one round trip each), every other
  * rank one record back: O(nranks) at rank 0, O(1) elsewhere. A derived
@@ -157,7 +153,7 @@ static int *job_ranks(const struct member *all, int nranks, int by_gpu) {
 }
 
 /* "L" when ranks are the launcher's job in order, "S <list>" for other
- * launcher ranks; 0 when the list does not fit (the counts plan serves). */
+ * launcher ranks; 0 when the list does not fit (the members plan themselves). */
 static int choose_launcher(const int *ranks, int nranks, int job, char *choice, size_t len) {
   int same = nranks == job;
   for (int r = 0; r < nranks && same; r++) same = ranks[r] == r;
@@ -173,8 +169,8 @@ static int choose_launcher(const int *ranks, int nranks, int job, char *choice, 
 }
 
 /* Rank 0: the choice line every member acts on. "L": the launcher's plan;
- * "S <launcher ranks>": derived from it; "P N c0 c1 ...": a plan of N nodes
- * with these member counts; "!why". Launcher ranks are matched by GPU
+ * "S <launcher ranks>": derived from it; "J": the members plan themselves,
+ * as ranks without a launcher plan do (comm_plan_job.c); "!why". Launcher ranks are matched by GPU
  * first: a rank whose CUDA_VISIBLE_DEVICES or cgroup gave it another GPU
  * than the launcher planned takes the place of the rank planned there. */
 static void decide(const struct member *all, int nranks, char *choice, size_t len) {
@@ -187,39 +183,8 @@ static void decide(const struct member *all, int nranks, char *choice, size_t le
     free(ranks);
     if (ok) return;
   }
-  int nnodes = 0;
-  size_t at = (size_t)snprintf(choice, len, "P ");
-  size_t counts_at = at;
-  int count = 0;
-  for (int r = 0; r < nranks; r++) {
-    if (r > 0 && strcmp(all[r].node, all[r - 1].node) == 0) {
-      count++;
-      continue;
-    }
-    for (int q = 0; q < r; q++)
-      if (strcmp(all[q].node, all[r].node) == 0) {
-        snprintf(choice, len, "!ranks %d and %d of this communicator are on node %s but rank %d, "
-                 "between them, is not: gcoll plans need each node's ranks contiguous (order the "
-                 "group's ranks by node)", q, r, all[r].node, r - 1);
-        return;
-      }
-    if (r > 0) at += (size_t)snprintf(choice + at, at < len ? len - at : 0, " %d", count);
-    nnodes++;
-    count = 1;
-  }
-  at += (size_t)snprintf(choice + at, at < len ? len - at : 0, " %d", count);
-  if (at >= len) {
-    snprintf(choice, len, "!%d nodes: too many for one plan line", nnodes);
-    return;
-  }
-  /* The node count goes first: rewrite with it in front. */
-  char *counts = strdup(choice + counts_at);
-  if (counts == NULL) {
-    snprintf(choice, len, "!out of memory");
-    return;
-  }
-  snprintf(choice, len, "P %d%s", nnodes, counts);
-  free(counts);
+  /* No launcher plan covers them: they plan themselves (comm_plan_job.c). */
+  snprintf(choice, len, "J");
 }
 
 /* Acts on an "S <launcher ranks>" line: the launcher's plan restricted to
@@ -254,37 +219,6 @@ static gcollResult_t write_derived_plan(const char *line, int nranks,
   return rc;
 }
 
-/* Acts on a "P N c0 c1 ..." line: writes that plan into a private dir. */
-static gcollResult_t write_members_plan(const char *line, int nranks, char *dir, size_t dirlen,
-                                        char *path, size_t pathlen) {
-  const char *p = line + 1;
-  char *end;
-  long nnodes = strtol(p, &end, 10);
-  if (end == p || nnodes < 1 || nnodes > nranks)
-    return gcoll_fail(gcollRemoteError, "rank 0 sent a malformed plan choice");
-  int *counts = calloc((size_t)nnodes, sizeof(*counts));
-  if (counts == NULL) return gcoll_fail(gcollSystemError, "out of memory");
-  long total = 0;
-  for (long i = 0; i < nnodes; i++) {
-    p = end;
-    long c = strtol(p, &end, 10);
-    if (end == p || c < 1 || c > nranks) {
-      free(counts);
-      return gcoll_fail(gcollRemoteError, "rank 0 sent a malformed plan choice");
-    }
-    counts[i] = (int)c;
-    total += c;
-  }
-  gcollResult_t rc = gcollSuccess;
-  char err[1024];
-  if (total != nranks || *end != '\0')
-    rc = gcoll_fail(gcollRemoteError, "rank 0 sent a malformed plan choice");
-  else if (gcoll_local_plan_write_nodes((int)nnodes, counts, NULL, getenv("GCOLL_PLAN_DIR"), dir,
-                                        dirlen, path, pathlen, err, sizeof(err)) != 0)
-    rc = gcoll_fail(gcollInvalidUsage, "plan for %d ranks on %ld nodes: %s", nranks, nnodes, err);
-  free(counts);
-  return rc;
-}
 
 gcollResult_t gcoll_members_plan(struct gcoll_bootstrap *bs, int rank, int nranks,
                                  struct gcoll_members_plan *out) {
@@ -346,11 +280,12 @@ gcollResult_t gcoll_members_plan(struct gcoll_bootstrap *bs, int rank, int nrank
     } else if (choice[0] == 'S' && choice[1] == ' ') {
       rc = write_derived_plan(choice, nranks, out);
       out->real_hosts = rc == gcollSuccess;
-    } else if (choice[0] == 'P') {
-      rc = write_members_plan(choice, nranks, out->dir, sizeof(out->dir), out->path,
-                              sizeof(out->path));
-      snprintf(out->origin, sizeof(out->origin), "computed for the members' nodes (%.200s)",
-               choice + 2);
+    } else if (strcmp(choice, "J") == 0) {
+      double ms = 0;
+      rc = gcoll_job_plan(bs, me.node, out->dir, sizeof(out->dir), out->path, sizeof(out->path),
+                          &ms);
+      snprintf(out->origin, sizeof(out->origin), "computed for the members' nodes (each node's "
+               "topology, built at rank 0, %.1f ms)", ms);
     } else {
       rc = gcoll_fail(gcollRemoteError, "rank 0 sent a malformed plan choice");
     }

@@ -20,6 +20,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,23 +157,56 @@ static int assign_roles(struct job_plan_ctx *c, char **hosts, struct layout *l) 
   return rc;
 }
 
+/* This node's topology as YAML, described once per process: a process
+ * that makes several communicators (PyTorch's groups) detects once. */
+static pthread_mutex_t described_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *described_yaml, *described_as;
+
+static char *node_yaml(char *why, size_t whylen) {
+  const char *name = getenv("GCOLL_TOPO");
+  if (name == NULL || *name == '\0') name = "auto";
+  char *copy = NULL;
+  pthread_mutex_lock(&described_lock);
+  if (described_yaml != NULL && strcmp(described_as, name) == 0) {
+    copy = strdup(described_yaml);
+  } else {
+    char *yaml = NULL;
+    size_t len = 0;
+    struct gcoll_topo *t = gcoll_local_topology(name, "auto", why, whylen);
+    FILE *f = t != NULL ? open_memstream(&yaml, &len) : NULL;
+    int ok = f != NULL && gcoll_topo_write_stream(t, f, why, whylen) == 0;
+    if (f != NULL) fclose(f);
+    gcoll_topo_free(t);
+    if (ok && (copy = strdup(yaml)) != NULL) {
+      free(described_yaml);
+      free(described_as);
+      described_yaml = yaml;
+      described_as = strdup(name);
+      if (described_as == NULL) {
+        free(described_yaml);
+        described_yaml = NULL;
+      }
+    } else {
+      free(yaml);
+    }
+  }
+  pthread_mutex_unlock(&described_lock);
+  return copy;
+}
+
 /* A leader: this node's topology as YAML, or "!why". */
 static int describe_node(struct job_plan_ctx *c) {
   char why[1024], key[64];
-  char *yaml = NULL;
-  size_t len = 0;
-  struct gcoll_topo *t = gcoll_local_topology(getenv("GCOLL_TOPO"), "auto", why, sizeof(why));
-  FILE *f = t != NULL ? open_memstream(&yaml, &len) : NULL;
-  int ok = f != NULL && gcoll_topo_write_stream(t, f, why, sizeof(why)) == 0;
-  if (f != NULL) fclose(f);
-  gcoll_topo_free(t);
+  char *yaml = node_yaml(why, sizeof(why));
+  size_t len = yaml != NULL ? strlen(yaml) : 0;
   snprintf(key, sizeof(key), JP_TOPO_KEY, c->rank);
   int rc;
-  if (ok && len + 1 <= KVS_MAX_VALUE) {
+  if (yaml != NULL && len + 1 <= KVS_MAX_VALUE) {
     rc = put(c, key, yaml, len + 1);
   } else {
     char msg[1100];
-    snprintf(msg, sizeof(msg), "!%s", ok ? "the topology is larger than the store takes" : why);
+    snprintf(msg, sizeof(msg), "!%s", yaml != NULL ? "the topology is larger than the store takes"
+                                                   : why);
     rc = put_text(c, key, msg);
   }
   free(yaml);
@@ -342,14 +376,17 @@ static int fetch_plan(struct job_plan_ctx *c, char *dir, size_t dirlen, char *pa
   return rc;
 }
 
-gcollResult_t gcoll_job_plan(struct gcoll_bootstrap *bs, char *dir, size_t dirlen, char *path,
-                             size_t pathlen) {
+gcollResult_t gcoll_job_plan(struct gcoll_bootstrap *bs, const char *node, char *dir,
+                             size_t dirlen, char *path, size_t pathlen, double *ms) {
   struct job_plan_ctx c = {.bs = bs, .rank = bs->rank, .nranks = bs->nranks,
                            .deadline = gcoll_bootstrap_deadline(bs)};
   uint64_t t0 = gcoll_wait_now_ns();
   char host[JP_HOST_MAX], key[64];
   dir[0] = '\0';
-  gcoll_this_node_name(host, sizeof(host));
+  if (node != NULL)
+    snprintf(host, sizeof(host), "%s", node);
+  else
+    gcoll_this_node_name(host, sizeof(host));
   snprintf(key, sizeof(key), JP_HOST_KEY, c.rank);
   if (put_text(&c, key, host) != 0)
     return gcoll_fail(gcollSystemError, "planning the job in-process: %s", c.err);
@@ -370,11 +407,7 @@ gcollResult_t gcoll_job_plan(struct gcoll_bootstrap *bs, char *dir, size_t dirle
   }
   if (rc == 0) rc = fetch_plan(&c, dir, dirlen, path, pathlen);
   if (rc != 0)
-    return gcoll_fail(gcollInvalidUsage, "no GCOLL_PLAN, and planning the job in-process "
-                      "failed: %s", c.err);
-  gcoll_log_info(NULL, "rank %d: no GCOLL_PLAN: the ranks planned the job themselves in %.1f ms "
-                 "(%s; the plugin, srun --gcoll=plan, does this once per step before the tasks "
-                 "start)", c.rank, (double)(gcoll_wait_now_ns() - t0) / 1e6,
-                 c.rank == 0 ? "topologies of every node, built here" : "fetched from rank 0");
+    return gcoll_fail(gcollInvalidUsage, "planning in-process failed: %s", c.err);
+  *ms = (double)(gcoll_wait_now_ns() - t0) / 1e6;
   return gcollSuccess;
 }

@@ -375,7 +375,7 @@ check "--no-plan: detected topology by default (exit $rc, $(errtext))" \
   eval '[ "$rc" -eq 0 ] && [ "$(grep -c "^init_bench rank [0-2] of 3:" "$tmp/out")" -eq 3 ]'
 GCOLL_TOPO=no-such-topology run "$RUN" -n 2 --no-plan "$BENCH"
 check "--no-plan: a node that cannot describe itself fails the job, saying why" \
-  eval '[ "$rc" -ne 0 ] && [ "$(grep -c "no GCOLL_PLAN, and planning the job in-process failed: .*no-such-topology" "$tmp/err")" -ge 1 ]' 
+  eval '[ "$rc" -ne 0 ] && [ "$(grep -c "no GCOLL_PLAN, and planning in-process failed: .*no-such-topology" "$tmp/err")" -ge 1 ]' 
 one_line_matching "--no-plan with --plan" 2 "^gcollrun: --no-plan excludes --plan and --topo" \
   "$RUN" -n 2 --no-plan --topo cpu-only "$BENCH"
 check "temp plan dirs removed after --no-plan" no_leftover_dirs
