@@ -229,9 +229,10 @@ static char *build_plan_yaml(struct job_plan_ctx *c, char **hosts, const struct 
   struct gcoll_topo **topo = calloc((size_t)nnodes, sizeof(*topo));
   char **text = calloc((size_t)nnodes, sizeof(*text));
   const char **node_host = calloc((size_t)nnodes, sizeof(*node_host));
+  struct gcoll_topo **parsed = calloc((size_t)nnodes, sizeof(*parsed)), *shared = NULL;
   char *yaml = NULL, key[64];
   struct gcoll_plan *plan = NULL;
-  if (!topo || !text || !node_host) {
+  if (!topo || !text || !node_host || !parsed) {
     snprintf(c->err, sizeof(c->err), "out of memory for %d nodes", nnodes);
     goto out;
   }
@@ -255,6 +256,24 @@ static char *build_plan_yaml(struct job_plan_ctx *c, char **hosts, const struct 
       snprintf(c->err, sizeof(c->err), "node %s: its topology: %s", hosts[first[m]], why);
       goto out;
     }
+  }
+  /* More ranks than GPUs on a node (several ranks per GPU, which gcoll
+   * allows and NCCL does not): a GPU plan has one rank per GPU, so such a
+   * node is planned as a CPU node; its ranks' GPU edges then use shm. */
+  for (int m = 0; m < nnodes; m++) {
+    if (topo[m]->ngpu < 1 || l->count[m] <= topo[m]->ngpu) continue;
+    char why[512];
+    if (shared == NULL && (shared = gcoll_local_topology("cpu-only", "cpu-only", why,
+                                                         sizeof(why))) == NULL) {
+      snprintf(c->err, sizeof(c->err), "%s", why);
+      goto out;
+    }
+    gcoll_log_info(NULL, "node %s runs %d ranks on %d GPU%s: planned as a CPU node (ranks share "
+                   "GPUs)", hosts[first[m]], l->count[m], topo[m]->ngpu,
+                   topo[m]->ngpu == 1 ? "" : "s");
+    /* Keep the parsed topology for freeing: it may be shared with m + 1. */
+    parsed[m] = topo[m];
+    topo[m] = shared;
   }
   struct gcoll_plan_input in = {.nnodes = nnodes, .node_topo = (const struct gcoll_topo **)topo,
                                 .node_host = node_host, .node_ranks = l->count,
@@ -287,8 +306,13 @@ static char *build_plan_yaml(struct job_plan_ctx *c, char **hosts, const struct 
   fclose(f);
 out:
   gcoll_plan_free(plan);
-  for (int m = 0; topo != NULL && m < nnodes; m++)
+  /* Each parsed topology once (consecutive nodes share one). */
+  for (int m = 0; topo != NULL && m < nnodes; m++) {
+    if (parsed != NULL && parsed[m] != NULL) topo[m] = parsed[m];
     if (topo[m] != NULL && (m == 0 || topo[m] != topo[m - 1])) gcoll_topo_free(topo[m]);
+  }
+  free(parsed);
+  gcoll_topo_free(shared);
   for (int m = 0; text != NULL && m < nnodes; m++) free(text[m]);
   free(topo);
   free(text);

@@ -373,6 +373,9 @@ check "--no-plan: 7 ranks on 3 nodes (3+2+2) (exit $rc, $(errtext))" \
 run "$RUN" -n 3 --no-plan "$BENCH"
 check "--no-plan: detected topology by default (exit $rc, $(errtext))" \
   eval '[ "$rc" -eq 0 ] && [ "$(grep -c "^init_bench rank [0-2] of 3:" "$tmp/out")" -eq 3 ]'
+GCOLL_DEBUG=INFO GCOLL_TOPO=pcie-2s-4gpu run "$RUN" -n 6 --no-plan "$BENCH"
+check "--no-plan: 6 ranks sharing a node's 4 GPUs are planned as a CPU node (exit $rc, $(errtext))" \
+  eval '[ "$rc" -eq 0 ] && [ "$(grep -c "^init_bench rank [0-5] of 6:" "$tmp/out")" -eq 6 ] && grep -q "runs 6 ranks on 4 GPUs: planned as a CPU node" "$tmp/err"'
 GCOLL_TOPO=no-such-topology run "$RUN" -n 2 --no-plan "$BENCH"
 check "--no-plan: a node that cannot describe itself fails the job, saying why" \
   eval '[ "$rc" -ne 0 ] && [ "$(grep -c "no GCOLL_PLAN, and planning in-process failed: .*no-such-topology" "$tmp/err")" -ge 1 ]' 
