@@ -51,6 +51,8 @@ int gcoll_local_plan_write_nodes(int nnodes, const int *node_ranks, const char *
                                  size_t pathlen, char *err, size_t errlen);
 struct gcoll_plan;
 struct gcoll_topo;
+/* This host's name up to its first dot ("localhost" when it has none). */
+void gcoll_short_hostname(char *out, size_t len);
 /* This process's node as plans name it: what Slurm calls it
  * (SLURMD_NODENAME: several slurmd may share a host, and NodeName need not
  * be the hostname; init checks plans against the same name), else the

@@ -108,9 +108,7 @@ static gcollResult_t describe_self(struct member *m, int rank, int nranks) {
   if (k > 1) {
     /* Virtual nodes of this host, as gcollrun --nodes K makes them. */
     char host[NODE_MAX - 32];
-    if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "localhost");
-    host[sizeof(host) - 1] = '\0';
-    host[strcspn(host, ".")] = '\0';
+    gcoll_short_hostname(host, sizeof(host));
     if (k > nranks || nranks % k != 0)
       return gcoll_fail(gcollInvalidArgument, "GCOLL_NODES must divide the %d ranks", nranks);
     snprintf(m->node, sizeof(m->node), "%s-v%ld", host, rank / (nranks / k));

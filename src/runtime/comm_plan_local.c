@@ -23,14 +23,17 @@
 #include "runtime/comm_init_paths.h"
 #include "runtime/settings.h"
 
+void gcoll_short_hostname(char *out, size_t len) {
+  if (gethostname(out, len) != 0) snprintf(out, len, "localhost");
+  out[len - 1] = '\0';
+  out[strcspn(out, ".")] = '\0';
+}
+
 /* This host's short name; with several nodes "<host>-v<i>", like gcollrun's
  * virtual nodes (the plan's hosts are not checked on these init paths). */
 static char **node_hosts(int nnodes) {
   char host[256];
-  if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "localhost");
-  host[sizeof(host) - 1] = '\0';
-  char *dot = strchr(host, '.');
-  if (dot) *dot = '\0';
+  gcoll_short_hostname(host, sizeof(host));
   char **names = calloc((size_t)nnodes, sizeof(*names));
   if (names == NULL) return NULL;
   for (int i = 0; i < nnodes; i++) {
@@ -52,9 +55,7 @@ void gcoll_this_node_name(char *out, size_t len) {
     return;
   }
   char host[200];
-  if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "localhost");
-  host[sizeof(host) - 1] = '\0';
-  host[strcspn(host, ".")] = '\0';
+  gcoll_short_hostname(host, sizeof(host));
   if (virtual_node != NULL && *virtual_node != '\0')
     snprintf(out, len, "%s-v%s", host, virtual_node);
   else

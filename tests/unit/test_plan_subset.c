@@ -64,6 +64,24 @@ static void subset_fails(const struct gcoll_plan *p, const int *m, int n, const 
   if (strstr(err, needle) == NULL) fail_msg("error '%s' lacks '%s'", err, needle);
 }
 
+/* The plan as its YAML text (malloc'd, *len bytes). */
+static char *plan_yaml(const struct gcoll_plan *c, size_t *len) {
+  char *buf = NULL, err[512];
+  FILE *f = open_memstream(&buf, len);
+  assert_non_null(f);
+  if (gcoll_plan_write_stream(c, f, err, sizeof(err)) != 0) fail_msg("write: %s", err);
+  fclose(f);
+  return buf;
+}
+
+/* What plan_yaml wrote, read back; fails the test if it does not read. */
+static struct gcoll_plan *read_back(const char *buf, size_t len, const char *what) {
+  char err[512];
+  struct gcoll_plan *back = gcoll_plan_read_mem(buf, len, what, err, sizeof(err));
+  if (back == NULL) fail_msg("read back: %s\n%s", err, buf);
+  return back;
+}
+
 /* The properties every derived plan has, checked against its parent. */
 static void check_against_parent(const struct gcoll_plan *p, const struct gcoll_plan *c,
                                  const int *m, int n) {
@@ -204,15 +222,11 @@ static void test_round_trip(void **state) {
   struct gcoll_plan *p = dgx_plan(2);
   int m[] = {7, 5, 1, 8, 10};
   struct gcoll_plan *c = subset_ok(p, m, 5);
-  char *buf = NULL, err[512];
+  char err[512];
   size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  assert_non_null(f);
-  assert_int_equal(gcoll_plan_write_stream(c, f, err, sizeof(err)), 0);
-  fclose(f);
+  char *buf = plan_yaml(c, &len);
   assert_non_null(strstr(buf, "gpus: [7, 5, 1]"));
-  struct gcoll_plan *back = gcoll_plan_read_mem(buf, len, "subset", err, sizeof(err));
-  if (back == NULL) fail_msg("read back: %s\n%s", err, buf);
+  struct gcoll_plan *back = read_back(buf, len, "subset");
   check_against_parent(p, back, m, 5);
   for (int k = 0; k < c->nclasses; k++) {
     assert_string_equal(back->classes[k].name, c->classes[k].name);
@@ -271,15 +285,11 @@ static void test_interleaved(void **state) {
   assert_int_equal(gcoll_plan_rank_at(c, 0), 0);
   assert_int_equal(gcoll_plan_rank_at(c, 1), 2);
   assert_int_equal(gcoll_plan_rank_at(c, 2), 4);
-  char *buf = NULL, err[512];
+  char err[512];
   size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  assert_non_null(f);
-  assert_int_equal(gcoll_plan_write_stream(c, f, err, sizeof(err)), 0);
-  fclose(f);
+  char *buf = plan_yaml(c, &len);
   assert_non_null(strstr(buf, "ranks: \"0-4:2\""));
-  struct gcoll_plan *back = gcoll_plan_read_mem(buf, len, "interleaved", err, sizeof(err));
-  if (back == NULL) fail_msg("read back: %s\n%s", err, buf);
+  struct gcoll_plan *back = read_back(buf, len, "interleaved");
   check_against_parent(p, back, m, 6);
   /* One rank's view read the streaming way finds its node by its list. */
   char path[] = "/tmp/gcoll-subset-XXXXXX";
@@ -413,14 +423,9 @@ static void test_random(void **state) {
     struct gcoll_plan *c = subset_ok(p, m, n);
     check_against_parent(p, c, m, n);
     /* What is written reads back as the same plan. */
-    char *buf = NULL, err[512];
     size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_non_null(f);
-    assert_int_equal(gcoll_plan_write_stream(c, f, err, sizeof(err)), 0);
-    fclose(f);
-    struct gcoll_plan *back = gcoll_plan_read_mem(buf, len, "random", err, sizeof(err));
-    if (back == NULL) fail_msg("read back: %s\n%s", err, buf);
+    char *buf = plan_yaml(c, &len);
+    struct gcoll_plan *back = read_back(buf, len, "random");
     check_against_parent(p, back, m, n);
     gcoll_plan_free(back);
     free(buf);
