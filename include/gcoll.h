@@ -204,6 +204,22 @@ gcollResult_t gcollReduceScatter(const void *sendbuff, void *recvbuff, size_t re
                                  gcollDataType_t datatype, gcollRedOp_t op, gcollComm_t comm,
                                  void *stream);
 
+/* Where a pre-mul-sum's scalar lives (NCCL's ncclScalarResidence_t values). */
+typedef enum {
+  gcollScalarDevice = 0,         /* device memory, read when the collective runs */
+  gcollScalarHostImmediate = 1   /* host memory, read once by the create call */
+} gcollScalarResidence_t;
+
+/* A pre-mul-sum op of comm (NCCL's ncclRedOpCreatePreMulSum): each rank's
+ * input times that rank's scalar (of datatype), summed over ranks. For
+ * allreduce, reduce and reducescatter of that datatype, on host buffers
+ * (host scalar only) and device buffers, grouped or not. *op gets a value
+ * from gcollNumOps up, valid on comm until gcollRedOpDestroy. */
+gcollResult_t gcollRedOpCreatePreMulSum(gcollRedOp_t *op, void *scalar, gcollDataType_t datatype,
+                                        gcollScalarResidence_t residence, gcollComm_t comm);
+/* Frees a pre-mul-sum op; calls already made with it are not affected. */
+gcollResult_t gcollRedOpDestroy(gcollRedOp_t op, gcollComm_t comm);
+
 /* As ncclAlltoAll: sendbuff + p * count goes to rank p, rank p's block to recvbuff + p * count. */
 gcollResult_t gcollAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                             gcollDataType_t datatype, gcollComm_t comm, void *stream);

@@ -31,6 +31,28 @@ gcollResult_t gcoll_coll_args_check(enum gcoll_coll coll, gcollDataType_t dtype,
   return gcollSuccess;
 }
 
+gcollResult_t gcoll_coll_premul_check(enum gcoll_coll coll, gcollRedOp_t op, int premul,
+                                      int device_scalar, const char *executor, char *err,
+                                      size_t errlen) {
+  if (premul == GCOLL_PREMUL_NONE) return gcollSuccess;
+  if (premul != GCOLL_PREMUL_IMMEDIATE && premul != GCOLL_PREMUL_DEVICE) {
+    snprintf(err, errlen, "invalid pre-mul-sum kind %d", premul);
+    return gcollInvalidArgument;
+  }
+  if (op != gcollSum || (coll != GCOLL_COLL_ALLREDUCE && coll != GCOLL_COLL_REDUCE &&
+                         coll != GCOLL_COLL_REDUCESCATTER)) {
+    snprintf(err, errlen, "a pre-mul-sum goes with op sum on allreduce, reduce or "
+             "reducescatter, not %s %s", gcoll_redop_name(op) ? gcoll_redop_name(op) : "?",
+             gcoll_coll_name(coll));
+    return gcollInvalidArgument;
+  }
+  if (premul == GCOLL_PREMUL_DEVICE && !device_scalar) {
+    snprintf(err, errlen, "%s cannot read a pre-mul-sum scalar in device memory", executor);
+    return gcollInvalidUsage;
+  }
+  return gcollSuccess;
+}
+
 gcollResult_t gcoll_exec_buffers_result(enum gcoll_geom_buffers verdict, size_t count, char *err,
                                         size_t errlen) {
   switch (verdict) {

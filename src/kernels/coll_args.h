@@ -17,6 +17,14 @@ gcollResult_t gcoll_coll_args_check(enum gcoll_coll coll, gcollDataType_t dtype,
                                     int root, int nranks, enum gcoll_proto proto,
                                     const char *executor, char *err, size_t errlen);
 
+/* A pre-mul-sum (reduce.h's enum gcoll_premul_kind) goes with op sum on a
+ * reducing collective (allreduce, reduce, reducescatter); a DEVICE scalar
+ * only where device_scalar (the CUDA executor). gcollSuccess, or
+ * gcollInvalidArgument / gcollInvalidUsage with one line in err. */
+gcollResult_t gcoll_coll_premul_check(enum gcoll_coll coll, gcollRedOp_t op, int premul,
+                                      int device_scalar, const char *executor, char *err,
+                                      size_t errlen);
+
 /* gcoll_geom_check_buffers' verdict as the executors report it: gcollSuccess,
  * or gcollInvalidArgument with one line in err. */
 gcollResult_t gcoll_exec_buffers_result(enum gcoll_geom_buffers verdict, size_t count, char *err,

@@ -24,6 +24,7 @@ GCOLL_DEV static gcollResult_t gcoll_dev_ring(const struct gcoll_cuda_work &w,
                                           peers, w.proto, w.dtype, esize, fn,
                                           (char *)ch->scratch, ch->scratch_bytes, blk);
   if (r != gcollSuccess) return r;
+  if (w.premul != GCOLL_PREMUL_NONE) ring.pre = &blk->pre;
   struct gcoll_ring_work wk;
   wk.sendbuf = (const void *)w.sendbuf;
   wk.recvbuf = (void *)w.recvbuf;
@@ -61,6 +62,8 @@ GCOLL_DEV static gcollResult_t gcoll_dev_tree(const struct gcoll_cuda_work &w,
                             ch->tree_nchildren, w.proto, w.dtype, esize, fn,
                             (char *)ch->scratch, ch->scratch_bytes, blk);
   if (r != gcollSuccess) return r;
+  /* Only the way up reads the input. */
+  if (w.premul != GCOLL_PREMUL_NONE) up.pre = &blk->pre;
   struct gcoll_tree_work wk;
   wk.sendbuf = (const void *)w.sendbuf;
   wk.recvbuf = (void *)w.recvbuf;
@@ -113,6 +116,13 @@ GCOLL_DEV static inline void gcoll_dev_block_main(const struct gcoll_cuda_work &
     blk->local_abort = (int *)w.local_abort;
     const uint64_t now = gcoll_dev_now_ns();
     blk->deadline = w.timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + w.timeout_ns;
+    /* A device scalar is read now, as NCCL does: a graph replay or a
+     * queued call sees the value the stream left there. */
+    blk->pre = w.scalar;
+    if (w.premul == GCOLL_PREMUL_DEVICE) {
+      blk->pre = 0;
+      memcpy(&blk->pre, (const void *)w.scalar, gcoll_geom_esize(w.dtype));
+    }
   }
   gcoll_dev_barrier();
   gcollResult_t r = gcollInvalidArgument;

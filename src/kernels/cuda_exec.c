@@ -33,6 +33,8 @@ _Static_assert(offsetof(struct gcoll_fifo, proto) == GCOLL_CUDA_FIFO_OFF_PROTO, 
 _Static_assert(sizeof(struct gcoll_fifo) == GCOLL_CUDA_FIFO_HEADER, "FIFO layout");
 _Static_assert(GCOLL_CUDA_MAX_PEERS == GCOLL_PRIMS_MAX_PEERS, "peer count");
 _Static_assert(GCOLL_CUDA_SCRATCH == GCOLL_PRIMS_SCRATCH, "scratch count");
+_Static_assert(sizeof(((struct gcoll_cuda_work *)0)->premul) == sizeof(int32_t) &&
+               GCOLL_PREMUL_DEVICE == 2, "pre-mul-sum kinds in the kernel's argument");
 
 /* Host-mapped words the kernel writes and the host reads (or vice versa):
  * a status row and a local abort word per launch slot, so that launches
@@ -304,6 +306,12 @@ static gcollResult_t check_coll(const struct gcoll_cuda_exec *e, const struct gc
                                 char *err, size_t errlen) {
   gcollResult_t r = gcoll_coll_args_check(c->coll, c->dtype, c->op, c->root, e->nranks,
                                           c->proto, "the CUDA kernel", err, errlen);
+  if (r == gcollSuccess)
+    r = gcoll_coll_premul_check(c->coll, c->op, c->premul, 1, "the CUDA kernel", err, errlen);
+  if (r == gcollSuccess && c->premul == GCOLL_PREMUL_DEVICE && c->premul_k == 0) {
+    set_err(err, errlen, "the pre-mul-sum scalar's device address is 0");
+    r = gcollInvalidArgument;
+  }
   if (r != gcollSuccess) return r;
   size_t esize = gcoll_dtype_size(c->dtype);
   if ((int)c->algo < 0 || c->algo >= GCOLL_NALGOS) {
@@ -408,6 +416,8 @@ static void fill_work(const struct gcoll_cuda_exec *e, const struct gcoll_cuda_c
   w->rank = e->rank;
   w->nranks = e->nranks;
   w->nchannels = nch;
+  w->premul = (int32_t)c->premul;
+  w->scalar = c->premul_k;
 }
 
 /* Whether the caller's stream is being captured into a CUDA graph (as
@@ -439,7 +449,7 @@ static gcollResult_t launch_captured(struct gcoll_cuda_exec *e, const struct gco
                                      void *stream, char *err, size_t errlen) {
   gcoll_cu_stream caller = (gcoll_cu_stream)stream;
   gcollResult_t r;
-  if (e->nranks == 1) {
+  if (e->nranks == 1 && c->premul == GCOLL_PREMUL_NONE) {
     if ((r = copy_one_rank(e, c, caller, err, errlen)) != gcollSuccess) return r;
     e->captured++;
     return gcollSuccess;
@@ -500,7 +510,9 @@ gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gco
   int capturing = 0;
   if (r == gcollSuccess) r = capture_status(e, (gcoll_cu_stream)stream, &capturing, err, errlen);
   if (r == gcollSuccess && capturing) return launch_captured(e, c, stream, err, errlen);
-  if (r == gcollSuccess && e->nranks == 1) return launch_copy(e, c, stream, err, errlen);
+  /* One rank's pre-mul-sum scales: the kernel, with no peers. */
+  if (r == gcollSuccess && e->nranks == 1 && c->premul == GCOLL_PREMUL_NONE)
+    return launch_copy(e, c, stream, err, errlen);
   if (r == gcollSuccess) r = free_a_slot(e, err, errlen);
   if (r != gcollSuccess) return r;
   const int nch = c->nchannels ? c->nchannels : e->nchannels;

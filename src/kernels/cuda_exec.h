@@ -36,6 +36,7 @@
 #include "gcoll_plan.h"
 #include "kernels/cuda_loader.h"
 #include "kernels/cuda_work.h"
+#include "kernels/reduce.h"
 
 #define GCOLL_CUDA_EXEC_MAX_PEERS GCOLL_CUDA_MAX_PEERS
 #define GCOLL_CUDA_EXEC_SLOTS 32
@@ -76,6 +77,8 @@ struct gcoll_cuda_coll {
   enum gcoll_algo algo;                /* ring; tree for allreduce */
   enum gcoll_proto proto;              /* SIMPLE or LL */
   int nchannels;                       /* 0 = all configured */
+  enum gcoll_premul_kind premul;       /* reduce.h: op is sum */
+  uint64_t premul_k;                   /* IMMEDIATE: the scalar's bits; DEVICE: its address */
 };
 
 struct gcoll_cuda_exec;

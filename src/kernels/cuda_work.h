@@ -87,7 +87,10 @@ struct gcoll_cuda_work {
   uint64_t stride;                  /* allgather/rs block stride; = count */
   uint64_t timeout_ns;              /* from the block's start */
   int32_t coll, algo, proto, dtype, op, root;
-  int32_t rank, nranks, nchannels, pad;
+  int32_t rank, nranks, nchannels;
+  int32_t premul;                   /* enum gcoll_premul_kind (host_exec.h); op is sum */
+  uint64_t scalar;                  /* IMMEDIATE: the scalar in dtype's bits; DEVICE: its
+                                       device address, read when the kernel starts */
 };
 
 #endif

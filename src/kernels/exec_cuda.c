@@ -178,6 +178,8 @@ static gcollResult_t cuda_launch(struct gcoll_exec *e, const struct gcoll_host_c
       .algo = c->algo,
       .proto = c->proto,
       .nchannels = c->nchannels,
+      .premul = c->premul,
+      .premul_k = c->premul_k,
   };
   /* The caller's thread may have another context current (or none). */
   e->cu->ctx_set_current(e->ctx);

@@ -24,6 +24,8 @@ struct channel {
   struct gcoll_wait wait;
   void *scratch[GCOLL_PRIMS_SCRATCH];
   size_t scratch_bytes;
+  void *prescale;                   /* a step of a pre-mul-sum's scaled input; its pages
+                                       are touched only by the first pre-mul-sum */
   size_t lo, n;                     /* this collective's element range */
   gcollResult_t result;
   pthread_t thread;
@@ -148,7 +150,10 @@ void gcoll_host_exec_destroy(struct gcoll_host_exec *e) {
   pthread_cond_destroy(&e->work_cv);
   pthread_cond_destroy(&e->done_cv);
   pthread_mutex_destroy(&e->mu);
-  for (int c = 0; c < e->nchannels; c++) free(e->ch[c].ranks);
+  for (int c = 0; c < e->nchannels; c++) {
+    free(e->ch[c].ranks);
+    free(e->ch[c].prescale);
+  }
   free(e->ch);
   free(e->scratch_mem);
   free(e->gather);
@@ -167,7 +172,8 @@ static int alloc_channels(struct gcoll_host_exec *e,
     ch->index = c;
     ch->conf = cfg->channels[c];
     ch->ranks = malloc((size_t)cfg->nranks * sizeof(int));
-    if (ch->ranks == NULL) {
+    if (posix_memalign(&ch->prescale, 64, slot) != 0) ch->prescale = NULL;
+    if (ch->ranks == NULL || ch->prescale == NULL) {
       set_err(err, errlen, "out of memory");
       return -1;
     }
@@ -259,8 +265,11 @@ static gcollResult_t setup_ring(struct channel *ch, const struct gcoll_host_coll
   struct gcoll_fifo *recv[1] = {ch->conf.ring.recv_prev};
   struct gcoll_fifo *send[1] = {ch->conf.ring.send_next};
   int peers = ch->exec->nranks > 1;
-  return gcoll_prims_setup(&ch->ring, recv, peers, send, peers, c->proto, c->dtype,
-                           c->op, &ch->wait, ch->scratch, ch->scratch_bytes);
+  gcollResult_t r = gcoll_prims_setup(&ch->ring, recv, peers, send, peers, c->proto, c->dtype,
+                                      c->op, &ch->wait, ch->scratch, ch->scratch_bytes);
+  if (r == gcollSuccess && c->premul == GCOLL_PREMUL_IMMEDIATE)
+    gcoll_prims_premul(&ch->ring, c->premul_k, ch->prescale);
+  return r;
 }
 
 static gcollResult_t setup_tree(struct channel *ch, const struct gcoll_host_coll *c) {
@@ -272,6 +281,8 @@ static gcollResult_t setup_tree(struct channel *ch, const struct gcoll_host_coll
                                       has_parent, c->proto, c->dtype, c->op, &ch->wait,
                                       ch->scratch, ch->scratch_bytes);
   if (r != gcollSuccess) return r;
+  /* Only the way up reads the input. */
+  if (c->premul == GCOLL_PREMUL_IMMEDIATE) gcoll_prims_premul(&ch->up, c->premul_k, ch->prescale);
   return gcoll_prims_setup(&ch->down, down_recv, has_parent, t->send_child,
                            t->nchildren, c->proto, c->dtype, c->op, &ch->wait,
                            ch->scratch, ch->scratch_bytes);
@@ -423,6 +434,8 @@ static gcollResult_t check_coll(const struct gcoll_host_exec *e,
   size_t esize = gcoll_dtype_size(c->dtype);
   gcollResult_t r = gcoll_coll_args_check(c->coll, c->dtype, c->op, c->root, e->nranks,
                                           c->proto, "the host executor", err, errlen);
+  if (r == gcollSuccess)
+    r = gcoll_coll_premul_check(c->coll, c->op, c->premul, 0, "the host executor", err, errlen);
   if (r != gcollSuccess) return r;
   if (c->nchannels < 0 || c->nchannels > e->nchannels) {
     set_err(err, errlen, "%d channels requested, %d connected", c->nchannels,

@@ -41,6 +41,7 @@
 #include "gcoll_plan.h"
 #include "kernels/fifo.h"
 #include "kernels/prims.h"
+#include "kernels/reduce.h"
 
 #define GCOLL_HOST_MAX_CHANNELS 32
 
@@ -89,6 +90,10 @@ struct gcoll_host_coll {
   enum gcoll_algo algo;           /* tree: allreduce only */
   enum gcoll_proto proto;
   int nchannels;                  /* 0 = all configured */
+  /* A pre-mul-sum (op is sum; allreduce, reduce, reducescatter): the host
+   * executor takes IMMEDIATE only, the CUDA one both (reduce.h). */
+  enum gcoll_premul_kind premul;
+  uint64_t premul_k;              /* the scalar's bits, or its device address */
 };
 
 struct gcoll_host_exec;

@@ -72,6 +72,11 @@ struct gcoll_prims {
   char *dst;
   struct gcoll_wait *wait;
   void *scratch[GCOLL_PRIMS_SCRATCH];
+  /* A pre-mul-sum (reduce.h): src is scaled by premul_k (the type's bits)
+   * through prescale, a step's payload of memory, as operations read it.
+   * NULL: none. */
+  void *prescale;
+  uint64_t premul_k;
   /* Where the last failure happened, for the executor's error line. */
   const char *fail_what;
   int fail_peer;
@@ -89,6 +94,13 @@ gcollResult_t gcoll_prims_setup(struct gcoll_prims *p,
                                 enum gcoll_proto proto, gcollDataType_t dtype,
                                 gcollRedOp_t op, struct gcoll_wait *wait,
                                 void *const *scratch, size_t scratch_bytes);
+
+/* Host: makes p a pre-mul-sum's (after gcoll_prims_setup, op sum): buf
+ * holds one step's payload. */
+static inline void gcoll_prims_premul(struct gcoll_prims *p, uint64_t k, void *buf) {
+  p->premul_k = k;
+  p->prescale = buf;
+}
 
 GCOLL_KERNEL_FN void gcoll_prims_bind(struct gcoll_prims *p, const void *src,
                                       void *dst) {

@@ -98,6 +98,7 @@ struct gcoll_dev_block {
   int *abort_word;
   int *local_abort;
   uint64_t deadline;
+  uint64_t pre;                  /* a pre-mul-sum's scalar, in the type's bits */
 };
 
 /* ---- the block's threads, real or emulated -------------------------------
@@ -277,6 +278,7 @@ struct gcoll_prims {
   char *dst;
   char *scratch[GCOLL_CUDA_SCRATCH];
   gcoll_cuda_reduce_fn reduce;   /* the (type, op) instantiation */
+  const uint64_t *pre;           /* pre-mul-sum: src is scaled by this as it is read */
   struct gcoll_dev_block *blk;
 };
 
@@ -305,6 +307,7 @@ GCOLL_DEV static inline gcollResult_t gcoll_dev_prims_setup(
   p->esize = esize;
   p->reduce = reduce;
   p->blk = blk;
+  p->pre = NULL;
   p->src = NULL;
   p->dst = NULL;
   p->slot_bytes = 0;
@@ -472,16 +475,18 @@ GCOLL_DEV static inline gcollResult_t gcoll_dev_step(struct gcoll_prims *p, unsi
       out[nout++] = gcoll_dev_simple_slot(p->send[j], p->send_step[j]);
   /* LL sends pack from `res` after the pass: dst when written, the input
    * itself when there is nothing to combine, else the accumulator. */
+  /* A pre-mul-sum's input is never sent or kept as it is. */
+  const uint64_t *pre = (ops & GCOLL_DEV_SRC) ? p->pre : NULL;
   const char *res = (const char *)in[0];
   if (ops & GCOLL_DEV_DST) {
     res = dst;
-  } else if (ll && (ops & GCOLL_DEV_SEND) && nin > 1) {
+  } else if (ll && (ops & GCOLL_DEV_SEND) && (nin > 1 || pre != NULL)) {
     out[nout++] = p->scratch[GCOLL_CUDA_SCRATCH - 1];
     res = p->scratch[GCOLL_CUDA_SCRATCH - 1];
   }
-  const int in_place_copy = nin == 1 && nout == 1 && out[0] == in[0];
+  const int in_place_copy = nin == 1 && nout == 1 && out[0] == in[0] && pre == NULL;
   if (nout > 0 && !in_place_copy)
-    p->reduce(gcoll_dev_tid(), gcoll_dev_nthreads(), out, nout, in, nin, m);
+    p->reduce(gcoll_dev_tid(), gcoll_dev_nthreads(), out, nout, in, nin, m, pre);
   gcoll_dev_barrier();
   if ((ops & GCOLL_DEV_SEND) && ll) {
     for (int j = 0; j < p->nsend; j++) gcoll_dev_ll_send(p, j, res, nb);

@@ -186,6 +186,15 @@ static gcollResult_t one_step(struct gcoll_prims *p, unsigned ops,
   const void *in[GCOLL_PRIMS_MAX_PEERS + 1] = {NULL};
   int nin = 0;
   gcollResult_t r;
+  if ((ops & OP_SRC) && p->prescale != NULL) {
+    /* A copy scales straight into dst; anything else reads a scaled step. */
+    if (!(ops & (OP_RECV | OP_SEND))) {
+      gcoll_scale(dst, src, m, p->dtype, p->premul_k);
+      return gcollSuccess;
+    }
+    gcoll_scale(p->prescale, src, m, p->dtype, p->premul_k);
+    src = p->prescale;
+  }
   if (ops & OP_SRC) in[nin++] = src;
   if (ops & OP_RECV)
     for (int i = 0; i < p->nrecv; i++)

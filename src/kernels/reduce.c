@@ -186,6 +186,68 @@ DEFINE_DIV_LOOP(f64, double, double)
 DEFINE_DIV_LOOP_16BIT(f16, gcoll_half_to_float, gcoll_float_to_half)
 DEFINE_DIV_LOOP_16BIT(bf16, gcoll_bf16_to_float, gcoll_float_to_bf16)
 
+/* Pre-mul-sum scaling (reduce.h). The integer product goes through the
+ * unsigned type (`0u +` widens the 8-bit ones past int), as gcoll's prod. */
+#define DEFINE_SCALE_INT(sfx, T, U)                                          \
+  static void scale_##sfx(void *dst, const void *src, size_t count,          \
+                          uint64_t k) {                                      \
+    const T *s = src;                                                        \
+    T *d = dst;                                                              \
+    const U kk = (U)k;                                                       \
+    for (size_t i = 0; i < count; i++)                                       \
+      d[i] = (T)(U)((0u + (U)s[i]) * kk);                                    \
+  }
+
+DEFINE_SCALE_INT(i8, int8_t, uint8_t)
+DEFINE_SCALE_INT(u8, uint8_t, uint8_t)
+DEFINE_SCALE_INT(i32, int32_t, uint32_t)
+DEFINE_SCALE_INT(u32, uint32_t, uint32_t)
+DEFINE_SCALE_INT(i64, int64_t, uint64_t)
+DEFINE_SCALE_INT(u64, uint64_t, uint64_t)
+
+static void scale_f32(void *dst, const void *src, size_t count, uint64_t k) {
+  const float *s = src;
+  float *d = dst, kk;
+  uint32_t bits = (uint32_t)k;
+  memcpy(&kk, &bits, sizeof(kk));
+  for (size_t i = 0; i < count; i++) d[i] = s[i] * kk;
+}
+
+static void scale_f64(void *dst, const void *src, size_t count, uint64_t k) {
+  const double *s = src;
+  double *d = dst, kk;
+  memcpy(&kk, &k, sizeof(kk));
+  for (size_t i = 0; i < count; i++) d[i] = s[i] * kk;
+}
+
+#define DEFINE_SCALE_16BIT(sfx, to_float, from_float)                        \
+  static void scale_##sfx(void *dst, const void *src, size_t count,          \
+                          uint64_t k) {                                      \
+    const uint16_t *s = src;                                                 \
+    uint16_t *d = dst;                                                       \
+    const float kk = to_float((uint16_t)k);                                  \
+    for (size_t i = 0; i < count; i++)                                       \
+      d[i] = from_float(to_float(s[i]) * kk);                                \
+  }
+
+DEFINE_SCALE_16BIT(f16, gcoll_half_to_float, gcoll_float_to_half)
+DEFINE_SCALE_16BIT(bf16, gcoll_bf16_to_float, gcoll_float_to_bf16)
+
+#define DISPATCH_SCALE(id, sfx, T)                                           \
+  case id:                                                                   \
+    scale_##sfx(dst, src, count, k);                                         \
+    return;
+
+void gcoll_scale(void *dst, const void *src, size_t count, gcollDataType_t t, uint64_t k) {
+  if (count == 0)
+    return;
+  switch (t) {
+    GCOLL_FOR_EACH_TYPE(DISPATCH_SCALE)
+  default:
+    return;
+  }
+}
+
 #define DISPATCH_AVG(id, sfx, T)                                             \
   case id:                                                                   \
     avg_##sfx(buf, count, n);                                                \

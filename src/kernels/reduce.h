@@ -69,6 +69,21 @@ int gcoll_redop_from_name(const char *s); /* -1 when unknown */
 void gcoll_reduce(void *dst, const void *a, const void *b, size_t count,
                   gcollDataType_t t, gcollRedOp_t op);
 
+/* A pre-mul-sum (NCCL's ncclRedOpCreatePreMulSum): the sum over ranks of
+ * each rank's input times that rank's scalar. The executors scale the
+ * input as they read it, so no scaled copy of it is ever made. */
+enum gcoll_premul_kind {
+  GCOLL_PREMUL_NONE = 0,
+  GCOLL_PREMUL_IMMEDIATE,   /* the scalar travels with the call */
+  GCOLL_PREMUL_DEVICE       /* device memory, read when the kernel runs */
+};
+
+/* dst[i] = src[i] * k for i < count, k being the scalar in t's own bits
+ * (zero-extended into 64): integers wrap (the product of the unsigned
+ * bits, as gcoll's prod), floats round once (16-bit floats multiply in
+ * float, which is their correctly rounded product). dst may equal src. */
+void gcoll_scale(void *dst, const void *src, size_t count, gcollDataType_t t, uint64_t k);
+
 /* buf[i] = buf[i] / n, the last step of avg; does nothing when n < 1.
  * Integers use C division (signed types truncate toward zero). Floating
  * types divide (half/bfloat16 in float, rounded once) rather than multiply

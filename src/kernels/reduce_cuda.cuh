@@ -87,7 +87,10 @@ GCOLL_HD static inline uint16_t gcoll_cuda_float_to_bf16(float f) {
 
 template <typename T, int OP> struct gcoll_cuda_elt;
 
-#define GCOLL_CUDA_ELT(T, sfx)                                                  \
+/* scale(x, k): a pre-mul-sum's x * k, where k is the scalar in the type's
+ * own bits (reduce.h's gcoll_scale, element for element): integers wrap
+ * (the product of the unsigned bits), floats round once. */
+#define GCOLL_CUDA_ELT(T, sfx, SCALE)                                           \
   template <int OP> struct gcoll_cuda_elt_##sfx {                               \
     GCOLL_HD static inline T apply(T a, T b) {                                  \
       return OP == gcollProd ? gcoll_elt_prod_##sfx(a, b)                       \
@@ -95,15 +98,18 @@ template <typename T, int OP> struct gcoll_cuda_elt;
            : OP == gcollMin  ? gcoll_elt_min_##sfx(a, b)                        \
                              : gcoll_elt_sum_##sfx(a, b);                       \
     }                                                                           \
+    GCOLL_HD static inline T scale(T x, uint64_t k) { SCALE; }                  \
   };
-GCOLL_CUDA_ELT(int8_t, i8)
-GCOLL_CUDA_ELT(uint8_t, u8)
-GCOLL_CUDA_ELT(int32_t, i32)
-GCOLL_CUDA_ELT(uint32_t, u32)
-GCOLL_CUDA_ELT(int64_t, i64)
-GCOLL_CUDA_ELT(uint64_t, u64)
-GCOLL_CUDA_ELT(float, f32)
-GCOLL_CUDA_ELT(double, f64)
+#define GCOLL_CUDA_SCALE_INT(T, U) return (T)(U)((U)x * (U)k)
+GCOLL_CUDA_ELT(int8_t, i8, GCOLL_CUDA_SCALE_INT(int8_t, uint8_t))
+GCOLL_CUDA_ELT(uint8_t, u8, GCOLL_CUDA_SCALE_INT(uint8_t, uint8_t))
+GCOLL_CUDA_ELT(int32_t, i32, GCOLL_CUDA_SCALE_INT(int32_t, uint32_t))
+GCOLL_CUDA_ELT(uint32_t, u32, GCOLL_CUDA_SCALE_INT(uint32_t, uint32_t))
+GCOLL_CUDA_ELT(int64_t, i64, GCOLL_CUDA_SCALE_INT(int64_t, uint64_t))
+GCOLL_CUDA_ELT(uint64_t, u64, GCOLL_CUDA_SCALE_INT(uint64_t, uint64_t))
+GCOLL_CUDA_ELT(float, f32, float f; uint32_t b = (uint32_t)k; memcpy(&f, &b, 4); return x * f)
+GCOLL_CUDA_ELT(double, f64, double d; memcpy(&d, &k, 8); return x * d)
+#undef GCOLL_CUDA_SCALE_INT
 #undef GCOLL_CUDA_ELT
 
 template <int OP> GCOLL_HD static inline float gcoll_cuda_f32_op(float a, float b) {
@@ -116,11 +122,19 @@ template <int OP> struct gcoll_cuda_elt_f16 {
     return gcoll_cuda_float_to_half(
         gcoll_cuda_f32_op<OP>(gcoll_cuda_half_to_float(a), gcoll_cuda_half_to_float(b)));
   }
+  GCOLL_HD static inline uint16_t scale(uint16_t x, uint64_t k) {
+    return gcoll_cuda_float_to_half(gcoll_cuda_half_to_float(x) *
+                                    gcoll_cuda_half_to_float((uint16_t)k));
+  }
 };
 template <int OP> struct gcoll_cuda_elt_bf16 {
   GCOLL_HD static inline uint16_t apply(uint16_t a, uint16_t b) {
     return gcoll_cuda_float_to_bf16(
         gcoll_cuda_f32_op<OP>(gcoll_cuda_bf16_to_float(a), gcoll_cuda_bf16_to_float(b)));
+  }
+  GCOLL_HD static inline uint16_t scale(uint16_t x, uint64_t k) {
+    return gcoll_cuda_float_to_bf16(gcoll_cuda_bf16_to_float(x) *
+                                    gcoll_cuda_bf16_to_float((uint16_t)k));
   }
 };
 
@@ -144,13 +158,25 @@ GCOLL_CUDA_PRAGMA(unroll)
 }
 
 template <typename T, typename E>
+GCOLL_HD static inline void gcoll_cuda_pack_scale(union gcoll_cuda_pack *acc, uint64_t k) {
+  const int per = GCOLL_CUDA_PACK / (int)sizeof(T);
+  T a[GCOLL_CUDA_PACK / sizeof(T)];
+  memcpy(a, acc->bytes, GCOLL_CUDA_PACK);
+GCOLL_CUDA_PRAGMA(unroll)
+  for (int e = 0; e < per; e++) a[e] = E::scale(a[e], k);
+  memcpy(acc->bytes, a, GCOLL_CUDA_PACK);
+}
+
+/* PRE: src[0] (the caller's input) is scaled by k as it is read, which is
+ * how a pre-mul-sum reaches every algorithm without a scaled copy. */
+template <typename T, typename E, bool PRE>
 GCOLL_HD static inline void gcoll_cuda_scalar_range(int tid, int nthreads, T *const *dst,
                                                     int ndst, const T *const *src, int nsrc,
-                                                    size_t lo, size_t hi) {
+                                                    size_t lo, size_t hi, uint64_t k) {
   /* Head and tail are under one pack per thread: not worth unrolled code. */
 GCOLL_CUDA_PRAGMA(unroll 1)
   for (size_t i = lo + (size_t)tid; i < hi; i += (size_t)nthreads) {
-    T acc = src[0][i];
+    T acc = PRE ? E::scale(src[0][i], k) : src[0][i];
 GCOLL_CUDA_PRAGMA(unroll 1)
     for (int k = 1; k < nsrc; k++) acc = E::apply(acc, src[k][i]);
 GCOLL_CUDA_PRAGMA(unroll 1)
@@ -174,10 +200,10 @@ GCOLL_HD static inline int gcoll_cuda_common_alignment(T *const *dst, int ndst,
   return 1;
 }
 
-template <typename T, typename E>
+template <typename T, typename E, bool PRE>
 GCOLL_HD static inline void gcoll_cuda_reduce_copy_t(int tid, int nthreads, void *const *dstv,
                                                      int ndst, const void *const *srcv,
-                                                     int nsrc, size_t n) {
+                                                     int nsrc, size_t n, uint64_t k) {
   T *dst[GCOLL_CUDA_MAX_DSTS];
   const T *src[GCOLL_CUDA_MAX_SRCS];
   if (n == 0 || nsrc < 1 || nsrc > GCOLL_CUDA_MAX_SRCS || ndst < 0 ||
@@ -187,11 +213,11 @@ GCOLL_HD static inline void gcoll_cuda_reduce_copy_t(int tid, int nthreads, void
   for (int k = 0; k < nsrc; k++) src[k] = (const T *)srcv[k];
   size_t head = 0;
   if (!gcoll_cuda_common_alignment<T>(dst, ndst, src, nsrc, &head)) {
-    gcoll_cuda_scalar_range<T, E>(tid, nthreads, dst, ndst, src, nsrc, 0, n);
+    gcoll_cuda_scalar_range<T, E, PRE>(tid, nthreads, dst, ndst, src, nsrc, 0, n, k);
     return;
   }
   if (head > n) head = n;
-  gcoll_cuda_scalar_range<T, E>(tid, nthreads, dst, ndst, src, nsrc, 0, head);
+  gcoll_cuda_scalar_range<T, E, PRE>(tid, nthreads, dst, ndst, src, nsrc, 0, head, k);
   const size_t per_pack = GCOLL_CUDA_PACK / sizeof(T);
   const size_t npacks = (n - head) / per_pack;
   /* Packs in rounds of nthreads * UNROLL: thread tid takes packs
@@ -208,6 +234,7 @@ GCOLL_CUDA_PRAGMA(unroll)
       idx[u] = base + (size_t)tid + (size_t)u * (size_t)nthreads;
       valid[u] = idx[u] < npacks;
       if (valid[u]) acc[u].v = ((const uint4 *)(src[0] + head))[idx[u]];
+      if (PRE && valid[u]) gcoll_cuda_pack_scale<T, E>(&acc[u], k);
     }
 GCOLL_CUDA_PRAGMA(unroll 1)
     for (int k = 1; k < nsrc; k++) {
@@ -225,8 +252,8 @@ GCOLL_CUDA_PRAGMA(unroll)
         if (valid[u]) ((uint4 *)(dst[k] + head))[idx[u]] = acc[u].v;
     }
   }
-  gcoll_cuda_scalar_range<T, E>(tid, nthreads, dst, ndst, src, nsrc,
-                                head + npacks * per_pack, n);
+  gcoll_cuda_scalar_range<T, E, PRE>(tid, nthreads, dst, ndst, src, nsrc,
+                                     head + npacks * per_pack, n, k);
 }
 
 /* ---- avg's division, reduce.c's gcoll_avg_finish per thread -------------- */
@@ -277,9 +304,12 @@ GCOLL_HD static inline void gcoll_cuda_avg_finish(int tid, int nthreads, void *b
  * instantiation. */
 #define GCOLL_CUDA_FOR_EACH_TYPE(X) GCOLL_FOR_EACH_TYPE(X)
 
-/* One (type, op) instantiation behind a plain signature, for tables. */
+/* One (type, op) instantiation behind a plain signature, for tables. pre:
+ * NULL, or (sum only: a pre-mul-sum) the scalar src[0] is multiplied by as
+ * it is read, in the type's own bits; the other ops ignore it. */
 typedef void (*gcoll_cuda_reduce_fn)(int tid, int nthreads, void *const *dst, int ndst,
-                                     const void *const *src, int nsrc, size_t n);
+                                     const void *const *src, int nsrc, size_t n,
+                                     const uint64_t *pre);
 
 #define GCOLL_CUDA_REDUCE_NAME(sfx, opname) gcoll_cuda_reduce_copy_##sfx##_##opname
 
@@ -293,12 +323,25 @@ typedef void (*gcoll_cuda_reduce_fn)(int tid, int nthreads, void *const *dst, in
 #define GCOLL_CUDA_DEFINE_REDUCE_OP(sfx, T, opname, OP)                                  \
   GCOLL_HD GCOLL_CUDA_NOINLINE static void GCOLL_CUDA_REDUCE_NAME(sfx, opname)(          \
       int tid, int nthreads, void *const *dst, int ndst, const void *const *src,         \
-      int nsrc, size_t n) {                                                              \
-    gcoll_cuda_reduce_copy_t<T, gcoll_cuda_elt_##sfx<OP> >(tid, nthreads, dst, ndst,     \
-                                                           src, nsrc, n);                \
+      int nsrc, size_t n, const uint64_t *pre) {                                         \
+    (void)pre;                                                                           \
+    gcoll_cuda_reduce_copy_t<T, gcoll_cuda_elt_##sfx<OP>, false>(tid, nthreads, dst,     \
+                                                                 ndst, src, nsrc, n, 0); \
+  }
+/* Sum also serves pre-mul-sum: the scaling loop exists in these ten only. */
+#define GCOLL_CUDA_DEFINE_REDUCE_SUM(sfx, T)                                             \
+  GCOLL_HD GCOLL_CUDA_NOINLINE static void GCOLL_CUDA_REDUCE_NAME(sfx, sum)(             \
+      int tid, int nthreads, void *const *dst, int ndst, const void *const *src,         \
+      int nsrc, size_t n, const uint64_t *pre) {                                         \
+    if (pre != NULL)                                                                     \
+      gcoll_cuda_reduce_copy_t<T, gcoll_cuda_elt_##sfx<gcollSum>, true>(                 \
+          tid, nthreads, dst, ndst, src, nsrc, n, *pre);                                 \
+    else                                                                                 \
+      gcoll_cuda_reduce_copy_t<T, gcoll_cuda_elt_##sfx<gcollSum>, false>(                \
+          tid, nthreads, dst, ndst, src, nsrc, n, 0);                                    \
   }
 #define GCOLL_CUDA_DEFINE_REDUCE(id, sfx, T)                  \
-  GCOLL_CUDA_DEFINE_REDUCE_OP(sfx, T, sum, gcollSum)          \
+  GCOLL_CUDA_DEFINE_REDUCE_SUM(sfx, T)                        \
   GCOLL_CUDA_DEFINE_REDUCE_OP(sfx, T, prod, gcollProd)        \
   GCOLL_CUDA_DEFINE_REDUCE_OP(sfx, T, max, gcollMax)          \
   GCOLL_CUDA_DEFINE_REDUCE_OP(sfx, T, min, gcollMin)

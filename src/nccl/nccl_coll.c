@@ -5,8 +5,8 @@
  * are staged through the host FIFOs by the calling thread after the
  * stream is synchronized, and return when done (blocking, unlike NCCL's
  * enqueue; comm_p2p.c). The shim refuses what gcoll cannot run (device memory
- * that gcoll's executor cannot reach, pre-mul-sum on device buffers, fp8)
- * before gcoll sees the call, and resolves pre-mul-sum ops. A
+ * that gcoll's executor cannot reach, fp8) before gcoll sees the call; ops,
+ * pre-mul-sum ones included, are gcoll's (nccl_redop.c). A
  * refusal inside a group poisons the group like gcoll's own refusals, so
  * ncclGroupEnd runs none of it. Nothing here touches comm after the gcoll
  * call returns (see ncclCommAbort). */
@@ -45,79 +45,36 @@ static nccl_abi_result_t prepare(const struct ncclComm *comm, const char *what,
   return gcollSuccess;
 }
 
-/* Resolves op; for a pre-mul-sum op, *src becomes the scaled copy of
- * count elements of sendbuff. */
-static nccl_abi_result_t reduction_input(struct ncclComm *comm, const char *what,
-                                         nccl_abi_redop_t op, gcollDataType_t type,
-                                         const void *sendbuff, size_t count, gcollRedOp_t *g_op,
-                                         const void **src) {
-  const struct nccl_premulsum *pms;
-  *src = sendbuff;
-  nccl_abi_result_t rc = nccl_shim_resolve_op(comm, op, type, what, g_op, &pms);
-  if (rc != gcollSuccess || pms == NULL) return rc;
-  /* A queued call would read the scratch at ncclGroupEnd, after a later
-   * pre-mul-sum of the same group had overwritten it. */
-  if (gcoll_group_depth() > 0)
-    return gcoll_fail(gcollInvalidUsage, "%s: pre-mul-sum ops cannot be grouped in this version",
-                      what);
-  /* The scaling runs on the host, into a host scratch buffer. */
-  const struct gcoll_exec_ops *cuda = gcoll_exec_ops_of(GCOLL_EXEC_CUDA);
-  int device = -1;
-  if (cuda != NULL && sendbuff != NULL && count > 0 && cuda->owns(sendbuff, &device))
-    return gcoll_fail(gcollInvalidUsage, "%s: pre-mul-sum ops on device buffers are not "
-                                         "supported in this version", what);
-  return nccl_shim_premul(comm, pms, sendbuff, count, what, src);
-}
-
 nccl_abi_result_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                                 nccl_abi_datatype_t datatype, nccl_abi_redop_t op,
                                 struct ncclComm *comm, void *stream) {
-  const char *what = "ncclAllReduce";
   gcollDataType_t type;
-  gcollRedOp_t g_op;
-  const void *src;
-  nccl_abi_result_t rc = prepare(comm, what, datatype, stream, sendbuff, recvbuff, &type);
-  if (rc == gcollSuccess)
-    rc = reduction_input(comm, what, op, type, sendbuff, count, &g_op, &src);
+  nccl_abi_result_t rc = prepare(comm, "ncclAllReduce", datatype, stream, sendbuff, recvbuff,
+                                 &type);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
-  return gcollAllReduce(src, recvbuff, count, type, g_op, comm->gcoll, stream);
+  return gcollAllReduce(sendbuff, recvbuff, count, type, (gcollRedOp_t)op, comm->gcoll, stream);
 }
 NCCL_PROFILER_ALIAS(ncclAllReduce);
 
 nccl_abi_result_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
                              nccl_abi_datatype_t datatype, nccl_abi_redop_t op, int root,
                              struct ncclComm *comm, void *stream) {
-  const char *what = "ncclReduce";
   gcollDataType_t type;
-  gcollRedOp_t g_op;
-  const void *src;
-  nccl_abi_result_t rc = prepare(comm, what, datatype, stream, sendbuff, recvbuff, &type);
-  if (rc == gcollSuccess)
-    rc = reduction_input(comm, what, op, type, sendbuff, count, &g_op, &src);
+  nccl_abi_result_t rc = prepare(comm, "ncclReduce", datatype, stream, sendbuff, recvbuff, &type);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
-  return gcollReduce(src, recvbuff, count, type, g_op, root, comm->gcoll, stream);
+  return gcollReduce(sendbuff, recvbuff, count, type, (gcollRedOp_t)op, root, comm->gcoll, stream);
 }
 NCCL_PROFILER_ALIAS(ncclReduce);
 
 nccl_abi_result_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                     nccl_abi_datatype_t datatype, nccl_abi_redop_t op,
                                     struct ncclComm *comm, void *stream) {
-  const char *what = "ncclReduceScatter";
   gcollDataType_t type;
-  gcollRedOp_t g_op = gcollSum;
-  const void *src = sendbuff;
-  int nranks = 0;
-  nccl_abi_result_t rc = prepare(comm, what, datatype, stream, sendbuff, recvbuff, &type);
-  if (rc == gcollSuccess) rc = gcollCommCount(comm->gcoll, &nranks);
-  /* gcoll checks the overflow of the send size too, but only after the
-   * shim would have scaled that many elements. */
-  if (rc == gcollSuccess && recvcount > SIZE_MAX / (size_t)nranks)
-    rc = gcoll_fail(gcollInvalidArgument, "%s: recvcount %zu overflows the buffer size", what,
-                    recvcount);
-  if (rc == gcollSuccess)
-    rc = reduction_input(comm, what, op, type, sendbuff, recvcount * (size_t)nranks, &g_op, &src);
+  nccl_abi_result_t rc = prepare(comm, "ncclReduceScatter", datatype, stream, sendbuff, recvbuff,
+                                 &type);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
-  return gcollReduceScatter(src, recvbuff, recvcount, type, g_op, comm->gcoll, stream);
+  return gcollReduceScatter(sendbuff, recvbuff, recvcount, type, (gcollRedOp_t)op, comm->gcoll,
+                            stream);
 }
 NCCL_PROFILER_ALIAS(ncclReduceScatter);
 

@@ -33,8 +33,6 @@ static void comm_free(struct ncclComm *comm) {
     w->magic = 0;
     free(w);
   }
-  nccl_shim_redops_free(comm);
-  free(comm->scratch);
   free(comm);
 }
 
@@ -59,8 +57,8 @@ nccl_abi_result_t ncclCommDestroy(struct ncclComm *comm) {
 NCCL_PROFILER_ALIAS(ncclCommDestroy);
 
 /* gcollCommAbort returns once no call of another thread is inside gcoll on
- * this comm; the shim's calls touch nothing of comm after gcoll returns (a
- * pre-mul-sum's scratch is read inside gcoll), so freeing it then is safe. */
+ * this comm; the shim's calls touch nothing of comm after gcoll returns, so
+ * freeing it then is safe. */
 nccl_abi_result_t ncclCommAbort(struct ncclComm *comm) {
   if (comm == NULL) return gcollSuccess;
   gcollResult_t rc = gcollCommAbort(comm->gcoll);

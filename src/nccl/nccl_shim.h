@@ -221,27 +221,12 @@ nccl_abi_result_t ncclCommWindowDeregister(struct ncclComm *comm, struct ncclWin
 nccl_abi_result_t ncclGroupSimulateEnd(nccl_abi_sim_info *simInfo);
 void ncclResetDebugInit(void);
 
-/* One pre-mul-sum op: handle NCCL_ABI_NUM_OPS + its index in the comm's table. */
-struct nccl_premulsum {
-  int live;
-  gcollDataType_t type;
-  double scalar_f;             /* floating types (half/bfloat16 widened exactly) */
-  unsigned long long scalar_u; /* integer types, as the unsigned bit pattern */
-};
-
 struct ncclComm {
   gcollComm_t gcoll;
   int cuda_device;
   int finalized;               /* ncclCommFinalize was called: no new operations */
   int revoked;                 /* ncclCommRevoke was called */
   struct ncclWindow_vidmem *windows;   /* registered, freed by destroy/abort */
-  struct nccl_premulsum *ops;
-  int nops, ops_cap;
-  /* Scaled inputs of pre-mul-sum collectives: grows to the largest call
-   * and is reused, since first-touching fresh pages can cost more than the
-   * collective itself (12 us per 4 KiB page on the VMs this was built on). */
-  void *scratch;
-  size_t scratch_bytes;
 };
 
 /* nccl_comm.c: wraps a gcoll communicator (which it owns from then on). */
@@ -258,19 +243,6 @@ int nccl_cuda_is_device_memory(const void *ptr);
 int nccl_cuda_current_device(void);
 
 /* nccl_redop.c */
-/* Checks op for a reduction call on comm with type. For a built-in op sets
- * *g_op and *pms = NULL; for a live pre-mul-sum op of this comm, *g_op =
- * gcollSum and *pms its entry. Else a refusal naming `what`. */
-nccl_abi_result_t nccl_shim_resolve_op(struct ncclComm *comm, nccl_abi_redop_t op,
-                                       gcollDataType_t type, const char *what,
-                                       gcollRedOp_t *g_op, const struct nccl_premulsum **pms);
-/* Scales count elements of src by pms's scalar into comm's scratch (grown
- * when needed); *out is the scaled copy. */
-nccl_abi_result_t nccl_shim_premul(struct ncclComm *comm, const struct nccl_premulsum *pms,
-                                   const void *src, size_t count, const char *what,
-                                   const void **out);
-void nccl_shim_redops_free(struct ncclComm *comm);
-
 /* The gcoll type for an NCCL type; a refusal (fp8, out of range) naming what. */
 nccl_abi_result_t nccl_shim_type(nccl_abi_datatype_t t, const char *what, gcollDataType_t *out);
 

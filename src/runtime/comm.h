@@ -60,6 +60,9 @@ struct gcollComm {
   struct gcoll_proxy_entry kernel_abort;
   int kernel_abort_added;
   struct gcoll_p2p *p2p;               /* send/recv connections, NULL until used */
+  struct gcoll_premul_op *redops;      /* pre-mul-sum ops (comm_redop.c), by value -
+                                          gcollNumOps */
+  int nredops, redops_cap;
   /* Set by an abort (gcollInvalidUsage) or a transport that saw a peer die
    * (gcollRemoteError); every wait in the executor polls it. */
   _Atomic int abort_word;
@@ -102,6 +105,22 @@ struct gcollComm {
   uint64_t timeout_ms;
   char job_key[64];
 };
+
+/* A pre-mul-sum op as gcollRedOpCreatePreMulSum made it. */
+struct gcoll_premul_op {
+  int live;
+  gcollDataType_t type;
+  enum gcoll_premul_kind kind;         /* IMMEDIATE or DEVICE */
+  uint64_t k;                          /* the scalar's bits, or its device address */
+};
+
+/* op as a collective runs it: built in, or one of comm's live pre-mul-sum
+ * ops for dtype (*op then gcollSum and hc's premul set). `what` names the
+ * caller in the refusal. */
+gcollResult_t gcoll_comm_resolve_op(struct gcollComm *comm, gcollRedOp_t *op,
+                                    gcollDataType_t dtype, struct gcoll_host_coll *hc,
+                                    const char *what);
+void gcoll_comm_redops_free(struct gcollComm *comm);
 
 /* The executor of that kind, created on first use (comm_init.c). */
 gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind kind);

@@ -81,15 +81,20 @@ gcollResult_t gcoll_comm_check_usable(struct gcollComm *comm, const char *what) 
   return gcollSuccess;
 }
 
+/* *hc gets the op as it runs (a pre-mul-sum resolved to sum and its scalar). */
 static gcollResult_t check_args(struct gcollComm *comm, const struct call *c, void *stream,
-                                size_t *bytes, enum gcoll_exec_kind *kind) {
+                                size_t *bytes, enum gcoll_exec_kind *kind,
+                                struct gcoll_host_coll *hc) {
   if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "%s: comm is NULL", c->name);
   size_t size = gcoll_dtype_size(c->dtype);
   if (size == 0)
     return gcoll_fail(gcollInvalidArgument, "%s: datatype %d is not a gcollDataType_t", c->name,
                       (int)c->dtype);
-  if (c->has_op && gcoll_redop_name(c->op) == NULL)
-    return gcoll_fail(gcollInvalidArgument, "%s: op %d is not a gcollRedOp_t", c->name, (int)c->op);
+  hc->op = c->has_op ? c->op : gcollSum;
+  if (c->has_op) {
+    gcollResult_t rc = gcoll_comm_resolve_op(comm, &hc->op, c->dtype, hc, c->name);
+    if (rc != gcollSuccess) return rc;
+  }
   if (c->has_root && (c->root < 0 || c->root >= comm->nranks))
     return gcoll_fail(gcollInvalidArgument, "%s: root %d is not a rank (0..%d)", c->name, c->root,
                       comm->nranks - 1);
@@ -110,7 +115,13 @@ static gcollResult_t check_args(struct gcollComm *comm, const struct call *c, vo
                         c->count);
   }
   gcollResult_t rc = gcoll_comm_check_usable(comm, c->name);
-  return rc != gcollSuccess ? rc : choose_executor(comm, c, stream, kind);
+  if (rc == gcollSuccess) rc = choose_executor(comm, c, stream, kind);
+  if (rc == gcollSuccess && *kind == GCOLL_EXEC_HOST && hc->premul == GCOLL_PREMUL_DEVICE)
+    return gcoll_fail(gcollInvalidUsage, "%s: a pre-mul-sum whose scalar is in device memory "
+                      "(gcollScalarDevice) on host buffers: the host cannot read that scalar; "
+                      "pass device buffers, or make the op with gcollScalarHostImmediate",
+                      c->name);
+  return rc;
 }
 
 /* The plan's choice for this size, then the environment's overrides, then
@@ -223,12 +234,9 @@ gcollResult_t gcoll_coll_run_op(const struct gcoll_coll_op *op) {
 static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *stream) {
   size_t bytes = 0;
   enum gcoll_exec_kind kind = GCOLL_EXEC_HOST;
-  gcollResult_t rc = check_args(comm, c, stream, &bytes, &kind);
-  if (rc != gcollSuccess) return gcoll_group_note(rc);
   struct gcoll_coll_op op = {
       .comm = comm,
       .name = c->name,
-      .exec = kind,
       .stream = stream,
       .hc = {
           .coll = c->coll,
@@ -236,14 +244,17 @@ static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *str
           .recvbuf = c->recvbuf,
           .count = c->count,
           .dtype = c->dtype,
-          .op = c->has_op ? c->op : gcollSum,
           .root = c->has_root ? c->root : 0,
       },
   };
+  gcollResult_t rc = check_args(comm, c, stream, &bytes, &kind, &op.hc);
+  if (rc != gcollSuccess) return gcoll_group_note(rc);
+  op.exec = kind;
   choose(comm, c, bytes, kind, &op.hc);
-  gcoll_log_trace(comm, "%s: %zu bytes, %s/%s on %d channels, %s executor, stream %p", c->name,
+  gcoll_log_trace(comm, "%s: %zu bytes, %s/%s on %d channels, %s executor, stream %p%s", c->name,
                   bytes, gcoll_algo_name(op.hc.algo), gcoll_proto_name(op.hc.proto),
-                  op.hc.nchannels, kind == GCOLL_EXEC_CUDA ? "CUDA" : "host", stream);
+                  op.hc.nchannels, kind == GCOLL_EXEC_CUDA ? "CUDA" : "host", stream,
+                  op.hc.premul != GCOLL_PREMUL_NONE ? ", pre-mul-sum" : "");
   if (gcoll_group_depth() > 0) return gcoll_group_enqueue_coll(&op);
   return gcoll_coll_run_op(&op);
 }

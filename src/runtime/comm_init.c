@@ -358,6 +358,7 @@ static void comm_free(struct gcollComm *comm) {
   for (int k = 0; k < GCOLL_NEXECS; k++)
     if (comm->exec[k].e != NULL) comm->exec[k].ops->destroy(comm->exec[k].e);
   gcoll_p2p_free(comm);
+  gcoll_comm_redops_free(comm);
   gcoll_comm_disconnect(comm);
   gcoll_bootstrap_close(comm->bs);
   pthread_mutex_destroy(&comm->busy);

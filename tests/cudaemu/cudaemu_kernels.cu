@@ -316,6 +316,9 @@ static int check_coll_args(const struct gcoll_cuda_work &w, unsigned grid) {
   }
   bad |= reach("sendbuf", -1, w.sendbuf, send_len);
   bad |= reach("recvbuf", -1, w.recvbuf, recv_len);
+  /* A pre-mul-sum's device scalar is read by every block. */
+  if (w.premul == GCOLL_PREMUL_DEVICE)
+    bad |= reach("pre-mul-sum scalar", -1, w.scalar, gcoll_geom_esize(w.dtype));
   return bad;
 }
 

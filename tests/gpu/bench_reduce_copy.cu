@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(GCOLL_CUDA_THREADS, 1)
   size_t len = n - lo < per ? n - lo : per;
   void *d[1] = {dst + lo};
   const void *s[2] = {a + lo, b + lo};
-  GCOLL_CUDA_REDUCE_NAME(f32, sum)((int)threadIdx.x, (int)blockDim.x, d, 1, s, 2, len);
+  GCOLL_CUDA_REDUCE_NAME(f32, sum)((int)threadIdx.x, (int)blockDim.x, d, 1, s, 2, len, NULL);
 }
 
 #define CK(call)                                                                \

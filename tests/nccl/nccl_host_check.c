@@ -397,15 +397,28 @@ static long builtin_matrix(ncclComm_t comm, struct bufs *b, long *calls) {
   return wrong;
 }
 
-/* Pre-mul-sum ops with this rank's scalar, through every reduction. */
-static long premul_matrix(ncclComm_t comm, struct bufs *b, long *calls) {
+/* Pre-mul-sum ops with this rank's scalar, through every reduction; the
+ * scalar in host memory, or (device mode) in device memory, read by the
+ * kernel. */
+static long premul_matrix(ncclComm_t comm, struct bufs *b, long *calls,
+                          ncclScalarResidence_t residence) {
   long wrong = 0;
+  unsigned long long dev_scalar = 0;
+  if (residence == ncclScalarDevice && gpu.mem_alloc(&dev_scalar, 8) != 0) {
+    fprintf(stderr, "rank %d: no device memory for a scalar\n", rank);
+    return -1;
+  }
   for (int t = 0; t < ncclFloat8e4m3; t++) {
     unsigned char scalar[8];
     store(scalar, 0, (ncclDataType_t)t, (uint64_t)int_scalar(rank), float_scalar(rank));
+    void *where = scalar;
+    if (residence == ncclScalarDevice) {
+      if (gpu.htod(dev_scalar, scalar, 8) != 0) return -1;
+      where = (void *)(uintptr_t)dev_scalar;
+    }
     ncclRedOp_t op;
-    if (check_nccl(ncclRedOpCreatePreMulSum(&op, scalar, (ncclDataType_t)t,
-                                            ncclScalarHostImmediate, comm), "premulsum create"))
+    if (check_nccl(ncclRedOpCreatePreMulSum(&op, where, (ncclDataType_t)t, residence, comm),
+                   "premulsum create"))
       return -1;
     if (op < ncclNumOps) {
       fprintf(stderr, "rank %d: created op %d is a built-in value\n", rank, (int)op);
@@ -425,6 +438,41 @@ static long premul_matrix(ncclComm_t comm, struct bufs *b, long *calls) {
     }
     if (check_nccl(ncclRedOpDestroy(op, comm), "premulsum destroy")) return -1;
   }
+  return wrong;
+}
+
+/* Two pre-mul-sum allreduces in one group, one with this rank's scalar
+ * and one with 1 (a plain sum), the second's op destroyed before
+ * ncclGroupEnd: each call keeps the scalar its op had when it was made. */
+static long premul_group(ncclComm_t comm, struct bufs *b) {
+  const size_t n = 1000, bytes = n * 4;
+  unsigned char scalar[8];
+  store(scalar, 0, ncclFloat, 0, float_scalar(rank));
+  float one = 1.0f;
+  ncclRedOp_t a, c;
+  if (check_nccl(ncclRedOpCreatePreMulSum(&a, scalar, ncclFloat, ncclScalarHostImmediate, comm),
+                 "premulsum create") ||
+      check_nccl(ncclRedOpCreatePreMulSum(&c, &one, ncclFloat, ncclScalarHostImmediate, comm),
+                 "premulsum create"))
+    return -1;
+  memset(b->recv, 0xa5, 2 * bytes + 64);
+  fill(b->send, 0, n, ncclFloat, ncclSum, rank, 4711);
+  fill(b->send + bytes, 0, n, ncclFloat, ncclSum, rank, 4712);
+  if (gpu_copy(b, 1)) return -1;
+  ncclGroupStart();
+  ncclAllReduce(at(b, b->send), at(b, b->recv), n, ncclFloat, a, comm, stream_of());
+  ncclAllReduce(at(b, b->send + bytes), at(b, b->recv + bytes), n, ncclFloat, c, comm,
+                stream_of());
+  ncclResult_t destroyed = ncclRedOpDestroy(c, comm);
+  if (check_nccl(ncclGroupEnd(), "grouped pre-mul-sums") || check_nccl(destroyed, "destroy") ||
+      gpu_copy(b, 0) || check_nccl(ncclRedOpDestroy(a, comm), "premulsum destroy"))
+    return -1;
+  expected(b->expect, b->block, 0, n, ncclFloat, ncclSum, 1, 4711);
+  expected(b->expect + bytes, b->block, 0, n, ncclFloat, ncclSum, 0, 4712);
+  long wrong = 0;
+  for (size_t i = 0; i < 2 * bytes; i++) wrong += b->recv[i] != b->expect[i];
+  for (size_t i = 0; i < 64; i++) wrong += b->recv[2 * bytes + i] != 0xa5;
+  if (wrong) fprintf(stderr, "rank %d: grouped pre-mul-sums: %ld wrong bytes\n", rank, wrong);
   return wrong;
 }
 
@@ -562,25 +610,38 @@ static int device_mode(ncclComm_t comm) {
   if (gpu_open(&b) == 0) wrong = builtin_matrix(comm, &b, &calls);
   if (wrong == 0) sr_wrong = device_sendrecv(comm, &b, &sr_calls);
   if (wrong == 0) mem_wrong = memalloc_check(comm);
+  /* Pre-mul-sums on device buffers, the scalar in host and in device
+   * memory, and grouped. */
+  long pm_calls = 0, pm_wrong = -1, pm_dev_calls = 0, pm_dev_wrong = -1, pm_group = -1;
+  if (wrong == 0)
+    pm_wrong = premul_matrix(comm, &b, &pm_calls, ncclScalarHostImmediate);
+  if (pm_wrong == 0)
+    pm_dev_wrong = premul_matrix(comm, &b, &pm_dev_calls, ncclScalarDevice);
+  if (pm_dev_wrong == 0) pm_group = premul_group(comm, &b);
+  /* A device scalar cannot serve host buffers: one line, nothing runs. */
   int refused = 0;
-  if (wrong == 0) {
-    unsigned char scalar[8];
-    store(scalar, 0, ncclFloat, 2, 2.0);
-    ncclRedOp_t op;
-    if (check_nccl(ncclRedOpCreatePreMulSum(&op, scalar, ncclFloat, ncclScalarHostImmediate, comm),
-                   "premulsum create") == 0) {
-      ncclResult_t rc = ncclAllReduce(at(&b, b.send), at(&b, b.recv), 16, ncclFloat, op, comm,
-                                      stream_of());
-      refused = rc == ncclInvalidUsage && strstr(ncclGetLastError(comm), "device") != NULL;
-      ncclRedOpDestroy(op, comm);
-    }
+  unsigned long long dev_scalar = 0;
+  ncclRedOp_t op;
+  if (pm_group == 0 && gpu.mem_alloc(&dev_scalar, 8) == 0 &&
+      check_nccl(ncclRedOpCreatePreMulSum(&op, (void *)(uintptr_t)dev_scalar, ncclFloat,
+                                          ncclScalarDevice, comm), "premulsum create") == 0) {
+    float h[4] = {1, 2, 3, 4};
+    ncclResult_t rc = ncclAllReduce(h, h, 4, ncclFloat, op, comm, NULL);
+    refused = rc == ncclInvalidUsage && strstr(ncclGetLastError(comm), "host buffers") != NULL &&
+              h[3] == 4;
+    if (!refused) fprintf(stderr, "rank %d: a device scalar with host buffers: %s (%s)\n", rank,
+                          ncclGetErrorString(rc), ncclGetLastError(comm));
+    ncclRedOpDestroy(op, comm);
   }
   bufs_free(&b);
   printf("rank %d: %ld calls on device buffers, %ld wrong; %ld send/recv rings on device "
          "buffers, %ld wrong; ncclMemAlloc'd and registered: %ld wrong; pre-mul-sum on device "
-         "%s\n", rank, calls, wrong, sr_calls, sr_wrong, mem_wrong,
+         "buffers: %ld calls (host scalar) %ld wrong, %ld calls (device scalar) %ld wrong, "
+         "grouped %ld wrong; a device scalar on host buffers %s\n", rank, calls, wrong,
+         sr_calls, sr_wrong, mem_wrong, pm_calls, pm_wrong, pm_dev_calls, pm_dev_wrong, pm_group,
          refused ? "refused" : "NOT refused");
-  return wrong != 0 || sr_wrong != 0 || mem_wrong != 0 || !refused;
+  return wrong != 0 || sr_wrong != 0 || mem_wrong != 0 || pm_wrong != 0 || pm_dev_wrong != 0 ||
+         pm_group != 0 || !refused;
 }
 
 static int env_int(const char *name) {
@@ -639,7 +700,11 @@ static int matrix(int device) {
   bufs_alloc(&b);
   long calls = 0, wrong = builtin_matrix(comm, &b, &calls), pm_calls = 0, pm_wrong = -1, ring = -1;
   long grouped = -1;
-  if (wrong >= 0) pm_wrong = premul_matrix(comm, &b, &pm_calls);
+  if (wrong >= 0) pm_wrong = premul_matrix(comm, &b, &pm_calls, ncclScalarHostImmediate);
+  if (pm_wrong >= 0) {
+    long g = premul_group(comm, &b);
+    pm_wrong = g < 0 ? -1 : pm_wrong + g;
+  }
   if (pm_wrong >= 0) ring = ring_exchange(comm);
   if (ring >= 0) grouped = grouped_colls(comm);
   bufs_free(&b);
@@ -719,7 +784,7 @@ static int refusals(void) {
                  ncclInvalidArgument, "op 42", "allreduce with op 42");
   ncclRedOp_t op;
   expect_refusal(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarDevice, comm),
-                 ncclInvalidUsage, "ncclScalarDevice", "pre-mul-sum with a device scalar");
+                 ncclInvalidUsage, "device memory", "pre-mul-sum with a device scalar in host memory");
   if (check_nccl(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate, comm),
                  "premulsum create"))
     return 1;

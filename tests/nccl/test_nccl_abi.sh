@@ -100,15 +100,19 @@ for n in 1 2 3 4; do
   case_run "matrix n=$n" 120 "$RUN" -n "$n" "$PROG" matrix
 done
 case_run "matrix n=4 on 2 virtual nodes" 120 "$RUN" -n 4 --nodes 2 "$PROG" matrix
+# The other algorithm and protocol (the tree serves allreduce only).
+case_run "matrix n=3, tree and LL" 120 env GCOLL_ALGO=tree GCOLL_PROTO=ll "$RUN" -n 3 "$PROG" matrix
 # Device buffers and a stream, as CUDA programs call NCCL, on the emulated
 # GPU (built with the CUDA toolkit only).
 EMU=$top_builddir/tests/cudaemu/.libs/libcudaemu.so
 if [ -f "$EMU" ]; then
-  for spec in "3" "4 --nodes 2"; do
+  for spec in "1" "3" "4 --nodes 2"; do
     # shellcheck disable=SC2086
     case_run "device buffers on the emulated GPU, n=$spec" 300 env GCOLL_CUDA_DRIVER="$EMU" \
       "$RUN" -n $spec "$PROG" device
   done
+  case_run "device buffers on the emulated GPU, n=3, tree and LL" 300 env GCOLL_ALGO=tree \
+    GCOLL_PROTO=ll GCOLL_CUDA_DRIVER="$EMU" "$RUN" -n 3 "$PROG" device
 fi
 # GPU identity by PCI bus id (issue 22 part 4): a DGX H100 plan puts local
 # rank l on GPU l; each rank's emulated device reports the bus id the test

@@ -120,7 +120,7 @@ static void run_case(struct buffers *b, int t, int op, size_t n, int nsrc, int n
   }
   gcoll_reduce_reference(b->want, src, nsrc, n, (gcollDataType_t)t, (gcollRedOp_t)op);
   if (nsrc == 1 && n > 0) memcpy(b->want, src[0], n * es); /* reference needs n >= 1 ops */
-  for (int tid = 0; tid < nthreads; tid++) table[t][op](tid, nthreads, dst, ndst, src, nsrc, n);
+  for (int tid = 0; tid < nthreads; tid++) table[t][op](tid, nthreads, dst, ndst, src, nsrc, n, NULL);
   for (int k = 0; k < ndst; k++) {
     expect_same(t, op, n, (const unsigned char *)dst[k], b->want, "reduceCopy");
     const unsigned char *lo = b->dst[k], *hi = (const unsigned char *)dst[k] + n * es;
@@ -171,12 +171,70 @@ static void test_reduce_copy_in_place(void **state) {
         const void *in[2] = {a + es, c + es};
         gcoll_reduce_reference(want, in, 2, n, (gcollDataType_t)t, (gcollRedOp_t)op);
         void *dst[1] = {which == 0 ? a + es : c + es};
-        for (int tid = 0; tid < 32; tid++) table[t][op](tid, 32, dst, 1, in, 2, n);
+        for (int tid = 0; tid < 32; tid++) table[t][op](tid, 32, dst, 1, in, 2, n, NULL);
         expect_same(t, op, n, (const unsigned char *)dst[0], want, "in-place reduceCopy");
       }
   free(a);
   free(c);
   free(want);
+}
+
+/* Pre-mul-sum: sum's instantiations with a scalar scale src[0] as they
+ * read it; the reference scales with reduce.c's gcoll_scale (separate
+ * code) and sums with gcoll_reduce_reference. Random scalar bits: floats
+ * include NaN and infinities, integers wrap. Other ops ignore the scalar. */
+static void test_premul_sum(void **state) {
+  (void)state;
+  struct buffers b;
+  for (int k = 0; k < GCOLL_CUDA_MAX_SRCS; k++) b.src[k] = alloc_aligned();
+  for (int k = 0; k < 2; k++) b.dst[k] = alloc_aligned();
+  b.want = alloc_aligned();
+  unsigned char *scaled = alloc_aligned();
+  for (int t = 0; t < gcollNumTypes; t++) {
+    const size_t es = esize_of(t), per_pack = GCOLL_CUDA_PACK / es;
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+      for (int nsrc = 1; nsrc <= GCOLL_CUDA_MAX_SRCS; nsrc++)
+        for (int misalign = 0; misalign < 2; misalign++) {
+          const size_t n = sizes[si], off = misalign ? (per_pack > 1 ? 1 : 0) : 0;
+          uint64_t k = (uint64_t)rnd() << 32 | (uint64_t)rnd();
+          if (es < 8) k &= (1ull << (8 * es)) - 1; /* the scalar in the type's bits */
+          const void *src[GCOLL_CUDA_MAX_SRCS], *ref[GCOLL_CUDA_MAX_SRCS];
+          for (int j = 0; j < nsrc; j++) {
+            fill_random(b.src[j], MAX_BYTES);
+            src[j] = ref[j] = b.src[j] + GUARD + off * es;
+          }
+          gcoll_scale(scaled, src[0], n, (gcollDataType_t)t, k);
+          ref[0] = scaled;
+          if (nsrc == 1) memcpy(b.want, scaled, n * es);
+          else gcoll_reduce_reference(b.want, ref, nsrc, n, (gcollDataType_t)t, gcollSum);
+          /* Out of place, and in place over src[0] (the ring's in-place
+           * recvReduceCopy of a pre-mul-sum). */
+          memset(b.dst[0], 0xa5, MAX_BYTES);
+          void *dst[1] = {b.dst[0] + GUARD + (misalign ? 0 : off) * es};
+          const int nthreads = thread_counts[(si + (size_t)nsrc) % 3];
+          for (int tid = 0; tid < nthreads; tid++)
+            table[t][gcollSum](tid, nthreads, dst, 1, src, nsrc, n, &k);
+          expect_same(t, gcollSum, n, (const unsigned char *)dst[0], b.want, "pre-mul-sum");
+          void *in_place[1] = {(void *)src[0]};
+          for (int tid = 0; tid < 5; tid++)
+            table[t][gcollSum](tid, 5, in_place, 1, src, nsrc, n, &k);
+          expect_same(t, gcollSum, n, (const unsigned char *)src[0], b.want,
+                      "in-place pre-mul-sum");
+        }
+    /* max ignores a scalar: the same as without one. */
+    fill_random(b.src[0], MAX_BYTES);
+    fill_random(b.src[1], MAX_BYTES);
+    const void *in[2] = {b.src[0], b.src[1]};
+    void *dst[1] = {b.dst[0]};
+    uint64_t k = 3;
+    gcoll_reduce_reference(b.want, in, 2, 1023, (gcollDataType_t)t, gcollMax);
+    table[t][gcollMax](0, 1, dst, 1, in, 2, 1023, &k);
+    expect_same(t, gcollMax, 1023, b.dst[0], b.want, "max with a scalar");
+  }
+  for (int k = 0; k < GCOLL_CUDA_MAX_SRCS; k++) free(b.src[k]);
+  for (int k = 0; k < 2; k++) free(b.dst[k]);
+  free(b.want);
+  free(scaled);
 }
 
 static void test_avg_finish(void **state) {
@@ -228,6 +286,7 @@ static void test_16bit_conversions(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reduce_copy_all),
+      cmocka_unit_test(test_premul_sum),
       cmocka_unit_test(test_reduce_copy_in_place),
       cmocka_unit_test(test_avg_finish),
       cmocka_unit_test(test_16bit_conversions),
