@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "kernels/coll_device.cuh"
+#include "kernels/p2p_device.cuh"
 
 /* The loader spells the driver API constants it needs itself, so libgcoll
  * compiles without the toolkit's headers; check them against cuda.h here,
@@ -84,4 +85,11 @@ extern "C" __global__ void __launch_bounds__(GCOLL_CUDA_THREADS, 1)
   gcoll_dev_block_main(
       w, (int)blockIdx.x, &blk, valid ? gcoll_dev_algo_table[coll][algo] : NULL,
       valid ? gcoll_dev_reduce_table[w.dtype][w.op == gcollAvg ? (int)gcollSum : w.op] : NULL);
+}
+
+/* Send/recv on device buffers (cuda_work.h, p2p_device.cuh). */
+extern "C" __global__ void __launch_bounds__(GCOLL_CUDA_THREADS, 1)
+    gcoll_cuda_p2p(struct gcoll_cuda_p2p_work w) {
+  __shared__ struct gcoll_dev_p2p_shared sh;
+  gcoll_dev_p2p_block_main(w, (int)blockIdx.x, &sh);
 }

@@ -5,6 +5,7 @@
 
 EXTRA_DIST += src/kernels/gen_kernels.sh src/kernels/coll_kernels.cu src/kernels/bin2c.c \
 	src/kernels/prims_cuda.cuh src/kernels/reduce_cuda.cuh src/kernels/coll_device.cuh \
+	src/kernels/p2p_device.cuh src/kernels/p2p_wire.h \
 	tests/unit/test_reduce_cuda.cu tests/unit/test_prims_cuda_emu.cu tests/unit/prims_emu_fifo.c \
 	tests/gpu/cuda_probe.c tests/gpu/gpu_coll_check.c tests/gpu/test_cuda_build.sh \
 	tests/gpu/gpu_coll_check.sh tests/gpu/nccl_bench.c tests/gpu/bench_reduce_copy.cu \
@@ -23,8 +24,8 @@ NVCC_DEPS = $(top_srcdir)/src/kernels/coll_kernels.cu \
 	$(top_srcdir)/src/kernels/prims_cuda.cuh $(top_srcdir)/src/kernels/reduce_cuda.cuh \
 	$(top_srcdir)/src/kernels/coll_device.cuh $(top_srcdir)/src/kernels/reduce.h $(top_srcdir)/src/kernels/half.h \
 	$(top_srcdir)/src/kernels/algo_ring.h $(top_srcdir)/src/kernels/algo_tree.h \
-	$(top_srcdir)/src/kernels/coll_geometry.h \
-	$(top_srcdir)/src/kernels/cuda_work.h $(top_srcdir)/src/kernels/cuda_loader.h \
+	$(top_srcdir)/src/kernels/coll_geometry.h $(top_srcdir)/src/kernels/p2p_device.cuh \
+	$(top_srcdir)/src/kernels/p2p_wire.h $(top_srcdir)/src/kernels/cuda_work.h $(top_srcdir)/src/kernels/cuda_loader.h \
 	$(top_srcdir)/include/gcoll.h $(top_srcdir)/include/gcoll_plan.h
 CUDA_GENERATED = src/kernels/coll_reduce_table.cuh src/kernels/coll_algo_table.cuh \
 	src/kernels/coll_table.c

@@ -58,6 +58,7 @@ struct gcoll_cuda_exec {
   int ctx_retained;
   gcoll_cu_module mod;
   gcoll_cu_function fn;
+  gcoll_cu_function fn_p2p;          /* send/recv (p2p_device.cuh) */
   gcoll_cu_stream own_stream;        /* every launch runs here, in order */
   gcoll_cu_event caller_ready, done; /* ordering with the caller's stream */
   uint64_t launched, reaped;        /* launches so far; those whose result is known */
@@ -77,7 +78,19 @@ struct gcoll_cuda_exec {
   struct mapped *host;              /* host view of the mapped words */
   gcoll_cu_deviceptr host_dev;      /* the device's view */
   struct gcoll_cuda_coll jobs[GCOLL_CUDA_EXEC_SLOTS]; /* what each slot runs, for messages */
+  /* Send/recv operations, a ring of host-mapped entries made at the first
+   * send/recv launch: a launch takes a contiguous run of them, freed when
+   * its slot is reaped (slots are reaped in launch order). Positions count
+   * up forever; entry = position % P2P_RING. */
+  struct gcoll_cuda_p2p_op *p2p_ring;
+  gcoll_cu_deviceptr p2p_ring_dev;
+  uint64_t p2p_next, p2p_free;
+  uint64_t p2p_end[GCOLL_CUDA_EXEC_SLOTS];  /* the ring position after a slot's entries */
+  int p2p_ops[GCOLL_CUDA_EXEC_SLOTS];       /* a slot's send/recv count; 0: a collective */
 };
+
+/* Send/recv entries the ring holds: one group's operations must fit. */
+#define P2P_RING 4096
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...) {
   if (err == NULL || errlen == 0) return;
@@ -175,6 +188,8 @@ static int load_module(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
   CU_TRY(e, e->cu->module_load_data(&e->mod, gcoll_cuda_fatbin), "cuModuleLoadData");
   CU_TRY(e, e->cu->module_get_function(&e->fn, e->mod, GCOLL_CUDA_KERNEL_NAME),
          "cuModuleGetFunction(" GCOLL_CUDA_KERNEL_NAME ")");
+  CU_TRY(e, e->cu->module_get_function(&e->fn_p2p, e->mod, GCOLL_CUDA_P2P_KERNEL_NAME),
+         "cuModuleGetFunction(" GCOLL_CUDA_P2P_KERNEL_NAME ")");
   return 0;
 }
 
@@ -291,6 +306,7 @@ void gcoll_cuda_exec_destroy(struct gcoll_cuda_exec *e) {
     if (e->done != NULL) e->cu->event_destroy(e->done);
     if (e->own_stream != NULL) e->cu->stream_destroy(e->own_stream);
     if (e->host != NULL) e->cu->mem_free_host(e->host);
+    if (e->p2p_ring != NULL) e->cu->mem_free_host(e->p2p_ring);
     if (e->scratch != 0) e->cu->mem_free(e->scratch);
     if (e->ranks != 0) e->cu->mem_free(e->ranks);
     if (e->channels != 0) e->cu->mem_free(e->channels);
@@ -536,15 +552,146 @@ gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gco
     return r;
   e->jobs[slot] = *c;
   e->jobs[slot].nchannels = nch;
+  e->p2p_ops[slot] = 0;
   e->launched++;
   return before_caller(e, caller, err, errlen);
+}
+
+/* ---- send/recv ------------------------------------------------------------- */
+
+/* Room for n send/recv entries in the ring, contiguous; *start gets their
+ * position. Waits for older launches while the ring is full. */
+static gcollResult_t p2p_reserve(struct gcoll_cuda_exec *e, int n, uint64_t *start, char *err,
+                                 size_t errlen) {
+  if (e->p2p_ring == NULL) {
+    void *p = NULL;
+    gcollResult_t r = driver_ok(e, e->cu->mem_host_alloc(&p, P2P_RING * sizeof(*e->p2p_ring),
+                                                         GCOLL_CU_MEMHOSTALLOC_PORTABLE |
+                                                             GCOLL_CU_MEMHOSTALLOC_DEVICEMAP),
+                                "cuMemHostAlloc (send/recv operations)", err, errlen);
+    if (r != gcollSuccess) return r;
+    e->p2p_ring = p;
+    r = driver_ok(e, e->cu->mem_host_get_device_pointer(&e->p2p_ring_dev, p, 0),
+                  "cuMemHostGetDevicePointer (send/recv operations)", err, errlen);
+    if (r != gcollSuccess) return r;
+  }
+  for (;;) {
+    uint64_t at = e->p2p_next;
+    if (at % P2P_RING + (uint64_t)n > P2P_RING) at += P2P_RING - at % P2P_RING;
+    if (at + (uint64_t)n - e->p2p_free <= P2P_RING) {
+      *start = at;
+      return gcollSuccess;
+    }
+    /* Every entry still in use belongs to a launch in flight. */
+    gcollResult_t r = gcoll_cuda_exec_wait_until(e, e->reaped + 1, err, errlen);
+    if (r != gcollSuccess) return r;
+    if (e->reaped == e->launched) e->p2p_free = e->p2p_next;
+  }
+}
+
+gcollResult_t gcoll_cuda_exec_p2p_streams_ok(struct gcoll_cuda_exec *e,
+                                             const gcoll_cu_stream *streams, int nstreams,
+                                             char *err, size_t errlen) {
+  /* The operations' message numbers are fixed when queued: a graph replay
+   * would send them again under the same numbers, which the peer refuses. */
+  for (int i = 0; i < nstreams; i++) {
+    int capture = GCOLL_CU_STREAM_CAPTURE_STATUS_NONE;
+    gcollResult_t r = driver_ok(e, e->cu->stream_is_capturing(streams[i], &capture),
+                                "cuStreamIsCapturing", err, errlen);
+    if (r != gcollSuccess) return r;
+    if (capture != GCOLL_CU_STREAM_CAPTURE_STATUS_NONE) {
+      set_err(err, errlen, "send/recv on device buffers cannot be captured into a CUDA graph "
+              "(each message is numbered when it is queued); the stream is %s",
+              capture == GCOLL_CU_STREAM_CAPTURE_STATUS_ACTIVE ? "capturing"
+                                                               : "in an invalidated capture");
+      return gcollInvalidUsage;
+    }
+  }
+  return gcollSuccess;
+}
+
+gcollResult_t gcoll_cuda_exec_launch_p2p(struct gcoll_cuda_exec *e,
+                                         const struct gcoll_cuda_p2p_op *ops, int nops,
+                                         const gcoll_cu_stream *streams, int nstreams, char *err,
+                                         size_t errlen) {
+  if (e == NULL || (ops == NULL && nops > 0) || nops < 0 || nstreams < 1) {
+    set_err(err, errlen, "NULL executor, operations or streams");
+    return gcollInvalidArgument;
+  }
+  int aborted = atomic_load_explicit((_Atomic int32_t *)&e->host->abort_word,
+                                     memory_order_acquire);
+  if (aborted != 0) {
+    set_err(err, errlen, "the executor was aborted (result %d)", aborted);
+    return (gcollResult_t)aborted;
+  }
+  if (e->failed != gcollSuccess) {
+    set_err(err, errlen, "an earlier collective failed: %s", e->failed_msg);
+    return e->failed;
+  }
+  if (nops == 0) return gcollSuccess;
+  if (nops > P2P_RING) {
+    set_err(err, errlen, "%d send/recv operations in one group on device buffers: at most %d",
+            nops, P2P_RING);
+    return gcollInvalidUsage;
+  }
+  int nqueues = 0;
+  for (int i = 0; i < nops; i++) {
+    if (ops[i].queue < 0 || ops[i].queue >= nops || ops[i].kind < GCOLL_CUDA_P2P_SEND ||
+        ops[i].kind > GCOLL_CUDA_P2P_COPY || (ops[i].kind != GCOLL_CUDA_P2P_COPY && ops[i].fifo == 0)) {
+      set_err(err, errlen, "send/recv operation %d is malformed", i);
+      return gcollInvalidArgument;
+    }
+    if (ops[i].queue >= nqueues) nqueues = ops[i].queue + 1;
+  }
+  const int nblocks = nqueues < GCOLL_CUDA_MAX_CHANNELS ? nqueues : GCOLL_CUDA_MAX_CHANNELS;
+  int per_block[GCOLL_CUDA_MAX_CHANNELS] = {0};
+  for (int i = 0; i < nops; i++)
+    if (++per_block[ops[i].queue % nblocks] > GCOLL_CUDA_P2P_MAX_BLOCK_OPS) {
+      set_err(err, errlen, "more than %d send/recv operations fall to one of the %d GPU blocks: "
+              "split the group", GCOLL_CUDA_P2P_MAX_BLOCK_OPS, nblocks);
+      return gcollInvalidUsage;
+    }
+  gcollResult_t r = gcoll_cuda_exec_p2p_streams_ok(e, streams, nstreams, err, errlen);
+  if (r == gcollSuccess) r = free_a_slot(e, err, errlen);
+  uint64_t start = 0;
+  if (r == gcollSuccess) r = p2p_reserve(e, nops, &start, err, errlen);
+  if (r != gcollSuccess) return r;
+  memcpy(&e->p2p_ring[start % P2P_RING], ops, (size_t)nops * sizeof(*ops));
+  const unsigned slot = (unsigned)(e->launched % GCOLL_CUDA_EXEC_SLOTS);
+  memset(e->host->status[slot], 0, sizeof(e->host->status[slot]));
+  atomic_store_explicit((_Atomic int32_t *)&e->host->local_abort[slot], 0, memory_order_release);
+  struct gcoll_cuda_p2p_work w = {
+      .ops = e->p2p_ring_dev + (start % P2P_RING) * sizeof(*ops),
+      .status = e->host_dev + offsetof(struct mapped, status) + slot * sizeof(e->host->status[0]),
+      .abort_word = e->host_dev + offsetof(struct mapped, abort_word),
+      .local_abort = e->host_dev + offsetof(struct mapped, local_abort) + slot * sizeof(int32_t),
+      .timeout_ns = e->timeout_ns,
+      .nops = nops,
+      .nblocks = nblocks,
+      .rank = e->rank,
+  };
+  void *params[] = {&w};
+  for (int i = 0; i < nstreams && r == gcollSuccess; i++) r = after_caller(e, streams[i], err, errlen);
+  if (r == gcollSuccess)
+    r = driver_ok(e, e->cu->launch_kernel(e->fn_p2p, (unsigned)nblocks, 1, 1, GCOLL_CUDA_THREADS,
+                                          1, 1, 0, e->own_stream, params, NULL),
+                  "cuLaunchKernel (send/recv)", err, errlen);
+  if (r != gcollSuccess) return r;
+  memset(&e->jobs[slot], 0, sizeof(e->jobs[slot]));
+  e->jobs[slot].nchannels = nblocks;
+  e->p2p_ops[slot] = nops;
+  e->p2p_end[slot] = start + (uint64_t)nops;
+  e->p2p_next = start + (uint64_t)nops;
+  e->launched++;
+  for (int i = 0; i < nstreams && r == gcollSuccess; i++) r = before_caller(e, streams[i], err, errlen);
+  return r;
 }
 
 /* ---- completion ------------------------------------------------------------ */
 
 static const char *const fail_names[GCOLL_CUDA_FAIL_NFAILS] = {
     "nothing", "data from receive peer", "a free slot at send peer",
-    "a matching step from receive peer", "valid connections"};
+    "a matching step from receive peer", "valid connections", "a message of the posted size"};
 
 static const char *reason_name(int reason, gcollResult_t r) {
   switch (reason) {
@@ -565,7 +712,7 @@ static int slot_done(const struct gcoll_cuda_exec *e, unsigned slot) {
 
 /* The result a finished launch reported in `row` (its channels' status):
  * the first channel that failed by itself (not stopped by a sibling). */
-static gcollResult_t collect_row(const struct gcoll_cuda_coll *job,
+static gcollResult_t collect_row(const struct gcoll_cuda_coll *job, int p2p_ops,
                                  const volatile struct gcoll_cuda_status *row, char *err,
                                  size_t errlen) {
   int first = -1;
@@ -584,14 +731,29 @@ static gcollResult_t collect_row(const struct gcoll_cuda_coll *job,
   const volatile struct gcoll_cuda_status *st = &row[first];
   gcollResult_t r = (gcollResult_t)st->result;
   int what = st->what >= 0 && st->what < GCOLL_CUDA_FAIL_NFAILS ? st->what : 0;
-  set_err(err, errlen, "channel %d (%s, GPU): %s while waiting for %s %d at step %llu", first,
-          gcoll_algo_name(job->algo), reason_name(st->reason, r), fail_names[what], st->peer,
-          (unsigned long long)st->step);
+  if (p2p_ops > 0 && what == GCOLL_CUDA_FAIL_SIZE)
+    set_err(err, errlen, "send/recv on the GPU: a receive from rank %d met a send of %llu bytes "
+            "of another size: counts and types must agree", st->peer,
+            (unsigned long long)st->step);
+  else if (p2p_ops > 0)
+    set_err(err, errlen, "send/recv on the GPU (%d operations), block %d: %s while waiting for "
+            "%s %d (message %llu)", p2p_ops, first, reason_name(st->reason, r), fail_names[what],
+            st->peer, (unsigned long long)st->step);
+  else
+    set_err(err, errlen, "channel %d (%s, GPU): %s while waiting for %s %d at step %llu", first,
+            gcoll_algo_name(job->algo), reason_name(st->reason, r), fail_names[what], st->peer,
+            (unsigned long long)st->step);
   return r;
 }
 
 static gcollResult_t collect(struct gcoll_cuda_exec *e, unsigned slot, char *err, size_t errlen) {
-  return collect_row(&e->jobs[slot], e->host->status[slot], err, errlen);
+  return collect_row(&e->jobs[slot], e->p2p_ops[slot], e->host->status[slot], err, errlen);
+}
+
+/* The oldest slot is known: its send/recv entries are free again. */
+static void reap_slot(struct gcoll_cuda_exec *e, unsigned slot) {
+  if (e->p2p_ops[slot] > 0 && e->p2p_end[slot] > e->p2p_free) e->p2p_free = e->p2p_end[slot];
+  e->reaped++;
 }
 
 /* A failure some replay of a captured kernel reported (graph_abort), made
@@ -602,7 +764,7 @@ static gcollResult_t graph_failure(struct gcoll_cuda_exec *e) {
       atomic_load_explicit((_Atomic int32_t *)&e->host->graph_abort, memory_order_acquire) == 0)
     return e->failed;
   char why[200];
-  gcollResult_t r = collect_row(&e->graph_job, e->host->graph_status, why, sizeof(why));
+  gcollResult_t r = collect_row(&e->graph_job, 0, e->host->graph_status, why, sizeof(why));
   if (r == gcollSuccess || r == gcollInternalError) {
     /* The reports of the failing replay may still be on their way. */
     r = (gcollResult_t)atomic_load((_Atomic int32_t *)&e->host->graph_abort);
@@ -629,13 +791,13 @@ static gcollResult_t poll_oldest(struct gcoll_cuda_exec *e, char *err, size_t er
       set_err(err, errlen, "the collective's stream failed: %s", gcoll_cuda_result_text(e->cu, q));
     else
       set_err(err, errlen, "the kernel ended without reporting");
-    e->reaped++;
+    reap_slot(e, slot);
     e->failed = r;
     snprintf(e->failed_msg, sizeof(e->failed_msg), "%s", err);
     return r;
   }
   gcollResult_t r = collect(e, slot, err, errlen);
-  e->reaped++;
+  reap_slot(e, slot);
   if (r != gcollSuccess && e->failed == gcollSuccess) {
     e->failed = r;
     snprintf(e->failed_msg, sizeof(e->failed_msg), "%s", err);

@@ -104,6 +104,24 @@ void gcoll_cuda_exec_destroy(struct gcoll_cuda_exec *e);
 gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
                                      void *stream, char *err, size_t errlen);
 
+/* Send/recv on device buffers: one group's operations (device addresses:
+ * FIFOs as the GPU maps them, buffers), run by gcoll_cuda_p2p on one block
+ * per queue up to GCOLL_CUDA_MAX_CHANNELS blocks, queued on the executor's
+ * stream after the earlier work of each of the nstreams callers' streams,
+ * which wait for it. Returns once enqueued, as gcoll_cuda_exec_launch;
+ * gcollInvalidUsage when a stream is being captured (a replay would reuse
+ * the messages' numbers) or a block would get more than
+ * GCOLL_CUDA_P2P_MAX_BLOCK_OPS operations. */
+/* gcollInvalidUsage with one line when one of the streams is being
+ * captured into a CUDA graph (send/recv cannot be), else gcollSuccess. */
+gcollResult_t gcoll_cuda_exec_p2p_streams_ok(struct gcoll_cuda_exec *e,
+                                             const gcoll_cu_stream *streams, int nstreams,
+                                             char *err, size_t errlen);
+gcollResult_t gcoll_cuda_exec_launch_p2p(struct gcoll_cuda_exec *e,
+                                         const struct gcoll_cuda_p2p_op *ops, int nops,
+                                         const gcoll_cu_stream *streams, int nstreams, char *err,
+                                         size_t errlen);
+
 /* Collects the results of finished launches, in order, without waiting:
  * gcollInProgress while some still run, else gcollSuccess or the first
  * failure (the abort word's value, gcollSystemError when a GPU deadline

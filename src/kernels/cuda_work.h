@@ -58,6 +58,7 @@ enum gcoll_cuda_fail {
   GCOLL_CUDA_FAIL_SEND_SLOT,        /* a free slot at send peer */
   GCOLL_CUDA_FAIL_MISMATCH,         /* the peer's step has another size/protocol */
   GCOLL_CUDA_FAIL_SETUP,            /* invalid connections or arguments */
+  GCOLL_CUDA_FAIL_SIZE,             /* send/recv: the message announced another size (step) */
   GCOLL_CUDA_FAIL_NFAILS
 };
 
@@ -91,6 +92,44 @@ struct gcoll_cuda_work {
   int32_t premul;                   /* enum gcoll_premul_kind (host_exec.h); op is sum */
   uint64_t scalar;                  /* IMMEDIATE: the scalar in dtype's bits; DEVICE: its
                                        device address, read when the kernel starts */
+};
+
+/* ---- send/recv: the second entry, gcoll_cuda_p2p ---------------------------
+ * Launch: GCOLL_CUDA_P2P_KERNEL_NAME, grid = nblocks blocks of
+ * GCOLL_CUDA_THREADS threads; the argument is a struct gcoll_cuda_p2p_work
+ * by value. Block b runs the operations whose `queue` % nblocks == b, those
+ * of one queue (one connection and direction) in array order, every queue
+ * of the block advanced as far as its FIFO allows in turn, so no
+ * operation waits behind another's peer. Messages are p2p_wire.h's. */
+#define GCOLL_CUDA_P2P_KERNEL_NAME "gcoll_cuda_p2p"
+#define GCOLL_CUDA_P2P_MAX_BLOCK_OPS 128 /* operations one block keeps in shared memory */
+
+enum gcoll_cuda_p2p_kind {
+  GCOLL_CUDA_P2P_SEND = 0,          /* buf -> the FIFO at `fifo` */
+  GCOLL_CUDA_P2P_RECV,              /* the FIFO at `fifo` -> buf */
+  GCOLL_CUDA_P2P_COPY               /* buf -> dst (send/recv to self) */
+};
+
+struct gcoll_cuda_p2p_op {
+  uint64_t fifo;                    /* device view of the connection's FIFO */
+  uint64_t buf;                     /* device: the send source, receive target, copy source */
+  uint64_t dst;                     /* COPY: the target */
+  uint64_t bytes;
+  uint64_t seq;                     /* the message's number on its connection */
+  int32_t kind;                     /* enum gcoll_cuda_p2p_kind */
+  int32_t peer;                     /* the other rank (the header's sender for RECV) */
+  int32_t queue;                    /* operations of one connection share a queue */
+  int32_t pad;
+};
+
+struct gcoll_cuda_p2p_work {
+  uint64_t ops;                     /* struct gcoll_cuda_p2p_op[nops], host-mapped */
+  uint64_t status;                  /* struct gcoll_cuda_status[nblocks], host-mapped */
+  uint64_t abort_word;
+  uint64_t local_abort;
+  uint64_t timeout_ns;              /* from the block's start */
+  int32_t nops, nblocks;
+  int32_t rank, pad;
 };
 
 #endif

@@ -24,6 +24,7 @@
  *            failure.
  *   wait     waits for every launch so far (bounded by the executor's
  *            timeout) and returns as poll would.
+ *   launch_p2p  send/recv on device buffers, queued like launch (CUDA only).
  *   abort    makes a running collective stop soon with result `why`; safe
  *            from any thread.
  *   destroy  waits for (or aborts) what is in flight, frees everything. */
@@ -53,6 +54,20 @@ struct gcoll_exec_config {
 
 struct gcoll_exec;
 
+/* One send, receive or self copy of a send/recv group on device buffers
+ * (launch_p2p). Messages are p2p_wire.h's. */
+enum gcoll_exec_p2p_kind { GCOLL_EXEC_P2P_SEND = 0, GCOLL_EXEC_P2P_RECV, GCOLL_EXEC_P2P_COPY };
+struct gcoll_exec_p2p_op {
+  enum gcoll_exec_p2p_kind kind;
+  struct gcoll_fifo *fifo;        /* the connection's FIFO as this process maps it; NULL: COPY */
+  const void *src;                /* SEND, COPY */
+  void *dst;                      /* RECV, COPY */
+  size_t bytes;
+  uint64_t seq;                   /* the message's number on its connection */
+  int peer;
+  int queue;                      /* operations of one connection share a queue, in order */
+};
+
 struct gcoll_exec_ops {
   const char *name;               /* "host", "cuda" */
   /* Whether buffers at ptr are this executor's to run (device memory for
@@ -64,6 +79,13 @@ struct gcoll_exec_ops {
                           char *err, size_t errlen);
   gcollResult_t (*poll)(struct gcoll_exec *e, char *err, size_t errlen);
   gcollResult_t (*wait)(struct gcoll_exec *e, char *err, size_t errlen);
+  /* Send/recv on device buffers (NULL where the executor has none): one
+   * group's operations of this communicator, started after the earlier work
+   * of each of the nstreams streams, which wait for it in turn; returns
+   * once queued, failures show in poll/wait. The FIFOs must have the
+   * executor's slot size and stay mapped until destroy. */
+  gcollResult_t (*launch_p2p)(struct gcoll_exec *e, const struct gcoll_exec_p2p_op *ops, int nops,
+                              void *const *streams, int nstreams, char *err, size_t errlen);
   void (*abort)(struct gcoll_exec *e, gcollResult_t why);
   void (*destroy)(struct gcoll_exec *e);
 };

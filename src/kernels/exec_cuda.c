@@ -21,8 +21,6 @@
 #include "kernels/exec.h"
 #include "kernels/fifo.h"
 
-#define MAX_FIFOS (GCOLL_HOST_MAX_CHANNELS * 2 * (2 + GCOLL_PRIMS_MAX_PEERS))
-
 struct gcoll_exec {
   const struct gcoll_cuda_api *cu;
   gcoll_cu_device dev;
@@ -30,11 +28,13 @@ struct gcoll_exec {
   int ctx_retained;
   struct gcoll_cuda_exec *cuda;
   size_t fifo_map_bytes;            /* registered bytes of each FIFO */
-  int nfifos;
+  /* The FIFOs registered so far: the channels' at create, send/recv
+   * connections' as their first device operation comes. */
+  int nfifos, fifos_cap;
   struct {
     void *host;
     gcoll_cu_deviceptr dev;
-  } fifos[MAX_FIFOS];
+  } *fifos;
 };
 
 static void destroy(struct gcoll_exec *e);
@@ -56,9 +56,15 @@ static gcoll_cu_deviceptr device_view(struct gcoll_exec *e, struct gcoll_fifo *f
   for (int i = 0; i < e->nfifos; i++)
     if (e->fifos[i].host == f) return e->fifos[i].dev;
   if (in_gpu_memory(e, f)) return (gcoll_cu_deviceptr)(uintptr_t)f;
-  if (e->nfifos == MAX_FIFOS) {
-    snprintf(err, errlen, "more than %d FIFOs", MAX_FIFOS);
-    return 0;
+  if (e->nfifos == e->fifos_cap) {
+    int cap = e->fifos_cap ? e->fifos_cap * 2 : 64;
+    void *more = realloc(e->fifos, (size_t)cap * sizeof(*e->fifos));
+    if (more == NULL) {
+      snprintf(err, errlen, "out of memory for %d FIFOs", cap);
+      return 0;
+    }
+    e->fifos = more;
+    e->fifos_cap = cap;
   }
   gcoll_cu_result r = e->cu->mem_host_register(
       f, e->fifo_map_bytes, GCOLL_CU_MEMHOSTREGISTER_PORTABLE | GCOLL_CU_MEMHOSTREGISTER_DEVICEMAP);
@@ -233,8 +239,54 @@ static void destroy(struct gcoll_exec *e) {
   if (e->ctx_retained) e->cu->ctx_set_current(e->ctx);
   gcoll_cuda_exec_destroy(e->cuda); /* waits for what is in flight */
   for (int i = 0; i < e->nfifos; i++) e->cu->mem_host_unregister(e->fifos[i].host);
+  free(e->fifos);
   if (e->ctx_retained) e->cu->primary_ctx_release(e->dev);
   free(e);
+}
+
+_Static_assert((int)GCOLL_EXEC_P2P_SEND == (int)GCOLL_CUDA_P2P_SEND &&
+                   (int)GCOLL_EXEC_P2P_RECV == (int)GCOLL_CUDA_P2P_RECV &&
+                   (int)GCOLL_EXEC_P2P_COPY == (int)GCOLL_CUDA_P2P_COPY,
+               "send/recv kinds");
+
+/* Send/recv: each FIFO as the GPU sees it (registered on first sight),
+ * the buffers as they are (device memory). */
+static gcollResult_t cuda_launch_p2p(struct gcoll_exec *e, const struct gcoll_exec_p2p_op *ops,
+                                     int nops, void *const *streams, int nstreams, char *err,
+                                     size_t errlen) {
+  if (nstreams < 1 || nstreams > nops + 1) {
+    snprintf(err, errlen, "%d streams for %d send/recv operations", nstreams, nops);
+    return gcollInvalidArgument;
+  }
+  struct gcoll_cuda_p2p_op *dev = calloc((size_t)nops + 1, sizeof(*dev));
+  gcoll_cu_stream *s = calloc((size_t)nstreams, sizeof(*s));
+  if (dev == NULL || s == NULL) {
+    free(dev);
+    free(s);
+    snprintf(err, errlen, "out of memory for %d send/recv operations", nops);
+    return gcollSystemError;
+  }
+  e->cu->ctx_set_current(e->ctx);
+  for (int i = 0; i < nstreams; i++) s[i] = (gcoll_cu_stream)streams[i];
+  /* Before any registration, which a capture would refuse. */
+  gcollResult_t r = gcoll_cuda_exec_p2p_streams_ok(e->cuda, s, nstreams, err, errlen);
+  for (int i = 0; i < nops && r == gcollSuccess; i++) {
+    const struct gcoll_exec_p2p_op *o = &ops[i];
+    dev[i] = (struct gcoll_cuda_p2p_op){
+        .buf = (uint64_t)(uintptr_t)(o->kind == GCOLL_EXEC_P2P_RECV ? o->dst : o->src),
+        .dst = (uint64_t)(uintptr_t)(o->kind == GCOLL_EXEC_P2P_COPY ? o->dst : NULL),
+        .bytes = o->bytes, .seq = o->seq, .kind = (int32_t)o->kind, .peer = o->peer,
+        .queue = o->queue};
+    if (o->kind != GCOLL_EXEC_P2P_COPY) {
+      err[0] = '\0';
+      dev[i].fifo = device_view(e, o->fifo, err, errlen);
+      if (dev[i].fifo == 0) r = gcollUnhandledCudaError;
+    }
+  }
+  if (r == gcollSuccess) r = gcoll_cuda_exec_launch_p2p(e->cuda, dev, nops, s, nstreams, err, errlen);
+  free(dev);
+  free(s);
+  return r;
 }
 
 const struct gcoll_exec_ops gcoll_exec_cuda_ops = {
@@ -244,6 +296,7 @@ const struct gcoll_exec_ops gcoll_exec_cuda_ops = {
     .launch = cuda_launch,
     .poll = cuda_poll,
     .wait = cuda_wait,
+    .launch_p2p = cuda_launch_p2p,
     .abort = cuda_abort,
     .destroy = destroy,
 };

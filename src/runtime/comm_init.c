@@ -534,7 +534,7 @@ gcollResult_t gcollCommGetAsyncError(gcollComm_t comm, gcollResult_t *async_erro
     if (r == gcollInProgress) r = gcollSuccess;
     if (r != gcollSuccess) {
       *async_error = r;
-      gcoll_comm_explain(comm, "a queued collective", r, err);
+      gcoll_comm_explain(comm, "work queued on the GPU", r, err);
       return gcollSuccess;
     }
   }

@@ -67,29 +67,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/p2p_wire.h"
 #include "kernels/reduce.h"
 #include "kernels/wait.h"
 #include "runtime/comm.h"
 #include "runtime/comm_p2p.h"
 #include "runtime/proxy.h"
+#include "runtime/settings.h"
 #ifdef HAVE_CUDA
 #include "kernels/cuda_loader.h"
 #endif
 
-#define P2P_MAGIC 0x50325047u /* "GP2P" */
-#define P2P_HEADER_BYTES 64u
 /* The sender looks for a missing address at growing intervals up to this,
  * so a receive posted late costs at most this much latency once. */
 #define P2P_ADDR_POLL_MAX_MS 32u
 
-struct p2p_header {
-  uint32_t magic;
-  int32_t sender;
-  uint64_t seq;
-  uint64_t bytes;
-  unsigned char reserved[P2P_HEADER_BYTES - 24];
-};
-_Static_assert(sizeof(struct p2p_header) == P2P_HEADER_BYTES, "p2p header size");
 
 enum conn_state { CONN_NONE = 0, CONN_WAIT_ADDR, CONN_READY };
 
@@ -105,6 +97,8 @@ struct p2p_conn {
 
 struct gcoll_p2p {
   struct p2p_conn *send, *recv; /* per peer rank */
+  int kernel_queued;            /* device runs queued since the host last waited for them */
+  int kernel_said;              /* the INFO line about the first one was written */
 };
 
 /* Where one operation stands during a run. */
@@ -116,7 +110,7 @@ struct op_run {
   uint64_t off;             /* header and data bytes moved */
   uint64_t total;           /* receiver: known once the header arrived */
   int have_header;
-  struct p2p_header hdr;
+  struct gcoll_p2p_header hdr;
   gcollResult_t mismatch;   /* receiver: a size mismatch, reported at the end */
   char why[384];
   struct p2p_gpu *gpu;      /* the run's driver state for a device buffer; NULL: host */
@@ -291,6 +285,23 @@ static gcollResult_t gpu_self_copy(const struct op_run *s, const struct op_run *
   return rc;
 }
 
+/* Send/recv on device buffers cannot be captured into a CUDA graph: the
+ * staging thread moves them now, and the GPU's messages are numbered when
+ * queued (a replay would repeat the numbers). Refused before anything
+ * moves or connects, on every rank alike. */
+static gcollResult_t refuse_capture(const struct gcoll_cuda_api *cu, const struct gcoll_p2p_op *op,
+                                    const char *what) {
+  int capture = GCOLL_CU_STREAM_CAPTURE_STATUS_NONE;
+  if (op->device < 0 || cu->stream_is_capturing(op->stream, &capture) != GCOLL_CU_SUCCESS ||
+      capture == GCOLL_CU_STREAM_CAPTURE_STATUS_NONE)
+    return gcollSuccess;
+  return gcoll_fail(gcollInvalidUsage, "%s: %s on device buffers cannot be captured into a CUDA "
+                    "graph (the messages are moved or numbered when queued); the stream is %s",
+                    what, op->is_send ? "gcollSend" : "gcollRecv",
+                    capture == GCOLL_CU_STREAM_CAPTURE_STATUS_ACTIVE ? "capturing"
+                                                                     : "in an invalidated capture");
+}
+
 /* Before a run with device buffers: the driver, a context for each GPU
  * (the caller's, or the primary one retained), the communicators' earlier
  * device collectives done, and each distinct (GPU, stream) of the device
@@ -364,14 +375,10 @@ static gcollResult_t gpu_begin(struct op_run *runs, int n, struct gcollComm **co
     /* The calling thread stages device send/recv through the host FIFOs
      * right now, so there is nothing a CUDA graph could replay: refused
      * before the synchronisation below would invalidate the capture. */
-    int capture = GCOLL_CU_STREAM_CAPTURE_STATUS_NONE;
-    if (res == GCOLL_CU_SUCCESS) res = cu->stream_is_capturing(r->op->stream, &capture);
-    if (res == GCOLL_CU_SUCCESS && capture != GCOLL_CU_STREAM_CAPTURE_STATUS_NONE)
-      return gcoll_fail(gcollInvalidUsage, "%s: %s on device buffers cannot be captured into a "
-                        "CUDA graph (gcoll stages them through the calling thread); the stream "
-                        "is %s", what, r->op->is_send ? "gcollSend" : "gcollRecv",
-                        capture == GCOLL_CU_STREAM_CAPTURE_STATUS_ACTIVE ? "capturing"
-                                                                         : "in an invalidated capture");
+    if (res == GCOLL_CU_SUCCESS) {
+      gcollResult_t rc = refuse_capture(cu, r->op, what);
+      if (rc != gcollSuccess) return rc;
+    }
     if (res == GCOLL_CU_SUCCESS) res = cu->stream_synchronize(r->op->stream);
     if (res != GCOLL_CU_SUCCESS)
       return gcoll_fail(gcollUnhandledCudaError, "%s: %s %s rank %d: cuStreamSynchronize of %s "
@@ -435,34 +442,34 @@ static gcollResult_t gpu_end(struct p2p_gpu *g, gcollResult_t rc, const char *wh
 /* ---- moving messages -------------------------------------------------------- */
 
 /* Bytes [off, off+n) of the stream header || data into dst. */
-static void stream_out(char *dst, uint64_t off, size_t n, const struct p2p_header *h,
+static void stream_out(char *dst, uint64_t off, size_t n, const struct gcoll_p2p_header *h,
                        const char *data) {
-  if (off < P2P_HEADER_BYTES) {
-    size_t k = P2P_HEADER_BYTES - off < n ? P2P_HEADER_BYTES - off : n;
+  if (off < GCOLL_P2P_HEADER_BYTES) {
+    size_t k = GCOLL_P2P_HEADER_BYTES - off < n ? GCOLL_P2P_HEADER_BYTES - off : n;
     memcpy(dst, (const char *)h + off, k);
     dst += k, off += k, n -= k;
   }
-  if (n > 0) memcpy(dst, data + (off - P2P_HEADER_BYTES), n);
+  if (n > 0) memcpy(dst, data + (off - GCOLL_P2P_HEADER_BYTES), n);
 }
 
 /* stream_out from r's device send buffer: the header from the host, the
  * data with one driver copy. */
 static gcollResult_t stream_out_device(const struct op_run *r, char *dst, size_t n) {
   uint64_t off = r->off;
-  if (off < P2P_HEADER_BYTES) {
-    size_t k = P2P_HEADER_BYTES - off < n ? P2P_HEADER_BYTES - off : n;
+  if (off < GCOLL_P2P_HEADER_BYTES) {
+    size_t k = GCOLL_P2P_HEADER_BYTES - off < n ? GCOLL_P2P_HEADER_BYTES - off : n;
     memcpy(dst, (const char *)&r->hdr + off, k);
     dst += k, off += k, n -= k;
   }
   if (n == 0) return gcollSuccess;
-  return gpu_copy(r, dst, (const char *)r->op->sendbuf + (off - P2P_HEADER_BYTES), n, GPU_DTOH);
+  return gpu_copy(r, dst, (const char *)r->op->sendbuf + (off - GCOLL_P2P_HEADER_BYTES), n, GPU_DTOH);
 }
 
 static gcollResult_t send_steps(struct gcollComm *comm, struct op_run *r, int *moved) {
   struct gcoll_fifo *f = r->pc->c.fifo;
-  uint64_t total = P2P_HEADER_BYTES + r->op->bytes;
+  uint64_t total = GCOLL_P2P_HEADER_BYTES + r->op->bytes;
   if (r->off == 0)
-    r->hdr = (struct p2p_header){.magic = P2P_MAGIC, .sender = comm->rank, .seq = r->pc->seq,
+    r->hdr = (struct gcoll_p2p_header){.magic = GCOLL_P2P_MAGIC, .sender = comm->rank, .seq = r->pc->seq,
                                  .bytes = r->op->bytes};
   while (r->off < total) {
     uint64_t tail = atomic_load_explicit(&f->tail, memory_order_relaxed);
@@ -493,14 +500,14 @@ static gcollResult_t send_steps(struct gcollComm *comm, struct op_run *r, int *m
 static gcollResult_t take_header(struct gcollComm *comm, struct op_run *r, const void *step) {
   const struct gcoll_p2p_op *op = r->op;
   memcpy(&r->hdr, step, sizeof(r->hdr));
-  if (r->hdr.magic != P2P_MAGIC || r->hdr.sender != op->peer || r->hdr.seq != r->pc->seq ||
-      r->hdr.bytes > UINT64_MAX - P2P_HEADER_BYTES)
+  if (r->hdr.magic != GCOLL_P2P_MAGIC || r->hdr.sender != op->peer || r->hdr.seq != r->pc->seq ||
+      r->hdr.bytes > UINT64_MAX - GCOLL_P2P_HEADER_BYTES)
     return gcoll_fail(gcollInternalError,
                       "gcollRecv from rank %d: message %llu has a bad header (magic %08x, "
                       "sender %d, number %llu)", op->peer, (unsigned long long)r->pc->seq,
                       r->hdr.magic, r->hdr.sender, (unsigned long long)r->hdr.seq);
   r->have_header = 1;
-  r->total = P2P_HEADER_BYTES + r->hdr.bytes;
+  r->total = GCOLL_P2P_HEADER_BYTES + r->hdr.bytes;
   if (r->hdr.bytes != op->bytes) {
     r->mismatch = gcollInvalidUsage;
     snprintf(r->why, sizeof(r->why),
@@ -525,7 +532,7 @@ static gcollResult_t recv_steps(struct gcollComm *comm, struct op_run *r, int *m
     size_t n = f->nbytes[slot];
     const char *data = gcoll_fifo_simple_slot(f, head);
     if (f->proto[slot] != GCOLL_PROTO_SIMPLE || n == 0 || n > f->slot_bytes ||
-        (!r->have_header && n < P2P_HEADER_BYTES) || (r->have_header && n > r->total - r->off))
+        (!r->have_header && n < GCOLL_P2P_HEADER_BYTES) || (r->have_header && n > r->total - r->off))
       return gcoll_fail(gcollInternalError, "gcollRecv from rank %d: malformed step %llu "
                         "(%zu bytes, protocol %u)", r->op->peer, (unsigned long long)head, n,
                         f->proto[slot]);
@@ -539,12 +546,12 @@ static gcollResult_t recv_steps(struct gcollComm *comm, struct op_run *r, int *m
     if (r->mismatch == gcollSuccess) {
       uint64_t off = r->off;
       size_t k = n;
-      if (off < P2P_HEADER_BYTES) {
-        k -= P2P_HEADER_BYTES - off;
-        data += P2P_HEADER_BYTES - off;
-        off = P2P_HEADER_BYTES;
+      if (off < GCOLL_P2P_HEADER_BYTES) {
+        k -= GCOLL_P2P_HEADER_BYTES - off;
+        data += GCOLL_P2P_HEADER_BYTES - off;
+        off = GCOLL_P2P_HEADER_BYTES;
       }
-      char *to = (char *)r->op->recvbuf + (off - P2P_HEADER_BYTES);
+      char *to = (char *)r->op->recvbuf + (off - GCOLL_P2P_HEADER_BYTES);
       if (k > 0 && r->gpu == NULL) memcpy(to, data, k);
       else if (k > 0) {
         gcollResult_t rc = gpu_copy(r, to, data, k, GPU_HTOD);
@@ -564,15 +571,20 @@ static gcollResult_t recv_steps(struct gcollComm *comm, struct op_run *r, int *m
 
 /* ---- one run ---------------------------------------------------------------- */
 
-/* Sends and receives to self are copies, paired in call order. */
-static gcollResult_t run_self(struct op_run *runs, int n) {
+/* Sends and receives to self pair up in call order: partner[i] gets, for
+ * a self send i, its receive (the k-th send to self meets the k-th
+ * receive from self of the same communicator); -1 elsewhere. */
+static gcollResult_t match_self(const struct op_run *runs, int n, int *partner) {
+  for (int i = 0; i < n; i++) partner[i] = -1;
   for (int i = 0; i < n; i++) {
     const struct gcoll_p2p_op *s = runs[i].op;
-    if (!s->is_send || s->peer != s->comm->rank || runs[i].done) continue;
+    if (!s->is_send || s->peer != s->comm->rank) continue;
     int j = 0;
     for (; j < n; j++) {
       const struct gcoll_p2p_op *q = runs[j].op;
-      if (!q->is_send && q->comm == s->comm && q->peer == q->comm->rank && !runs[j].done) break;
+      int taken = 0;
+      for (int k = 0; k < i && !taken; k++) taken = partner[k] == j;
+      if (!q->is_send && q->comm == s->comm && q->peer == q->comm->rank && !taken) break;
     }
     if (j == n)
       return gcoll_fail(gcollInvalidUsage, "gcollSend to self (rank %d) has no matching gcollRecv "
@@ -582,20 +594,36 @@ static gcollResult_t run_self(struct op_run *runs, int n) {
       return gcoll_fail(gcollInvalidUsage, "gcollRecv of %zu bytes from self (rank %d) met a "
                         "gcollSend of %zu bytes: counts and types must agree", q->bytes, q->peer,
                         s->bytes);
-    if (s->bytes > 0 && runs[i].gpu == NULL && runs[j].gpu == NULL)
-      memmove(q->recvbuf, s->sendbuf, s->bytes);
-    else if (s->bytes > 0) {
-      gcollResult_t rc = gpu_self_copy(&runs[i], &runs[j]);
-      if (rc != gcollSuccess) return rc;
-    }
-    runs[i].done = runs[j].done = 1;
+    partner[i] = j;
   }
-  for (int j = 0; j < n; j++)
-    if (!runs[j].done && runs[j].pc == NULL)
+  for (int j = 0; j < n; j++) {
+    const struct gcoll_p2p_op *q = runs[j].op;
+    int taken = 0;
+    for (int k = 0; k < n && !taken; k++) taken = partner[k] == j;
+    if (!q->is_send && q->peer == q->comm->rank && !taken)
       return gcoll_fail(gcollInvalidUsage, "gcollRecv from self (rank %d) has no matching "
                         "gcollSend to self: both must be in one gcollGroupStart/gcollGroupEnd",
-                        runs[j].op->peer);
+                        q->peer);
+  }
   return gcollSuccess;
+}
+
+/* Sends and receives to self are copies. */
+static gcollResult_t run_self(struct op_run *runs, int n) {
+  int *partner = malloc((size_t)n * sizeof(*partner));
+  if (partner == NULL) return gcoll_fail(gcollSystemError, "out of memory for %d operations", n);
+  gcollResult_t rc = match_self(runs, n, partner);
+  for (int i = 0; i < n && rc == gcollSuccess; i++) {
+    if (partner[i] < 0) continue;
+    struct op_run *s = &runs[i], *q = &runs[partner[i]];
+    if (s->op->bytes > 0 && s->gpu == NULL && q->gpu == NULL)
+      memmove(q->op->recvbuf, s->op->sendbuf, s->op->bytes);
+    else if (s->op->bytes > 0)
+      rc = gpu_self_copy(s, q);
+    s->done = q->done = 1;
+  }
+  free(partner);
+  return rc;
 }
 
 /* The operation a failed run blames: the first one still pending. */
@@ -606,7 +634,7 @@ static void describe_pending(const struct op_run *r, char *buf, size_t len) {
   else if (op->is_send)
     snprintf(buf, len, "gcollSend of %zu bytes to rank %d: rank %d took %llu of %llu bytes",
              op->bytes, op->peer, op->peer, (unsigned long long)r->off,
-             (unsigned long long)(P2P_HEADER_BYTES + op->bytes));
+             (unsigned long long)(GCOLL_P2P_HEADER_BYTES + op->bytes));
   else
     snprintf(buf, len, "gcollRecv of %zu bytes from rank %d: got %llu bytes (header included)",
              op->bytes, op->peer, (unsigned long long)r->off);
@@ -656,7 +684,9 @@ static void wake_proxies(struct gcollComm **comms, int ncomms) {
     if (comms[i]->has_net) gcoll_proxy_wake(comms[i]->proxy);
 }
 
-static gcollResult_t prepare(struct op_run *runs, const struct gcoll_p2p_op *ops, int n) {
+/* Every operation's connection: receive ends made, sends looking for
+ * their receiver's address. */
+static gcollResult_t prepare_conns(struct op_run *runs, const struct gcoll_p2p_op *ops, int n) {
   for (int i = 0; i < n; i++) {
     struct op_run *r = &runs[i];
     r->op = &ops[i];
@@ -670,12 +700,13 @@ static gcollResult_t prepare(struct op_run *runs, const struct gcoll_p2p_op *ops
       if (runs[j].pc == r->pc) r->after = j;
     if ((rc = prepare_conn(comm, &ops[i], r->pc)) != gcollSuccess) return rc;
   }
-  return run_self(runs, n);
+  return gcollSuccess;
 }
 
 static gcollResult_t run_ops(struct op_run *runs, const struct gcoll_p2p_op *ops, int n,
                              struct gcollComm **comms, int ncomms, const char *what) {
-  gcollResult_t rc = prepare(runs, ops, n);
+  gcollResult_t rc = prepare_conns(runs, ops, n);
+  if (rc == gcollSuccess) rc = run_self(runs, n);
   if (rc != gcollSuccess) return rc;
   uint64_t timeout_ms = 0;
   for (int i = 0; i < ncomms; i++)
@@ -719,13 +750,210 @@ static gcollResult_t run_ops(struct op_run *runs, const struct gcoll_p2p_op *ops
   return gcollSuccess;
 }
 
+/* ---- device runs on the GPU ----------------------------------------------------- */
+
+/* The host moves data on connections only after the device runs queued on
+ * them have finished: the two never share a FIFO at once. */
+static gcollResult_t wait_device_runs(struct gcollComm **comms, int ncomms, const char *what) {
+  for (int c = 0; c < ncomms; c++) {
+    struct gcollComm *comm = comms[c];
+    if (comm->p2p == NULL || !comm->p2p->kernel_queued) continue;
+    char err[512];
+    gcollResult_t rc = comm->exec[GCOLL_EXEC_CUDA].ops->wait(comm->exec[GCOLL_EXEC_CUDA].e, err,
+                                                              sizeof(err));
+    if (rc != gcollSuccess) return gcoll_comm_explain(comm, what, rc, err);
+    comm->p2p->kernel_queued = 0;
+  }
+  return gcollSuccess;
+}
+
+#ifdef HAVE_CUDA
+/* Whether the GPU runs this run itself (gcoll_cuda_p2p, queued on the
+ * streams): every operation on device memory of its communicator's GPU (a
+ * zero-byte one without a buffer goes with any), each communicator with
+ * some device operation, and GCOLL_P2P_KERNEL not 0. Otherwise the calling
+ * thread stages device memory through the host, blocking. */
+static int on_gpu(const struct gcoll_p2p_op *ops, int n, struct gcollComm **comms, int ncomms) {
+  const char *setting = gcoll_setting("GCOLL_P2P_KERNEL");
+  const struct gcoll_exec_ops *cuda = gcoll_exec_ops_of(GCOLL_EXEC_CUDA);
+  if ((setting != NULL && strcmp(setting, "0") == 0) || cuda == NULL || cuda->launch_p2p == NULL)
+    return 0;
+  for (int c = 0; c < ncomms; c++) {
+    struct gcollComm *comm = comms[c];
+    int dev = -1;
+    for (int i = 0; i < n; i++) {
+      const struct gcoll_p2p_op *op = &ops[i];
+      if (op->comm != comm) continue;
+      if (op->device < 0 && (op->bytes > 0 || (op->is_send ? op->sendbuf : op->recvbuf) != NULL))
+        return 0;
+      if (op->device >= 0 && dev >= 0 && op->device != dev) return 0;
+      if (op->device >= 0) dev = op->device;
+    }
+    if (dev < 0) return 0;
+    /* One device per rank, as for collectives (comm_coll.c). */
+    if (comm->exec[GCOLL_EXEC_CUDA].e == NULL && !comm->fifos_on_device) comm->cuda_device = dev;
+    if (dev != comm->cuda_device) return 0;
+  }
+  return 1;
+}
+
+/* Every send attached to its receiver (whose address comes when it posts
+ * its receive): the GPU can only write to a FIFO that exists. Bounded by
+ * GCOLL_TIMEOUT without progress, ended by an abort. */
+static gcollResult_t attach_all(struct op_run *runs, int n, struct gcollComm **comms, int ncomms,
+                                const char *what) {
+  uint64_t timeout_ms = 0;
+  for (int i = 0; i < ncomms; i++)
+    if (comms[i]->timeout_ms > timeout_ms) timeout_ms = comms[i]->timeout_ms;
+  uint64_t timeout_ns = timeout_ms > UINT64_MAX / 1000000u ? UINT64_MAX : timeout_ms * 1000000u;
+  struct gcoll_wait w;
+  gcoll_wait_init(&w, NULL, NULL, timeout_ns);
+  for (;;) {
+    int moved = 0;
+    struct op_run *waiting = NULL;
+    uint64_t deadline_ms = gcoll_bootstrap_now_ms() + timeout_ms;
+    for (int i = 0; i < n; i++) {
+      struct op_run *r = &runs[i];
+      if (r->pc == NULL || !r->op->is_send || r->pc->state != CONN_WAIT_ADDR) continue;
+      gcollResult_t rc = try_attach(r->op->comm, r->op->peer, r->pc, deadline_ms, &moved);
+      if (rc != gcollSuccess) return rc;
+      if (r->pc->state == CONN_WAIT_ADDR && waiting == NULL) waiting = r;
+    }
+    if (waiting == NULL) return gcollSuccess;
+    gcollResult_t rc = gcollSuccess;
+    struct gcollComm *failed = waiting->op->comm;
+    for (int i = 0; i < ncomms && rc == gcollSuccess; i++)
+      if ((rc = (gcollResult_t)atomic_load(&comms[i]->abort_word)) != gcollSuccess)
+        failed = comms[i];
+    if (rc == gcollSuccess && moved) {
+      gcoll_wait_init(&w, NULL, NULL, timeout_ns);
+      continue;
+    }
+    if (rc == gcollSuccess) rc = gcoll_wait_round(&w);
+    if (rc != gcollSuccess) {
+      char why[512];
+      snprintf(why, sizeof(why), "gcollSend to rank %d: %s", waiting->op->peer, waiting->pc->why);
+      return gcoll_comm_explain(failed, what, rc, why);
+    }
+  }
+}
+
+/* comm's share of the run as the executor takes it: a queue per
+ * connection (its operations in call order, numbered on the connection
+ * now), a queue per self copy. */
+static gcollResult_t describe(const struct op_run *runs, const int *partner, int n,
+                              struct gcollComm *comm, struct gcoll_exec_p2p_op *out, int *nout,
+                              void **streams, int *nstreams) {
+  const struct p2p_conn **queues = calloc((size_t)n, sizeof(*queues));
+  if (queues == NULL) return gcoll_fail(gcollSystemError, "out of memory for %d operations", n);
+  int nq = 0, m = 0;
+  *nstreams = 0;
+  for (int i = 0; i < n; i++) {
+    const struct op_run *r = &runs[i];
+    const struct gcoll_p2p_op *op = r->op;
+    if (op->comm != comm) continue;
+    int seen = 0;
+    for (int k = 0; k < *nstreams && !seen; k++) seen = streams[k] == op->stream;
+    if (!seen) streams[(*nstreams)++] = op->stream;
+    if (r->pc == NULL && (!op->is_send || partner[i] < 0)) continue; /* a self receive */
+    struct gcoll_exec_p2p_op *d = &out[m++];
+    memset(d, 0, sizeof(*d));
+    d->bytes = op->bytes;
+    d->peer = op->peer;
+    if (r->pc == NULL) {
+      d->kind = GCOLL_EXEC_P2P_COPY;
+      d->src = op->sendbuf;
+      d->dst = runs[partner[i]].op->recvbuf;
+      d->queue = nq++;
+      continue;
+    }
+    int q = 0;
+    while (q < nq && queues[q] != r->pc) q++;
+    if (q == nq) queues[nq++] = r->pc;
+    d->queue = q;
+    d->kind = op->is_send ? GCOLL_EXEC_P2P_SEND : GCOLL_EXEC_P2P_RECV;
+    d->fifo = r->pc->c.fifo;
+    d->src = op->sendbuf;
+    d->dst = op->recvbuf;
+    d->seq = r->pc->seq++;
+  }
+  free(queues);
+  *nout = m;
+  return gcollSuccess;
+}
+
+/* The run queued on the GPU, one launch per communicator; returns once
+ * queued (a failure shows in a later call, gcollCommGetAsyncError or
+ * destroy, as for device collectives). The caller's current context is
+ * current again afterwards. */
+static gcollResult_t run_kernel(struct op_run *runs, const struct gcoll_p2p_op *ops, int n,
+                                struct gcollComm **comms, int ncomms, const char *what) {
+  const struct gcoll_cuda_api *cu = gcoll_cuda_api_get(NULL, 0);
+  if (cu == NULL) return gcoll_fail(gcollUnhandledCudaError, "%s: no CUDA driver", what);
+  gcoll_cu_context prev = NULL;
+  if (cu->ctx_get_current(&prev) != GCOLL_CU_SUCCESS) prev = NULL;
+  gcollResult_t rc = gcollSuccess;
+  for (int i = 0; i < n && rc == gcollSuccess; i++) rc = refuse_capture(cu, &ops[i], what);
+  if (rc == gcollSuccess) rc = prepare_conns(runs, ops, n);
+  int *partner = malloc((size_t)n * sizeof(*partner));
+  struct gcoll_exec_p2p_op *descs = calloc((size_t)n, sizeof(*descs));
+  void **streams = calloc((size_t)n, sizeof(*streams));
+  if (partner == NULL || descs == NULL || streams == NULL)
+    rc = gcoll_fail(gcollSystemError, "%s: out of memory for %d operations", what, n);
+  if (rc == gcollSuccess) rc = match_self(runs, n, partner);
+  if (rc == gcollSuccess) rc = attach_all(runs, n, comms, ncomms, what);
+  for (int c = 0; c < ncomms && rc == gcollSuccess; c++) {
+    struct gcollComm *comm = comms[c];
+    int m = 0, ns = 0;
+    char err[512];
+    rc = p2p_alloc(comm);   /* a run of self copies made none yet */
+    if (rc == gcollSuccess) rc = describe(runs, partner, n, comm, descs, &m, streams, &ns);
+    if (rc == gcollSuccess) rc = gcoll_comm_executor(comm, GCOLL_EXEC_CUDA);
+    if (rc != gcollSuccess) break;
+    if (comm->has_net) gcoll_proxy_wake(comm->proxy);
+    const struct gcoll_exec_ops *x = comm->exec[GCOLL_EXEC_CUDA].ops;
+    struct gcoll_exec *e = comm->exec[GCOLL_EXEC_CUDA].e;
+    rc = x->launch_p2p(e, descs, m, streams, ns, err, sizeof(err));
+    if (rc == gcollSuccess) {
+      if (!comm->p2p->kernel_said)
+        gcoll_log_info(comm, "send/recv on device buffers: the GPU moves them (%d operations in "
+                       "the first group), queued on the caller's stream", m);
+      comm->p2p->kernel_said = 1;
+      comm->p2p->kernel_queued = 1;
+      rc = x->poll(e, err, sizeof(err));
+      if (rc == gcollInProgress) rc = gcollSuccess;
+    }
+    if (rc != gcollSuccess) rc = gcoll_comm_explain(comm, what, rc, err);
+  }
+  cu->ctx_set_current(prev);
+  free(partner);
+  free(descs);
+  free(streams);
+  return rc;
+}
+#else
+static int on_gpu(const struct gcoll_p2p_op *ops, int n, struct gcollComm **comms, int ncomms) {
+  (void)ops, (void)n, (void)comms, (void)ncomms;
+  return 0;
+}
+
+static gcollResult_t run_kernel(struct op_run *runs, const struct gcoll_p2p_op *ops, int n,
+                                struct gcollComm **comms, int ncomms, const char *what) {
+  (void)runs, (void)ops, (void)n, (void)comms, (void)ncomms;
+  return gcoll_fail(gcollInternalError, "%s: device send/recv in a build without CUDA", what);
+}
+#endif
+
 /* Device buffers are made ready before anything moves (self copies
  * included), and the caller's CUDA state restored after. */
 static gcollResult_t run_locked(struct op_run *runs, const struct gcoll_p2p_op *ops, int n,
                                 struct gcollComm **comms, int ncomms, const char *what) {
   for (int i = 0; i < n; i++) runs[i].op = &ops[i];
+  if (on_gpu(ops, n, comms, ncomms)) return run_kernel(runs, ops, n, comms, ncomms, what);
+  gcollResult_t rc = wait_device_runs(comms, ncomms, what);
+  if (rc != gcollSuccess) return rc;
   struct p2p_gpu *gpu = NULL;
-  gcollResult_t rc = gpu_begin(runs, n, comms, ncomms, what, &gpu);
+  rc = gpu_begin(runs, n, comms, ncomms, what, &gpu);
   if (rc == gcollSuccess) rc = run_ops(runs, ops, n, comms, ncomms, what);
   return gpu_end(gpu, rc, what);
 }
@@ -764,7 +992,7 @@ static gcollResult_t check_p2p(struct gcollComm *comm, const char *name, const v
   if (peer < 0 || peer >= comm->nranks)
     return gcoll_fail(gcollInvalidArgument, "%s: peer %d is not a rank (0..%d)", name, peer,
                       comm->nranks - 1);
-  if (count > (SIZE_MAX - P2P_HEADER_BYTES) / size)
+  if (count > (SIZE_MAX - GCOLL_P2P_HEADER_BYTES) / size)
     return gcoll_fail(gcollInvalidArgument, "%s: count %zu overflows the buffer size", name, count);
   if (buf == NULL && count > 0)
     return gcoll_fail(gcollInvalidArgument, "%s: buffer is NULL with count %zu", name, count);

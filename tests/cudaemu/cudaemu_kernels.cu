@@ -27,6 +27,7 @@
 
 #include "kernels/coll_device.cuh"
 #include "kernels/cuda_fatbin.h"
+#include "kernels/p2p_device.cuh"
 #include "cudaemu.h"
 
 GCOLL_CUDA_FOR_EACH_TYPE(GCOLL_CUDA_DEFINE_REDUCE)
@@ -43,7 +44,8 @@ static const gcoll_cuda_reduce_fn reduce_table[gcollNumTypes][4] = {
 struct emu_block {
   pthread_barrier_t bar;
   int orv[3];
-  struct gcoll_dev_block blk; /* the kernel's __shared__ block state */
+  struct gcoll_dev_block blk;      /* gcoll_cuda_coll's __shared__ block state */
+  struct gcoll_dev_p2p_shared p2p; /* gcoll_cuda_p2p's */
 };
 
 thread_local int gcoll_emu_tid, gcoll_emu_nthreads;
@@ -74,7 +76,7 @@ void gcoll_emu_pause(void) { sched_yield(); }
  * hands thread i block i / threads, thread index i % threads, bumps the
  * generation and waits until all have returned. */
 
-typedef void (*emu_body_fn)(const void *args, unsigned block, struct gcoll_dev_block *blk);
+typedef void (*emu_body_fn)(const void *args, unsigned block, struct emu_block *shared);
 
 struct emu_pool;
 
@@ -126,7 +128,7 @@ static void *emu_thread_main(void *arg) {
     pthread_mutex_unlock(&p->lock);
     emu_cur = b;
     emu_gen = 0;
-    body(args, block, &b->blk);
+    body(args, block, b);
     pthread_mutex_lock(&p->lock);
     if (--p->remaining == 0) pthread_cond_signal(&p->done);
   }
@@ -233,8 +235,9 @@ static gcollResult_t emu_algo(const struct gcoll_cuda_work &w, const struct gcol
 
 /* coll_kernels.cu's gcoll_cuda_coll, with the host tables: the same
  * validation, the same block body. */
-static void coll_body(const void *args, unsigned block, struct gcoll_dev_block *blk) {
+static void coll_body(const void *args, unsigned block, struct emu_block *shared) {
   const struct gcoll_cuda_work &w = *(const struct gcoll_cuda_work *)args;
+  struct gcoll_dev_block *blk = &shared->blk;
   const int coll = w.coll, algo = w.algo;
   const int valid = coll >= 0 && coll < GCOLL_NCOLLS && algo >= 0 && algo < GCOLL_NALGOS &&
                     w.dtype >= 0 && w.dtype < gcollNumTypes && w.op >= 0 &&
@@ -328,8 +331,48 @@ static int run_coll(void *const *params, unsigned grid, unsigned threads) {
   return run_grid(w, grid, threads, coll_body);
 }
 
+/* ---- gcoll_cuda_p2p ----------------------------------------------------------- */
+
+static void p2p_body(const void *args, unsigned block, struct emu_block *shared) {
+  gcoll_dev_p2p_block_main(*(const struct gcoll_cuda_p2p_work *)args, (int)block, &shared->p2p);
+}
+
+/* Everything gcoll_cuda_p2p dereferences (p2p_device.cuh): its operations,
+ * their FIFOs and buffers. */
+static int check_p2p_args(const struct gcoll_cuda_p2p_work &w, unsigned grid) {
+  int bad = 0;
+  bad |= reach("status", -1, w.status, (uint64_t)grid * sizeof(struct gcoll_cuda_status));
+  if (w.abort_word != 0) bad |= reach("abort word", -1, w.abort_word, sizeof(int32_t));
+  if (w.local_abort != 0) bad |= reach("local abort word", -1, w.local_abort, sizeof(int32_t));
+  if (w.nops < 0 || bad) return bad;
+  bad |= reach("send/recv operations", -1, w.ops,
+               (uint64_t)w.nops * sizeof(struct gcoll_cuda_p2p_op));
+  if (bad) return bad;
+  const struct gcoll_cuda_p2p_op *ops = (const struct gcoll_cuda_p2p_op *)(uintptr_t)w.ops;
+  for (int i = 0; i < w.nops; i++) {
+    const struct gcoll_cuda_p2p_op &o = ops[i];
+    if (o.kind == GCOLL_CUDA_P2P_COPY) {
+      bad |= reach("copy source", -1, o.buf, o.bytes);
+      bad |= reach("copy target", -1, o.dst, o.bytes);
+      continue;
+    }
+    bad |= reach_fifo(o.kind == GCOLL_CUDA_P2P_SEND ? "FIFO to the receiver"
+                                                    : "FIFO from the sender", -1, o.fifo);
+    bad |= reach(o.kind == GCOLL_CUDA_P2P_SEND ? "send buffer" : "receive buffer", -1, o.buf,
+                 o.bytes);
+  }
+  return bad;
+}
+
+static int run_p2p(void *const *params, unsigned grid, unsigned threads) {
+  const struct gcoll_cuda_p2p_work *w = (const struct gcoll_cuda_p2p_work *)params[0];
+  if (check_p2p_args(*w, grid) != 0) return 700; /* CUDA_ERROR_ILLEGAL_ADDRESS */
+  return run_grid(w, grid, threads, p2p_body);
+}
+
 extern "C" const struct cudaemu_kernel cudaemu_kernel_table[] = {
     {GCOLL_CUDA_KERNEL_NAME, 1, {sizeof(struct gcoll_cuda_work)}, run_coll},
+    {GCOLL_CUDA_P2P_KERNEL_NAME, 1, {sizeof(struct gcoll_cuda_p2p_work)}, run_p2p},
 };
 extern "C" const int cudaemu_kernel_count =
     (int)(sizeof(cudaemu_kernel_table) / sizeof(cudaemu_kernel_table[0]));

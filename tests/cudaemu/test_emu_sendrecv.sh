@@ -1,8 +1,10 @@
 #!/bin/bash
 # gcollSend/gcollRecv on device buffers, on the emulated GPU (libcudaemu.so
-# through $GCOLL_CUDA_DRIVER), with real processes under gcollrun: the
-# calling thread stages device memory through the host FIFOs with the
-# driver's copies. `p2p_check --device exchange` compares every received
+# through $GCOLL_CUDA_DRIVER), with real processes under gcollrun: groups of
+# device buffers only are queued on the stream and moved by the GPU
+# (gcoll_cuda_p2p); groups mixing host and device memory, and
+# GCOLL_P2P_KERNEL=0, are staged by the calling thread through the host
+# FIFOs with the driver's copies. `p2p_check --device exchange` compares every received
 # byte with what the sender generated (a function of sender, receiver,
 # message and seed): every datatype, sizes 0, 1, primes and messages of
 # many FIFO slots (GCOLL_SLOT_BYTES=4096), ring and all-pairs in groups,
@@ -10,7 +12,10 @@
 # against work queued just before and after, the result of a queued device
 # allreduce, and a host buffer with a stream refused; over shm, and over
 # net/socket and the proxy between virtual nodes; with two emulated GPUs, a
-# call on GPU 0's buffers while GPU 1's context is current.
+# call on GPU 0's buffers while GPU 1's context is current. `--device
+# async` checks the queued side: a send returns before its late receiver
+# took it, a size mismatch, a dead peer and an abort reported while the GPU
+# waits.
 set -u
 top_builddir=${top_builddir:-.}
 EMU=$top_builddir/tests/cudaemu/.libs/libcudaemu.so
@@ -64,6 +69,40 @@ elif [ "$(grep -c "^rank [0-9]*: ring on GPU 0 with GPU 1's context current: ok"
 else
   bad "... calls on GPU 0's buffers with GPU 1's context current"
 fi
+
+# The same exchanges staged by the calling thread (GCOLL_P2P_KERNEL=0), the
+# path mixed host/device groups always take.
+GCOLL_P2P_KERNEL=0 device "2 ranks staged by the host (GCOLL_P2P_KERNEL=0)" 4096 -n 2
+GCOLL_P2P_KERNEL=0 device "4 ranks on 2 virtual nodes staged by the host" 4096 -n 4 --nodes 2
+# Device-only groups are the GPU's (an INFO line says so once per communicator).
+GCOLL_DEBUG=INFO GCOLL_SLOT_BYTES=4096 timeout 120 "$RUN" -n 2 "$CHECK" --device exchange \
+  >"$tmp/out" 2>&1
+if [ "$(grep -c 'send/recv on device buffers: the GPU moves them' "$tmp/out")" -eq 2 ]; then
+  ok "device-only groups run on the GPU (gcoll_cuda_p2p), by the INFO line of each rank"
+else
+  bad "no INFO line saying the GPU moves device send/recv"; tail -5 "$tmp/out"
+fi
+
+# async MODE LINE GCOLLRUN-ARGS...: p2p_check --device async MODE prints LINE
+# (a regex). die exits with the killed rank's status, as gcollrun reports it.
+async() {
+  local mode=$1 want=$2; shift 2
+  local start=$SECONDS
+  GCOLL_SLOT_BYTES=4096 timeout 60 "$RUN" "$@" "$CHECK" --device async "$mode" >"$tmp/out" 2>&1
+  local rc=$?
+  if { [ $rc -eq 0 ] || [ "$mode" = die ]; } && grep -qE "$want" "$tmp/out"; then
+    ok "async $mode ($*): $(grep -m1 -E "$want" "$tmp/out") ($((SECONDS - start)) s)"
+  else
+    bad "async $mode ($*): exit $rc"; tail -8 "$tmp/out"
+  fi
+}
+async queue "^rank 0: a 4 MiB device send returned no error after 0\.[0-9]+ s" -n 2
+async queue "^rank 0: a 4 MiB device send returned no error after 0\.[0-9]+ s" -n 2 --nodes 2
+async mismatch "^rank 1: call no error, then async error invalid usage.*met a send of 100 bytes" -n 2
+async die "^rank 0: a device receive from a dead rank: call no error, async error remote.*rank 1" -n 2
+async die "^rank 0: a device receive from a dead rank: call no error, async error remote.*rank 1" \
+  -n 2 --nodes 2
+async abort "^rank 0: a device receive nobody sends to, aborted: call no error, stream done \(0\)" -n 2
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -34,6 +34,10 @@
  *                          fails within GCOLL_TIMEOUT. MODE fresh: the first
  *                          message (no connection yet); big: a message larger
  *                          than the connection's buffer after one that worked
+ *   p2p_check --device async queue|mismatch|die|abort
+ *                          device send/recv as queued GPU work: returns at
+ *                          once, failures reported asynchronously (see
+ *                          dev_async)
  *   p2p_check badargs      invalid arguments and group misuse are refused
  *   p2p_check abort        gcollCommAbort from another thread ends a receive
  *                          nobody sends to
@@ -387,7 +391,13 @@ static unsigned char *put_recv(struct dbufs *b, int on_dev, int blk, size_t byte
 static long check_recv(struct dbufs *b, int on_dev, const unsigned char *p, size_t count,
                        size_t es, int src, uint64_t msg, uint64_t seed) {
   size_t bytes = count * es;
-  if (on_dev) cuda_or_die(cu->memcpy_dtoh(b->got, DPTR(p), bytes + 64), "cuMemcpyDtoH");
+  /* Device send/recv is queued on the stream (as NCCL's): the caller
+   * synchronizes it before reading (the legacy stream too, for mode 1). */
+  if (on_dev) {
+    cuda_or_die(cu->stream_synchronize(dstream), "cuStreamSynchronize");
+    cuda_or_die(cu->stream_synchronize(NULL), "cuStreamSynchronize(legacy)");
+    cuda_or_die(cu->memcpy_dtoh(b->got, DPTR(p), bytes + 64), "cuMemcpyDtoH");
+  }
   else memcpy(b->got, p, bytes + 64);
   long wrong = wrong_bytes(b->got, count, es, src, rank, msg, seed, b->scratch);
   for (size_t i = 0; i < 64; i++) wrong += b->got[bytes + i] != 0xa5;
@@ -483,6 +493,7 @@ static long dev_self(gcollComm_t comm, struct dbufs *b, uint64_t seed) {
     gcollRecv(dst, counts[0], gcollInt64, rank, comm, dstream);
     gcollSend(src, counts[0], gcollInt64, rank, comm, dstream);
     if (check_gcoll(gcollGroupEnd(), "device self, overlapping")) return -1;
+    cuda_or_die(cu->stream_synchronize(dstream), "cuStreamSynchronize");
     cuda_or_die(cu->memcpy_dtoh(b->got, DPTR(dst), n), "cuMemcpyDtoH");
     long w = wrong_bytes(b->got, counts[0], 8, rank, rank, 60 + (uint64_t)up, seed, b->scratch);
     if (w) fprintf(stderr, "rank %d: self copy moved %s: %ld wrong\n", rank, up ? "up" : "down", w);
@@ -684,9 +695,124 @@ static int dev_exchange(gcollComm_t comm) {
   free(hjunk);
   return wrong ? 1 : 0;
 }
+
+/* The asynchronous side of device send/recv (queued on the stream, moved by
+ * the GPU), on ranks 0 and 1 after one exchange connected them:
+ *   queue     rank 1 posts its receive 2 s late; rank 0's 4 MiB send (many
+ *             times the connection's buffer) returns at once, and its
+ *             stream is done only once rank 1 received; the data is right
+ *   mismatch  rank 1 receives 200 bytes of rank 0's 100: the kernel ends
+ *             (no hang) and rank 1's gcollCommGetAsyncError reports
+ *             gcollInvalidUsage naming the sizes; rank 0 is fine
+ *   die       rank 1 SIGKILLs itself while rank 0's receive waits on the
+ *             GPU: gcollCommGetAsyncError reports gcollRemoteError naming
+ *             rank 1 within 10 s
+ *   abort     gcollCommAbort from another thread stops rank 0's receive
+ *             that nobody sends to: its stream is done within 5 s */
+static int dev_async(gcollComm_t comm, const char *mode) {
+  if (nranks < 2) return 2;
+  dev_open();
+  const size_t big = 4u << 20;
+  unsigned char *dsend = dev_alloc(big), *drecv = dev_alloc(big), *h = xmalloc(big),
+                *scratch = xmalloc(big), *got = xmalloc(big);
+  int peer = rank == 0 ? 1 : 0;
+  /* Connected both ways first: a first send waits for its receiver's address. */
+  if (rank < 2) {
+    gcollGroupStart();
+    gcollSend(dsend, 16, gcollUint8, peer, comm, dstream);
+    gcollRecv(drecv, 16, gcollUint8, peer, comm, dstream);
+    if (check_gcoll(gcollGroupEnd(), "connecting exchange")) return 1;
+    cuda_or_die(cu->stream_synchronize(dstream), "cuStreamSynchronize");
+  }
+  int status = 1;
+  gcollResult_t async = gcollSuccess;
+  if (strcmp(mode, "queue") == 0) {
+    if (rank == 0) {
+      fill(h, big, 1, 0, 1, 9, 77);
+      cuda_or_die(cu->memcpy_htod(DPTR(dsend), h, big), "cuMemcpyHtoD");
+      double t0 = now_s();
+      gcollResult_t rc = gcollSend(dsend, big, gcollUint8, 1, comm, dstream);
+      double queued = now_s() - t0;
+      cuda_or_die(cu->stream_synchronize(dstream), "cuStreamSynchronize");
+      double done = now_s() - t0;
+      printf("rank 0: a 4 MiB device send returned %s after %.2f s, its stream was done after "
+             "%.2f s\n", gcollGetErrorString(rc), queued, done);
+      status = rc != gcollSuccess || queued > 1.0 || done < 1.5;
+    } else if (rank == 1) {
+      sleep(2);
+      gcollResult_t rc = gcollRecv(drecv, big, gcollUint8, 0, comm, dstream);
+      cuda_or_die(cu->stream_synchronize(dstream), "cuStreamSynchronize");
+      cuda_or_die(cu->memcpy_dtoh(got, DPTR(drecv), big), "cuMemcpyDtoH");
+      long wrong = wrong_bytes(got, big, 1, 0, 1, 9, 77, scratch);
+      printf("rank 1: the late receive: %s, %ld wrong bytes\n", gcollGetErrorString(rc), wrong);
+      status = rc != gcollSuccess || wrong != 0;
+    } else {
+      status = 0;
+    }
+  } else if (strcmp(mode, "mismatch") == 0) {
+    gcollResult_t rc = rank == 0 ? gcollSend(dsend, 100, gcollUint8, 1, comm, dstream)
+                     : rank == 1 ? gcollRecv(drecv, 200, gcollUint8, 0, comm, dstream)
+                                 : gcollSuccess;
+    cuda_or_die(cu->stream_synchronize(dstream), "cuStreamSynchronize");
+    gcollResult_t q = gcollCommGetAsyncError(comm, &async);
+    const char *why = gcollGetLastError(NULL);
+    printf("rank %d: call %s, then async error %s: %s\n", rank, gcollGetErrorString(rc),
+           gcollGetErrorString(async), async != gcollSuccess ? why : "");
+    status = rc != gcollSuccess || q != gcollSuccess ||
+             (rank == 1 ? async != gcollInvalidUsage || strstr(why, "100 bytes") == NULL ||
+                              strchr(why, '\n') != NULL
+                        : async != gcollSuccess);
+  } else if (strcmp(mode, "die") == 0) {
+    signal(SIGTERM, SIG_IGN);   /* gcollrun stops the others when rank 1 dies */
+    if (rank == 1) {
+      usleep(200000);
+      raise(SIGKILL);
+    }
+    if (rank != 0) {
+      sleep(4);
+      return 0;
+    }
+    gcollResult_t rc = gcollRecv(drecv, 64, gcollUint8, 1, comm, dstream);
+    double t0 = now_s();
+    while (now_s() - t0 < 10.0 && gcollCommGetAsyncError(comm, &async) == gcollSuccess &&
+           async == gcollSuccess)
+      usleep(20000);
+    const char *why = gcollGetLastError(NULL);
+    printf("rank 0: a device receive from a dead rank: call %s, async error %s after %.2f s: "
+           "%s\n", gcollGetErrorString(rc), gcollGetErrorString(async), now_s() - t0, why);
+    status = rc != gcollSuccess || async != gcollRemoteError || strstr(why, "rank 1") == NULL;
+  } else if (strcmp(mode, "abort") == 0) {
+    if (rank != 0) {
+      sleep(3);
+      printf("rank %d: done\n", rank);
+      return 0;   /* main destroys the communicator */
+    }
+    pthread_t th;
+    double t0 = now_s();
+    gcollResult_t rc = gcollRecv(drecv, 64, gcollUint8, nranks - 1, comm, dstream);
+    pthread_create(&th, NULL, abort_later, comm);
+    gcoll_cu_result sync = cu->stream_synchronize(dstream);
+    double dt = now_s() - t0;
+    pthread_join(th, NULL);
+    printf("rank 0: a device receive nobody sends to, aborted: call %s, stream done (%d) after "
+           "%.2f s\n", gcollGetErrorString(rc), (int)sync, dt);
+    /* The communicator is gone (gcollCommAbort frees it). */
+    exit(rc == gcollSuccess && sync == GCOLL_CU_SUCCESS && dt < 5.0 ? 0 : 1);
+  } else {
+    fprintf(stderr, "p2p_check: --device async: unknown mode '%s'\n", mode);
+    return 2;
+  }
+  return status;
+}
 #else
 static int dev_exchange(gcollComm_t comm) {
   (void)comm;
+  fprintf(stderr, "p2p_check: --device: this build has no CUDA\n");
+  return 2;
+}
+
+static int dev_async(gcollComm_t comm, const char *mode) {
+  (void)comm, (void)mode;
   fprintf(stderr, "p2p_check: --device: this build has no CUDA\n");
   return 2;
 }
@@ -1224,9 +1350,10 @@ int main(int argc, char **argv) {
   int on_device = argc >= 2 && strcmp(argv[1], "--device") == 0;
   if (on_device) argc--, argv++;
   if (argc < 2 ||
-      (on_device && strcmp(argv[1], "exchange") != 0 && strcmp(argv[1], "colls") != 0)) {
+      (on_device && strcmp(argv[1], "exchange") != 0 && strcmp(argv[1], "colls") != 0 &&
+       (strcmp(argv[1], "async") != 0 || argc != 3))) {
     fprintf(stderr, "usage: p2p_check exchange | colls | mismatch | norecv fresh|big | badargs | "
-                    "abort | die | --device exchange|colls\n");
+                    "abort | die | --device exchange|colls|async MODE\n");
     return 2;
   }
   gcollComm_t comm;
@@ -1239,6 +1366,7 @@ int main(int argc, char **argv) {
   gcollCommCount(comm, &nranks);
   int status;
   if (strcmp(argv[1], "colls") == 0) status = colls(comm, on_device);
+  else if (on_device && strcmp(argv[1], "async") == 0) status = dev_async(comm, argv[2]);
   else if (on_device) status = dev_exchange(comm);
   else if (strcmp(argv[1], "exchange") == 0) status = exchange(comm);
   else if (strcmp(argv[1], "mismatch") == 0) status = mismatch(comm);
