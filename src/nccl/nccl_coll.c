@@ -1,10 +1,9 @@
 /* NCCL's collectives, send/recv and groups on gcoll's. Buffers and stream
  * go through: gcoll runs collectives on device buffers on its CUDA
  * executor, on the caller's stream; ncclSend/ncclRecv (and ncclAlltoAll,
- * ncclGather, ncclScatter, built on them) on device buffers
- * are staged through the host FIFOs by the calling thread after the
- * stream is synchronized, and return when done (blocking, unlike NCCL's
- * enqueue; comm_p2p.c). The shim refuses what gcoll cannot run (device memory
+ * ncclGather, ncclScatter, built on them) on device buffers are queued on
+ * the stream and moved by the GPU, or staged by the calling thread when a
+ * group mixes host and device memory (comm_p2p.c). The shim refuses what gcoll cannot run (device memory
  * that gcoll's executor cannot reach, fp8) before gcoll sees the call; ops,
  * pre-mul-sum ones included, are gcoll's (nccl_redop.c). A
  * refusal inside a group poisons the group like gcoll's own refusals, so

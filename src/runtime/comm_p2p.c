@@ -31,14 +31,26 @@
  * a message that fits the connection's free slots does not wait for the
  * receiver.
  *
- * Device buffers (builds with CUDA: memory the CUDA executor owns). No
- * kernel moves them: the calling thread stages them through the same host
- * FIFOs, so the wire format, the transports and the peer are those of host
- * buffers, and a device buffer on one side meets host memory on the other.
- * Such an operation takes a stream (the caller's CUstream, or NULL for the
- * legacy default stream); a host buffer with a stream is refused, as with
- * collectives (a NULL buffer of count 0 touches nothing and goes with any
- * stream, as NCCL programs pass it). Before touching device memory a run (1) picks a context per
+ * Device buffers (builds with CUDA: memory the CUDA executor owns). A run
+ * whose operations are all on device memory of their communicators' GPUs
+ * goes to the GPU (run_kernel): the connections are made on the host (a
+ * send waits in the call for its receiver's address, NCCL's first-use
+ * rule), each message is numbered, and one gcoll_cuda_p2p launch per
+ * communicator is queued on its executor's stream after each caller
+ * stream's earlier work; the call returns at once and failures show
+ * through the executor (gcollCommGetAsyncError). The kernel writes the
+ * same messages into the same FIFOs, so a device end meets a host end.
+ * The host touches such connections again only after those launches are
+ * done (wait_device_runs).
+ *
+ * Any other run with device memory (host and device buffers mixed, or
+ * GCOLL_P2P_KERNEL=0) is staged: the calling thread moves device buffers
+ * through the same host FIFOs, so the wire format, the transports and the
+ * peer are those of host buffers. Such an operation takes a stream (the
+ * caller's CUstream, or NULL for the legacy default stream); a host buffer
+ * with a stream is refused, as with collectives (a NULL buffer of count 0
+ * touches nothing and goes with any stream, as NCCL programs pass it).
+ * Before touching device memory a run (1) picks a context per
  * GPU: the caller's current one when it is on that GPU (its legacy stream
  * is what a NULL stream means), else the GPU's primary context, retained
  * for the run and made current on the calling thread; (2) waits for the
@@ -53,13 +65,12 @@
  * device buffers goes through a bounded host bounce buffer. At the end the
  * legacy stream of each GPU written to is synchronized (a copy from
  * pageable memory may return before its DMA is done) and the caller's
- * current context is current again. So the call BLOCKS until the data is
- * in place, unlike NCCL's asynchronous enqueue on the stream: work the
- * caller queues on the stream afterwards sees the received data, and the
- * send buffer may be reused at once. Whether an operation is on device
- * memory is decided once per call, so host-buffer operations copy exactly
- * as before. A failed driver call fails the run with
- * gcollUnhandledCudaError and the driver's error text. */
+ * current context is current again. So a staged call BLOCKS until the data
+ * is in place: work the caller queues on the stream afterwards sees the
+ * received data, and the send buffer may be reused at once. Whether an
+ * operation is on device memory is decided once per call, so host-buffer
+ * operations copy exactly as before. A failed driver call fails the run
+ * with gcollUnhandledCudaError and the driver's error text. */
 #include "config.h"
 
 #include <stdint.h>
