@@ -33,7 +33,7 @@
  *
  * Device buffers (builds with CUDA: memory the CUDA executor owns). A run
  * whose operations are all on device memory of their communicators' GPUs
- * goes to the GPU (run_kernel): the connections are made on the host (a
+ * goes to the GPU (gcoll_p2p_run_on_gpu): the connections are made on the host (a
  * send waits in the call for its receiver's address, NCCL's first-use
  * rule), each message is numbered, and one gcoll_cuda_p2p launch per
  * communicator is queued on its executor's stream after each caller
@@ -41,7 +41,7 @@
  * through the executor (gcollCommGetAsyncError). The kernel writes the
  * same messages into the same FIFOs, so a device end meets a host end.
  * The host touches such connections again only after those launches are
- * done (wait_device_runs).
+ * done (gcoll_p2p_wait_gpu_runs).
  *
  * Any other run with device memory (host and device buffers mixed, or
  * GCOLL_P2P_KERNEL=0) is staged: the calling thread moves device buffers
@@ -83,56 +83,20 @@
 #include "kernels/wait.h"
 #include "runtime/comm.h"
 #include "runtime/comm_p2p.h"
+#include "runtime/comm_p2p_run.h"
 #include "runtime/proxy.h"
-#include "runtime/settings.h"
-#ifdef HAVE_CUDA
-#include "kernels/cuda_loader.h"
-#endif
 
 /* The sender looks for a missing address at growing intervals up to this,
  * so a receive posted late costs at most this much latency once. */
 #define P2P_ADDR_POLL_MAX_MS 32u
 
 
-enum conn_state { CONN_NONE = 0, CONN_WAIT_ADDR, CONN_READY };
-
-struct p2p_conn {
-  struct gcoll_conn c;
-  enum conn_state state;
-  int completed;            /* receiver: recv_complete done */
-  uint64_t seq;             /* messages completed on this connection */
-  uint64_t next_poll_ms;    /* sender waiting for the address: next look */
-  uint32_t poll_gap_ms;
-  char why[384];            /* sender: why the address is still missing */
-};
-
-struct gcoll_p2p {
-  struct p2p_conn *send, *recv; /* per peer rank */
-  int kernel_queued;            /* device runs queued since the host last waited for them */
-  int kernel_said;              /* the INFO line about the first one was written */
-};
-
-/* Where one operation stands during a run. */
-struct op_run {
-  const struct gcoll_p2p_op *op;
-  struct p2p_conn *pc;      /* NULL for self operations */
-  int after;                /* earlier operation on the same connection, -1 */
-  int done;
-  uint64_t off;             /* header and data bytes moved */
-  uint64_t total;           /* receiver: known once the header arrived */
-  int have_header;
-  struct gcoll_p2p_header hdr;
-  gcollResult_t mismatch;   /* receiver: a size mismatch, reported at the end */
-  char why[384];
-  struct p2p_gpu *gpu;      /* the run's driver state for a device buffer; NULL: host */
-  int gpu_dev;              /* the buffer's GPU, an index into gpu->devs */
-};
 
 static struct p2p_conn *conn_of(struct gcollComm *comm, const struct gcoll_p2p_op *op) {
   return op->is_send ? &comm->p2p->send[op->peer] : &comm->p2p->recv[op->peer];
 }
 
-static gcollResult_t p2p_alloc(struct gcollComm *comm) {
+gcollResult_t gcoll_p2p_alloc(struct gcollComm *comm) {
   if (comm->p2p != NULL) return gcollSuccess;
   struct gcoll_p2p *p = calloc(1, sizeof(*p));
   if (p != NULL) {
@@ -187,7 +151,7 @@ static gcollResult_t prepare_conn(struct gcollComm *comm, const struct gcoll_p2p
 }
 
 /* One look for the receiver's address; attaches when it is there. */
-static gcollResult_t try_attach(struct gcollComm *comm, int peer, struct p2p_conn *pc,
+gcollResult_t gcoll_p2p_try_attach(struct gcollComm *comm, int peer, struct p2p_conn *pc,
                                 uint64_t deadline_ms, int *moved) {
   uint64_t now = gcoll_bootstrap_now_ms();
   if (now < pc->next_poll_ms) return gcollSuccess;
@@ -213,242 +177,6 @@ static gcollResult_t try_attach(struct gcollComm *comm, int peer, struct p2p_con
   return gcollSuccess;
 }
 
-/* ---- device buffers ---------------------------------------------------------- */
-
-enum gpu_dir { GPU_DTOH, GPU_HTOD };
-
-#ifdef HAVE_CUDA
-/* Self send/recv between two device buffers goes through a host buffer of
- * at most this (the loader has no device-to-device copy). */
-#define P2P_BOUNCE_BYTES ((size_t)1 << 20)
-
-struct p2p_gpu_dev {
-  int ordinal;
-  gcoll_cu_device dev;
-  gcoll_cu_context ctx;     /* the caller's current context when on this GPU, else the
-                               GPU's primary context, retained for the run */
-  int retained;
-  int wrote;                /* host-to-device copies were made */
-};
-
-struct p2p_gpu {
-  const struct gcoll_cuda_api *cu;
-  gcoll_cu_context prev;    /* the caller's current context, current again at the end */
-  struct p2p_gpu_dev *devs; /* the GPUs of the run's device buffers */
-  int ndevs;
-  int current;              /* the devs entry whose context is current; -1: unknown */
-};
-
-static gcoll_cu_result gpu_use(struct p2p_gpu *g, int d) {
-  if (g->current == d) return GCOLL_CU_SUCCESS;
-  gcoll_cu_result res = g->cu->ctx_set_current(g->devs[d].ctx);
-  g->current = res == GCOLL_CU_SUCCESS ? d : -1;
-  return res;
-}
-
-/* One synchronous copy of n bytes between host memory and r's device
- * buffer (src for GPU_DTOH, dst for GPU_HTOD). */
-static gcollResult_t gpu_copy(const struct op_run *r, void *dst, const void *src, size_t n,
-                              enum gpu_dir dir) {
-  struct p2p_gpu *g = r->gpu;
-  struct p2p_gpu_dev *d = &g->devs[r->gpu_dev];
-  gcoll_cu_result res = gpu_use(g, r->gpu_dev);
-  if (res == GCOLL_CU_SUCCESS && dir == GPU_DTOH)
-    res = g->cu->memcpy_dtoh(dst, (gcoll_cu_deviceptr)(uintptr_t)src, n);
-  else if (res == GCOLL_CU_SUCCESS) {
-    d->wrote = 1;
-    res = g->cu->memcpy_htod((gcoll_cu_deviceptr)(uintptr_t)dst, src, n);
-  }
-  if (res == GCOLL_CU_SUCCESS) return gcollSuccess;
-  const struct gcoll_p2p_op *op = r->op;
-  return gcoll_fail(gcollUnhandledCudaError, "%s %s rank %d: %s of %zu bytes %s device buffer "
-                    "%p (GPU %d): %s", op->is_send ? "gcollSend" : "gcollRecv",
-                    op->is_send ? "to" : "from", op->peer,
-                    dir == GPU_DTOH ? "cuMemcpyDtoH" : "cuMemcpyHtoD", n,
-                    dir == GPU_DTOH ? "from" : "into", dir == GPU_DTOH ? src : (const void *)dst,
-                    d->ordinal, gcoll_cuda_result_text(g->cu, res));
-}
-
-/* A self send s meets its receive q, one of them or both on device memory:
- * one copy, or two per chunk through a host bounce between two device
- * buffers, back to front when the destination lies above the source (an
- * overlap then stays right, as with memmove). */
-static gcollResult_t gpu_self_copy(const struct op_run *s, const struct op_run *q) {
-  const char *src = s->op->sendbuf;
-  char *dst = q->op->recvbuf;
-  size_t bytes = s->op->bytes;
-  if (s->gpu == NULL) return gpu_copy(q, dst, src, bytes, GPU_HTOD);
-  if (q->gpu == NULL) return gpu_copy(s, dst, src, bytes, GPU_DTOH);
-  size_t chunk = bytes < P2P_BOUNCE_BYTES ? bytes : P2P_BOUNCE_BYTES;
-  char *bounce = malloc(chunk);
-  if (bounce == NULL)
-    return gcoll_fail(gcollSystemError, "gcollSend to self (rank %d): out of memory for a "
-                      "%zu-byte bounce buffer", s->op->peer, chunk);
-  int backward = (uintptr_t)dst > (uintptr_t)src;
-  gcollResult_t rc = gcollSuccess;
-  for (size_t done = 0, k; done < bytes && rc == gcollSuccess; done += k) {
-    k = bytes - done < chunk ? bytes - done : chunk;
-    size_t at = backward ? bytes - done - k : done;
-    rc = gpu_copy(s, bounce, src + at, k, GPU_DTOH);
-    if (rc == gcollSuccess) rc = gpu_copy(q, dst + at, bounce, k, GPU_HTOD);
-  }
-  free(bounce);
-  return rc;
-}
-
-/* Send/recv on device buffers cannot be captured into a CUDA graph: the
- * staging thread moves them now, and the GPU's messages are numbered when
- * queued (a replay would repeat the numbers). Refused before anything
- * moves or connects, on every rank alike. */
-static gcollResult_t refuse_capture(const struct gcoll_cuda_api *cu, const struct gcoll_p2p_op *op,
-                                    const char *what) {
-  int capture = GCOLL_CU_STREAM_CAPTURE_STATUS_NONE;
-  if (op->device < 0 || cu->stream_is_capturing(op->stream, &capture) != GCOLL_CU_SUCCESS ||
-      capture == GCOLL_CU_STREAM_CAPTURE_STATUS_NONE)
-    return gcollSuccess;
-  return gcoll_fail(gcollInvalidUsage, "%s: %s on device buffers cannot be captured into a CUDA "
-                    "graph (the messages are moved or numbered when queued); the stream is %s",
-                    what, op->is_send ? "gcollSend" : "gcollRecv",
-                    capture == GCOLL_CU_STREAM_CAPTURE_STATUS_ACTIVE ? "capturing"
-                                                                     : "in an invalidated capture");
-}
-
-/* Before a run with device buffers: the driver, a context for each GPU
- * (the caller's, or the primary one retained), the communicators' earlier
- * device collectives done, and each distinct (GPU, stream) of the device
- * operations synchronized. *out stays NULL for a run on host memory only;
- * otherwise gpu_end must follow, whatever this returns. */
-static gcollResult_t gpu_begin(struct op_run *runs, int n, struct gcollComm **comms,
-                               int ncomms, const char *what, struct p2p_gpu **out) {
-  *out = NULL;
-  int any = 0;
-  for (int i = 0; i < n && !any; i++) any = runs[i].op->device >= 0;
-  if (!any) return gcollSuccess;
-  char err[512];
-  const struct gcoll_cuda_api *cu = gcoll_cuda_api_get(err, sizeof(err));
-  if (cu == NULL)
-    return gcoll_fail(gcollUnhandledCudaError, "%s: device buffers, but no CUDA driver: %s", what,
-                      err);
-  struct p2p_gpu *g = calloc(1, sizeof(*g));
-  if (g != NULL && (g->devs = calloc((size_t)n, sizeof(*g->devs))) == NULL) {
-    free(g);
-    g = NULL;
-  }
-  if (g == NULL) return gcoll_fail(gcollSystemError, "%s: out of memory", what);
-  g->cu = cu;
-  g->current = -1;
-  /* The caller's context serves its own GPU (its legacy stream is the one
-   * a NULL stream means); a thread without one gets the primary context. */
-  gcoll_cu_device prev_dev = -1;
-  if (cu->ctx_get_current(&g->prev) != GCOLL_CU_SUCCESS) g->prev = NULL;
-  if (g->prev != NULL && cu->ctx_get_device(&prev_dev) != GCOLL_CU_SUCCESS) prev_dev = -1;
-  *out = g;
-  for (int i = 0; i < n; i++) {
-    int ordinal = runs[i].op->device, d = 0;
-    if (ordinal < 0) continue;
-    while (d < g->ndevs && g->devs[d].ordinal != ordinal) d++;
-    if (d == g->ndevs) {
-      struct p2p_gpu_dev *gd = &g->devs[d];
-      gd->ordinal = ordinal;
-      if (g->prev != NULL && prev_dev >= 0 &&
-          cu->device_get(&gd->dev, ordinal) == GCOLL_CU_SUCCESS && gd->dev == prev_dev) {
-        gd->ctx = g->prev;
-      } else {
-        if (gcoll_cuda_use_device(cu, ordinal, &gd->dev, &gd->ctx, err, sizeof(err)) != 0)
-          return gcoll_fail(gcollUnhandledCudaError, "%s: %s", what, err);
-        gd->retained = 1;
-        g->current = d;
-      }
-      g->ndevs++;
-    }
-    runs[i].gpu = g;
-    runs[i].gpu_dev = d;
-  }
-  for (int c = 0; c < ncomms; c++) {
-    struct gcollComm *comm = comms[c];
-    struct gcoll_exec *e = comm->exec[GCOLL_EXEC_CUDA].e;
-    int uses = 0;
-    for (int i = 0; i < n && e != NULL && !uses; i++)
-      uses = runs[i].gpu != NULL && runs[i].op->comm == comm;
-    if (!uses) continue;
-    g->current = -1; /* the executor makes its own context current */
-    gcollResult_t rc = comm->exec[GCOLL_EXEC_CUDA].ops->wait(e, err, sizeof(err));
-    if (rc != gcollSuccess) return gcoll_comm_explain(comm, what, rc, err);
-  }
-  for (int i = 0; i < n; i++) {
-    const struct op_run *r = &runs[i];
-    int seen = r->gpu == NULL;
-    for (int j = 0; j < i && !seen; j++)
-      seen = runs[j].gpu != NULL && runs[j].gpu_dev == r->gpu_dev &&
-             runs[j].op->stream == r->op->stream;
-    if (seen) continue;
-    gcoll_cu_result res = gpu_use(g, r->gpu_dev);
-    /* The calling thread stages device send/recv through the host FIFOs
-     * right now, so there is nothing a CUDA graph could replay: refused
-     * before the synchronisation below would invalidate the capture. */
-    if (res == GCOLL_CU_SUCCESS) {
-      gcollResult_t rc = refuse_capture(cu, r->op, what);
-      if (rc != gcollSuccess) return rc;
-    }
-    if (res == GCOLL_CU_SUCCESS) res = cu->stream_synchronize(r->op->stream);
-    if (res != GCOLL_CU_SUCCESS)
-      return gcoll_fail(gcollUnhandledCudaError, "%s: %s %s rank %d: cuStreamSynchronize of %s "
-                        "on GPU %d: %s", what, r->op->is_send ? "gcollSend" : "gcollRecv",
-                        r->op->is_send ? "to" : "from", r->op->peer,
-                        r->op->stream != NULL ? "its stream" : "the legacy default stream",
-                        g->devs[r->gpu_dev].ordinal, gcoll_cuda_result_text(cu, res));
-  }
-  return gcollSuccess;
-}
-
-/* After the run: the copies into device memory complete (one from pageable
- * memory may return before its DMA is done; they run on the legacy
- * stream), the caller's context current again, the contexts released. */
-static gcollResult_t gpu_end(struct p2p_gpu *g, gcollResult_t rc, const char *what) {
-  if (g == NULL) return rc;
-  for (int d = 0; d < g->ndevs && rc == gcollSuccess; d++) {
-    if (!g->devs[d].wrote) continue;
-    gcoll_cu_result res = gpu_use(g, d);
-    if (res == GCOLL_CU_SUCCESS) res = g->cu->stream_synchronize(NULL);
-    if (res != GCOLL_CU_SUCCESS)
-      rc = gcoll_fail(gcollUnhandledCudaError, "%s: cuStreamSynchronize after the copies to GPU "
-                      "%d: %s", what, g->devs[d].ordinal, gcoll_cuda_result_text(g->cu, res));
-  }
-  if (g->current < 0 || g->devs[g->current].ctx != g->prev) g->cu->ctx_set_current(g->prev);
-  for (int d = 0; d < g->ndevs; d++)
-    if (g->devs[d].retained) g->cu->primary_ctx_release(g->devs[d].dev);
-  free(g->devs);
-  free(g);
-  return rc;
-}
-#else
-/* Without CUDA no buffer is device memory: these never see one. */
-struct p2p_gpu {
-  int none;
-};
-
-static gcollResult_t gpu_copy(const struct op_run *r, void *dst, const void *src, size_t n,
-                              enum gpu_dir dir) {
-  (void)r, (void)dst, (void)src, (void)n, (void)dir;
-  return gcoll_fail(gcollInternalError, "send/recv: a device buffer in a build without CUDA");
-}
-
-static gcollResult_t gpu_self_copy(const struct op_run *s, const struct op_run *q) {
-  return gpu_copy(s, q->op->recvbuf, s->op->sendbuf, s->op->bytes, GPU_DTOH);
-}
-
-static gcollResult_t gpu_begin(struct op_run *runs, int n, struct gcollComm **comms,
-                               int ncomms, const char *what, struct p2p_gpu **out) {
-  (void)runs, (void)n, (void)comms, (void)ncomms, (void)what;
-  *out = NULL;
-  return gcollSuccess;
-}
-
-static gcollResult_t gpu_end(struct p2p_gpu *g, gcollResult_t rc, const char *what) {
-  (void)g, (void)what;
-  return rc;
-}
-#endif
 
 /* ---- moving messages -------------------------------------------------------- */
 
@@ -473,7 +201,7 @@ static gcollResult_t stream_out_device(const struct op_run *r, char *dst, size_t
     dst += k, off += k, n -= k;
   }
   if (n == 0) return gcollSuccess;
-  return gpu_copy(r, dst, (const char *)r->op->sendbuf + (off - GCOLL_P2P_HEADER_BYTES), n, GPU_DTOH);
+  return gcoll_p2p_gpu_copy(r, dst, (const char *)r->op->sendbuf + (off - GCOLL_P2P_HEADER_BYTES), n, GPU_DTOH);
 }
 
 static gcollResult_t send_steps(struct gcollComm *comm, struct op_run *r, int *moved) {
@@ -565,7 +293,7 @@ static gcollResult_t recv_steps(struct gcollComm *comm, struct op_run *r, int *m
       char *to = (char *)r->op->recvbuf + (off - GCOLL_P2P_HEADER_BYTES);
       if (k > 0 && r->gpu == NULL) memcpy(to, data, k);
       else if (k > 0) {
-        gcollResult_t rc = gpu_copy(r, to, data, k, GPU_HTOD);
+        gcollResult_t rc = gcoll_p2p_gpu_copy(r, to, data, k, GPU_HTOD);
         if (rc != gcollSuccess) return rc;
       }
     }
@@ -585,7 +313,7 @@ static gcollResult_t recv_steps(struct gcollComm *comm, struct op_run *r, int *m
 /* Sends and receives to self pair up in call order: partner[i] gets, for
  * a self send i, its receive (the k-th send to self meets the k-th
  * receive from self of the same communicator); -1 elsewhere. */
-static gcollResult_t match_self(const struct op_run *runs, int n, int *partner) {
+gcollResult_t gcoll_p2p_match_self(const struct op_run *runs, int n, int *partner) {
   for (int i = 0; i < n; i++) partner[i] = -1;
   for (int i = 0; i < n; i++) {
     const struct gcoll_p2p_op *s = runs[i].op;
@@ -623,14 +351,14 @@ static gcollResult_t match_self(const struct op_run *runs, int n, int *partner) 
 static gcollResult_t run_self(struct op_run *runs, int n) {
   int *partner = malloc((size_t)n * sizeof(*partner));
   if (partner == NULL) return gcoll_fail(gcollSystemError, "out of memory for %d operations", n);
-  gcollResult_t rc = match_self(runs, n, partner);
+  gcollResult_t rc = gcoll_p2p_match_self(runs, n, partner);
   for (int i = 0; i < n && rc == gcollSuccess; i++) {
     if (partner[i] < 0) continue;
     struct op_run *s = &runs[i], *q = &runs[partner[i]];
     if (s->op->bytes > 0 && s->gpu == NULL && q->gpu == NULL)
       memmove(q->op->recvbuf, s->op->sendbuf, s->op->bytes);
     else if (s->op->bytes > 0)
-      rc = gpu_self_copy(s, q);
+      rc = gcoll_p2p_gpu_self_copy(s, q);
     s->done = q->done = 1;
   }
   free(partner);
@@ -663,7 +391,7 @@ static gcollResult_t progress_round(struct op_run *runs, int n, uint64_t deadlin
     struct gcollComm *comm = r->op->comm;
     gcollResult_t rc = gcollSuccess;
     if (r->op->is_send && r->pc->state == CONN_WAIT_ADDR)
-      rc = try_attach(comm, r->op->peer, r->pc, deadline_ms, moved);
+      rc = gcoll_p2p_try_attach(comm, r->op->peer, r->pc, deadline_ms, moved);
     if (rc == gcollSuccess && r->pc->state == CONN_READY) {
       if (r->op->is_send) rc = send_steps(comm, r, moved);
       else rc = recv_steps(comm, r, moved);
@@ -697,14 +425,14 @@ static void wake_proxies(struct gcollComm **comms, int ncomms) {
 
 /* Every operation's connection: receive ends made, sends looking for
  * their receiver's address. */
-static gcollResult_t prepare_conns(struct op_run *runs, const struct gcoll_p2p_op *ops, int n) {
+gcollResult_t gcoll_p2p_prepare_conns(struct op_run *runs, const struct gcoll_p2p_op *ops, int n) {
   for (int i = 0; i < n; i++) {
     struct op_run *r = &runs[i];
     r->op = &ops[i];
     r->after = -1;
     struct gcollComm *comm = ops[i].comm;
     if (ops[i].peer == comm->rank) continue;
-    gcollResult_t rc = p2p_alloc(comm);
+    gcollResult_t rc = gcoll_p2p_alloc(comm);
     if (rc != gcollSuccess) return rc;
     r->pc = conn_of(comm, &ops[i]);
     for (int j = i - 1; j >= 0 && r->after < 0; j--)
@@ -716,7 +444,7 @@ static gcollResult_t prepare_conns(struct op_run *runs, const struct gcoll_p2p_o
 
 static gcollResult_t run_ops(struct op_run *runs, const struct gcoll_p2p_op *ops, int n,
                              struct gcollComm **comms, int ncomms, const char *what) {
-  gcollResult_t rc = prepare_conns(runs, ops, n);
+  gcollResult_t rc = gcoll_p2p_prepare_conns(runs, ops, n);
   if (rc == gcollSuccess) rc = run_self(runs, n);
   if (rc != gcollSuccess) return rc;
   uint64_t timeout_ms = 0;
@@ -761,212 +489,19 @@ static gcollResult_t run_ops(struct op_run *runs, const struct gcoll_p2p_op *ops
   return gcollSuccess;
 }
 
-/* ---- device runs on the GPU ----------------------------------------------------- */
-
-/* The host moves data on connections only after the device runs queued on
- * them have finished: the two never share a FIFO at once. */
-static gcollResult_t wait_device_runs(struct gcollComm **comms, int ncomms, const char *what) {
-  for (int c = 0; c < ncomms; c++) {
-    struct gcollComm *comm = comms[c];
-    if (comm->p2p == NULL || !comm->p2p->kernel_queued) continue;
-    char err[512];
-    gcollResult_t rc = comm->exec[GCOLL_EXEC_CUDA].ops->wait(comm->exec[GCOLL_EXEC_CUDA].e, err,
-                                                              sizeof(err));
-    if (rc != gcollSuccess) return gcoll_comm_explain(comm, what, rc, err);
-    comm->p2p->kernel_queued = 0;
-  }
-  return gcollSuccess;
-}
-
-#ifdef HAVE_CUDA
-/* Whether the GPU runs this run itself (gcoll_cuda_p2p, queued on the
- * streams): every operation on device memory of its communicator's GPU (a
- * zero-byte one without a buffer goes with any), each communicator with
- * some device operation, and GCOLL_P2P_KERNEL not 0. Otherwise the calling
- * thread stages device memory through the host, blocking. */
-static int on_gpu(const struct gcoll_p2p_op *ops, int n, struct gcollComm **comms, int ncomms) {
-  const char *setting = gcoll_setting("GCOLL_P2P_KERNEL");
-  const struct gcoll_exec_ops *cuda = gcoll_exec_ops_of(GCOLL_EXEC_CUDA);
-  if ((setting != NULL && strcmp(setting, "0") == 0) || cuda == NULL || cuda->launch_p2p == NULL)
-    return 0;
-  for (int c = 0; c < ncomms; c++) {
-    struct gcollComm *comm = comms[c];
-    int dev = -1;
-    for (int i = 0; i < n; i++) {
-      const struct gcoll_p2p_op *op = &ops[i];
-      if (op->comm != comm) continue;
-      if (op->device < 0 && (op->bytes > 0 || (op->is_send ? op->sendbuf : op->recvbuf) != NULL))
-        return 0;
-      if (op->device >= 0 && dev >= 0 && op->device != dev) return 0;
-      if (op->device >= 0) dev = op->device;
-    }
-    if (dev < 0) return 0;
-    /* One device per rank, as for collectives (comm_coll.c). */
-    if (comm->exec[GCOLL_EXEC_CUDA].e == NULL && !comm->fifos_on_device) comm->cuda_device = dev;
-    if (dev != comm->cuda_device) return 0;
-  }
-  return 1;
-}
-
-/* Every send attached to its receiver (whose address comes when it posts
- * its receive): the GPU can only write to a FIFO that exists. Bounded by
- * GCOLL_TIMEOUT without progress, ended by an abort. */
-static gcollResult_t attach_all(struct op_run *runs, int n, struct gcollComm **comms, int ncomms,
-                                const char *what) {
-  uint64_t timeout_ms = 0;
-  for (int i = 0; i < ncomms; i++)
-    if (comms[i]->timeout_ms > timeout_ms) timeout_ms = comms[i]->timeout_ms;
-  uint64_t timeout_ns = timeout_ms > UINT64_MAX / 1000000u ? UINT64_MAX : timeout_ms * 1000000u;
-  struct gcoll_wait w;
-  gcoll_wait_init(&w, NULL, NULL, timeout_ns);
-  for (;;) {
-    int moved = 0;
-    struct op_run *waiting = NULL;
-    uint64_t deadline_ms = gcoll_bootstrap_now_ms() + timeout_ms;
-    for (int i = 0; i < n; i++) {
-      struct op_run *r = &runs[i];
-      if (r->pc == NULL || !r->op->is_send || r->pc->state != CONN_WAIT_ADDR) continue;
-      gcollResult_t rc = try_attach(r->op->comm, r->op->peer, r->pc, deadline_ms, &moved);
-      if (rc != gcollSuccess) return rc;
-      if (r->pc->state == CONN_WAIT_ADDR && waiting == NULL) waiting = r;
-    }
-    if (waiting == NULL) return gcollSuccess;
-    gcollResult_t rc = gcollSuccess;
-    struct gcollComm *failed = waiting->op->comm;
-    for (int i = 0; i < ncomms && rc == gcollSuccess; i++)
-      if ((rc = (gcollResult_t)atomic_load(&comms[i]->abort_word)) != gcollSuccess)
-        failed = comms[i];
-    if (rc == gcollSuccess && moved) {
-      gcoll_wait_init(&w, NULL, NULL, timeout_ns);
-      continue;
-    }
-    if (rc == gcollSuccess) rc = gcoll_wait_round(&w);
-    if (rc != gcollSuccess) {
-      char why[512];
-      snprintf(why, sizeof(why), "gcollSend to rank %d: %s", waiting->op->peer, waiting->pc->why);
-      return gcoll_comm_explain(failed, what, rc, why);
-    }
-  }
-}
-
-/* comm's share of the run as the executor takes it: a queue per
- * connection (its operations in call order, numbered on the connection
- * now), a queue per self copy. */
-static gcollResult_t describe(const struct op_run *runs, const int *partner, int n,
-                              struct gcollComm *comm, struct gcoll_exec_p2p_op *out, int *nout,
-                              void **streams, int *nstreams) {
-  const struct p2p_conn **queues = calloc((size_t)n, sizeof(*queues));
-  if (queues == NULL) return gcoll_fail(gcollSystemError, "out of memory for %d operations", n);
-  int nq = 0, m = 0;
-  *nstreams = 0;
-  for (int i = 0; i < n; i++) {
-    const struct op_run *r = &runs[i];
-    const struct gcoll_p2p_op *op = r->op;
-    if (op->comm != comm) continue;
-    int seen = 0;
-    for (int k = 0; k < *nstreams && !seen; k++) seen = streams[k] == op->stream;
-    if (!seen) streams[(*nstreams)++] = op->stream;
-    if (r->pc == NULL && (!op->is_send || partner[i] < 0)) continue; /* a self receive */
-    struct gcoll_exec_p2p_op *d = &out[m++];
-    memset(d, 0, sizeof(*d));
-    d->bytes = op->bytes;
-    d->peer = op->peer;
-    if (r->pc == NULL) {
-      d->kind = GCOLL_EXEC_P2P_COPY;
-      d->src = op->sendbuf;
-      d->dst = runs[partner[i]].op->recvbuf;
-      d->queue = nq++;
-      continue;
-    }
-    int q = 0;
-    while (q < nq && queues[q] != r->pc) q++;
-    if (q == nq) queues[nq++] = r->pc;
-    d->queue = q;
-    d->kind = op->is_send ? GCOLL_EXEC_P2P_SEND : GCOLL_EXEC_P2P_RECV;
-    d->fifo = r->pc->c.fifo;
-    d->src = op->sendbuf;
-    d->dst = op->recvbuf;
-    d->seq = r->pc->seq++;
-  }
-  free(queues);
-  *nout = m;
-  return gcollSuccess;
-}
-
-/* The run queued on the GPU, one launch per communicator; returns once
- * queued (a failure shows in a later call, gcollCommGetAsyncError or
- * destroy, as for device collectives). The caller's current context is
- * current again afterwards. */
-static gcollResult_t run_kernel(struct op_run *runs, const struct gcoll_p2p_op *ops, int n,
-                                struct gcollComm **comms, int ncomms, const char *what) {
-  const struct gcoll_cuda_api *cu = gcoll_cuda_api_get(NULL, 0);
-  if (cu == NULL) return gcoll_fail(gcollUnhandledCudaError, "%s: no CUDA driver", what);
-  gcoll_cu_context prev = NULL;
-  if (cu->ctx_get_current(&prev) != GCOLL_CU_SUCCESS) prev = NULL;
-  gcollResult_t rc = gcollSuccess;
-  for (int i = 0; i < n && rc == gcollSuccess; i++) rc = refuse_capture(cu, &ops[i], what);
-  if (rc == gcollSuccess) rc = prepare_conns(runs, ops, n);
-  int *partner = malloc((size_t)n * sizeof(*partner));
-  struct gcoll_exec_p2p_op *descs = calloc((size_t)n, sizeof(*descs));
-  void **streams = calloc((size_t)n, sizeof(*streams));
-  if (partner == NULL || descs == NULL || streams == NULL)
-    rc = gcoll_fail(gcollSystemError, "%s: out of memory for %d operations", what, n);
-  if (rc == gcollSuccess) rc = match_self(runs, n, partner);
-  if (rc == gcollSuccess) rc = attach_all(runs, n, comms, ncomms, what);
-  for (int c = 0; c < ncomms && rc == gcollSuccess; c++) {
-    struct gcollComm *comm = comms[c];
-    int m = 0, ns = 0;
-    char err[512];
-    rc = p2p_alloc(comm);   /* a run of self copies made none yet */
-    if (rc == gcollSuccess) rc = describe(runs, partner, n, comm, descs, &m, streams, &ns);
-    if (rc == gcollSuccess) rc = gcoll_comm_executor(comm, GCOLL_EXEC_CUDA);
-    if (rc != gcollSuccess) break;
-    if (comm->has_net) gcoll_proxy_wake(comm->proxy);
-    const struct gcoll_exec_ops *x = comm->exec[GCOLL_EXEC_CUDA].ops;
-    struct gcoll_exec *e = comm->exec[GCOLL_EXEC_CUDA].e;
-    rc = x->launch_p2p(e, descs, m, streams, ns, err, sizeof(err));
-    if (rc == gcollSuccess) {
-      if (!comm->p2p->kernel_said)
-        gcoll_log_info(comm, "send/recv on device buffers: the GPU moves them (%d operations in "
-                       "the first group), queued on the caller's stream", m);
-      comm->p2p->kernel_said = 1;
-      comm->p2p->kernel_queued = 1;
-      rc = x->poll(e, err, sizeof(err));
-      if (rc == gcollInProgress) rc = gcollSuccess;
-    }
-    if (rc != gcollSuccess) rc = gcoll_comm_explain(comm, what, rc, err);
-  }
-  cu->ctx_set_current(prev);
-  free(partner);
-  free(descs);
-  free(streams);
-  return rc;
-}
-#else
-static int on_gpu(const struct gcoll_p2p_op *ops, int n, struct gcollComm **comms, int ncomms) {
-  (void)ops, (void)n, (void)comms, (void)ncomms;
-  return 0;
-}
-
-static gcollResult_t run_kernel(struct op_run *runs, const struct gcoll_p2p_op *ops, int n,
-                                struct gcollComm **comms, int ncomms, const char *what) {
-  (void)runs, (void)ops, (void)n, (void)comms, (void)ncomms;
-  return gcoll_fail(gcollInternalError, "%s: device send/recv in a build without CUDA", what);
-}
-#endif
 
 /* Device buffers are made ready before anything moves (self copies
  * included), and the caller's CUDA state restored after. */
 static gcollResult_t run_locked(struct op_run *runs, const struct gcoll_p2p_op *ops, int n,
                                 struct gcollComm **comms, int ncomms, const char *what) {
   for (int i = 0; i < n; i++) runs[i].op = &ops[i];
-  if (on_gpu(ops, n, comms, ncomms)) return run_kernel(runs, ops, n, comms, ncomms, what);
-  gcollResult_t rc = wait_device_runs(comms, ncomms, what);
+  if (gcoll_p2p_on_gpu(ops, n, comms, ncomms)) return gcoll_p2p_run_on_gpu(runs, ops, n, comms, ncomms, what);
+  gcollResult_t rc = gcoll_p2p_wait_gpu_runs(comms, ncomms, what);
   if (rc != gcollSuccess) return rc;
   struct p2p_gpu *gpu = NULL;
-  rc = gpu_begin(runs, n, comms, ncomms, what, &gpu);
+  rc = gcoll_p2p_stage_begin(runs, n, comms, ncomms, what, &gpu);
   if (rc == gcollSuccess) rc = run_ops(runs, ops, n, comms, ncomms, what);
-  return gpu_end(gpu, rc, what);
+  return gcoll_p2p_stage_end(gpu, rc, what);
 }
 
 gcollResult_t gcoll_p2p_run(const struct gcoll_p2p_op *ops, int n, const char *what) {

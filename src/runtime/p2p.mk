@@ -1,5 +1,6 @@
 # Point-to-point send/recv with connections made on first use, and groups.
-libgcoll_la_SOURCES += src/runtime/comm_p2p.h src/runtime/comm_p2p.c src/runtime/comm_group.c
+libgcoll_la_SOURCES += src/runtime/comm_p2p.h src/runtime/comm_p2p.c src/runtime/comm_group.c \
+	src/runtime/comm_p2p_run.h src/runtime/comm_p2p_stage.c src/runtime/comm_p2p_gpu.c
 
 check_PROGRAMS += tests/integration/p2p_check
 tests_integration_p2p_check_SOURCES = tests/integration/p2p_check.c tests/integration/check_util.h
