@@ -715,17 +715,16 @@ static int dev_async(gcollComm_t comm, const char *mode) {
   const size_t big = 4u << 20;
   unsigned char *dsend = dev_alloc(big), *drecv = dev_alloc(big), *h = xmalloc(big),
                 *scratch = xmalloc(big), *got = xmalloc(big);
-  int peer = rank == 0 ? 1 : 0;
+  int peer = rank == 0 ? 1 : 0, status = 1;
+  gcollResult_t async = gcollSuccess;
   /* Connected both ways first: a first send waits for its receiver's address. */
   if (rank < 2) {
     gcollGroupStart();
     gcollSend(dsend, 16, gcollUint8, peer, comm, dstream);
     gcollRecv(drecv, 16, gcollUint8, peer, comm, dstream);
-    if (check_gcoll(gcollGroupEnd(), "connecting exchange")) return 1;
+    if (check_gcoll(gcollGroupEnd(), "connecting exchange")) goto out;
     cuda_or_die(cu->stream_synchronize(dstream), "cuStreamSynchronize");
   }
-  int status = 1;
-  gcollResult_t async = gcollSuccess;
   if (strcmp(mode, "queue") == 0) {
     if (rank == 0) {
       fill(h, big, 1, 0, 1, 9, 77);
@@ -770,7 +769,8 @@ static int dev_async(gcollComm_t comm, const char *mode) {
     }
     if (rank != 0) {
       sleep(4);
-      return 0;
+      status = 0;
+      goto out;
     }
     gcollResult_t rc = gcollRecv(drecv, 64, gcollUint8, 1, comm, dstream);
     double t0 = now_s();
@@ -785,7 +785,8 @@ static int dev_async(gcollComm_t comm, const char *mode) {
     if (rank != 0) {
       sleep(3);
       printf("rank %d: done\n", rank);
-      return 0;   /* main destroys the communicator */
+      status = 0;   /* main destroys the communicator */
+      goto out;
     }
     pthread_t th;
     double t0 = now_s();
@@ -796,12 +797,16 @@ static int dev_async(gcollComm_t comm, const char *mode) {
     pthread_join(th, NULL);
     printf("rank 0: a device receive nobody sends to, aborted: call %s, stream done (%d) after "
            "%.2f s\n", gcollGetErrorString(rc), (int)sync, dt);
-    /* The communicator is gone (gcollCommAbort frees it). */
+    /* The communicator is gone (gcollCommAbort frees it): main must not
+     * destroy it. */
+    free(h), free(scratch), free(got);
     exit(rc == gcollSuccess && sync == GCOLL_CU_SUCCESS && dt < 5.0 ? 0 : 1);
   } else {
     fprintf(stderr, "p2p_check: --device async: unknown mode '%s'\n", mode);
-    return 2;
+    status = 2;
   }
+out:
+  free(h), free(scratch), free(got);
   return status;
 }
 #else
