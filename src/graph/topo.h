@@ -80,6 +80,17 @@ struct gcoll_topo_path {
   int hop_link[GCOLL_TOPO_MAX_HOPS];
 };
 
+/* The multi-node NVLink domain a node belongs to (GB200/GB300 NVL72: the
+ * NVML fabric's cluster UUID and clique id once the GPU's fabric
+ * registration has completed). Nodes whose domains are equal reach each
+ * other's GPUs over NVLink. */
+#define GCOLL_UUID_TEXT 37          /* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL */
+struct gcoll_nvl_domain {
+  int set;                          /* 0: the node is in no multi-node domain */
+  char cluster[GCOLL_UUID_TEXT];    /* lower-case UUID text */
+  uint32_t clique;
+};
+
 struct gcoll_topo {
   char name[64];                /* class name in plans: "dgx-h100" */
   int ndev;
@@ -96,6 +107,9 @@ struct gcoll_topo {
    * hash: it follows from the content. Plans refuse such a topology, naming
    * what is missing (gcoll_topo_missing). */
   int incomplete;
+  /* Which node this is, not what it is: left out of the hash, so the trays
+   * of every rack share one topology class. */
+  struct gcoll_nvl_domain nvl_domain;
 };
 
 /* Lifetime. gcoll_topo_new returns a zeroed topology named `name`. */
@@ -117,7 +131,12 @@ int gcoll_topo_compute_paths(struct gcoll_topo *topo, char *err, size_t errlen);
 const struct gcoll_topo_path *gcoll_topo_path(const struct gcoll_topo *topo,
                                               int from, int to);
 
-/* Stable hash of the topology's content (not its name): nodes whose hashes
+/* 1 when both nodes are in the same multi-node NVLink domain. */
+int gcoll_nvl_domain_equal(const struct gcoll_nvl_domain *a, const struct gcoll_nvl_domain *b);
+/* Parses "UUID" text (any case) into d->cluster (lower case); 0 or -1. */
+int gcoll_nvl_domain_set_cluster(struct gcoll_nvl_domain *d, const char *uuid);
+
+/* Stable hash of the topology's content (not its name: nodes whose hashes
  * are equal share one topology class in a plan. */
 uint32_t gcoll_topo_hash(const struct gcoll_topo *topo);
 
@@ -190,5 +209,26 @@ int gcoll_busid_normalize(const char *in, char *out, size_t outlen);
  * the CUDA driver and NVML through dlopen, libibverbs when built with it,
  * TCP interfaces otherwise. Never fails for lack of GPUs. */
 struct gcoll_topo *gcoll_topo_detect(char *err, size_t errlen);
+
+/* One GPU's NVML fabric info (topo_detect_fabric.c): known 0 when NVML
+ * gave none. status is NVML's return for the registration, state its
+ * nvmlGpuFabricState_t (3: completed). */
+struct gcoll_fabric_info {
+  int known;
+  unsigned char cluster[16];
+  int status;
+  uint32_t clique;
+  unsigned state;
+};
+/* The node's domain from its GPUs' fabric info: 1 and out set when every GPU
+ * completed registration with one non-zero cluster UUID and clique; 0 (out
+ * unset) when some GPU has no fabric or has not completed; -1 (out unset)
+ * when GPUs disagree. */
+int gcoll_nvl_domain_from_fabric(const struct gcoll_fabric_info *gpus, int n,
+                                 struct gcoll_nvl_domain *out);
+/* Asks NVML (dlopen) for the GPUs with these bus ids; out unset without
+ * NVML, without fabric info, or as gcoll_nvl_domain_from_fabric says. */
+void gcoll_detect_nvl_domain(char (*busids)[GCOLL_BUSID_MAX], int n,
+                             struct gcoll_nvl_domain *out);
 
 #endif

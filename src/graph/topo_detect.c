@@ -6,6 +6,9 @@
  * (TCP interfaces, used when there is no RDMA port). Whatever is missing
  * degrades to less detail, never to an error.
  *
+ * The node's multi-node NVLink domain comes from NVML's fabric info
+ * (topo_detect_fabric.c).
+ *
  * Facts are gathered first and the topology is built afterwards, in the
  * canonical order the YAML format uses (cpus, pci, gpus, nics, nvswitches),
  * so that the detected topology and its written file hash the same. */
@@ -653,6 +656,9 @@ struct gcoll_topo *gcoll_topo_detect(char *err, size_t errlen) {
     snprintf(err, errlen, "topology detection: %s", why);
     goto fail;
   }
+  char busids[GCOLL_TOPO_MAX_GPUS][GCOLL_BUSID_MAX];
+  for (int i = 0; i < t->ngpu; i++) memcpy(busids[i], t->dev[t->gpu[i]].busid, GCOLL_BUSID_MAX);
+  gcoll_detect_nvl_domain(busids, t->ngpu, &t->nvl_domain);
   free(dt);
   return t;
 fail:

@@ -169,6 +169,8 @@ struct gcoll_topo *gcoll_topo_merge(const struct gcoll_topo *file, const struct 
   *out = *file;
   out->paths = NULL;
   out->incomplete = 0;
+  /* NCCL's XML says nothing of the NVLink domain: the node's detection does. */
+  if (!out->nvl_domain.set) out->nvl_domain = base->nvl_domain;
 
   /* Sockets: the file's, with detection's core count (and NUMA id) where
    * the file has none. */

@@ -252,6 +252,13 @@ int gcoll_topo_write_stream(const struct gcoll_topo *topo, void *FILE_stream, ch
   begin_map(&w, 0);
   kv_int(&w, "gcoll-topo", GCOLL_TOPO_VERSION);
   kv_str(&w, "name", topo->name);
+  if (topo->nvl_domain.set) {
+    emit_str(&w, "nvlink_domain");
+    begin_map(&w, 1);
+    kv_str(&w, "cluster", topo->nvl_domain.cluster);
+    kv_int(&w, "clique", topo->nvl_domain.clique);
+    end_map(&w);
+  }
   for (int type = 0; type < GCOLL_DEV_NTYPES; type++) {
     int any = 0;
     for (int i = 0; i < topo->ndev; i++) {
