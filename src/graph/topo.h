@@ -9,10 +9,16 @@
 #include <stdint.h>
 
 #define GCOLL_TOPO_VERSION 1
-#define GCOLL_TOPO_MAX_NODES 128   /* devices of all kinds in one node */
-#define GCOLL_TOPO_MAX_LINKS 24    /* links out of one device */
+/* Devices, links and NICs are stored in arrays that grow as they are added,
+ * so no node shape hits a table size (a p5 has 32 NICs, NCCL's XML stops
+ * at 256 elements). The one bound is a sanity limit on input from files
+ * and other nodes: paths are ndev x ndev, so 1024 devices cost about
+ * 120 MB and half a second, and more would let one bad file stall the
+ * plugin's daemon. GPUs stay at 16 per node: the intra-node search tracks
+ * them in bit masks and orders them exhaustively. */
+#define GCOLL_TOPO_MAX_NODES 1024  /* devices of all kinds in one node */
 #define GCOLL_TOPO_MAX_GPUS 16
-#define GCOLL_TOPO_MAX_NICS 32
+#define GCOLL_TOPO_MAX_NVS 4
 #define GCOLL_TOPO_MAX_HOPS 12     /* longest device-to-device path kept */
 #define GCOLL_NAME_MAX 32          /* device names: "gpu3", "mlx5_0", "eth0" */
 #define GCOLL_BUSID_MAX 16         /* "0000:1b:00.0" + NUL */
@@ -66,8 +72,8 @@ struct gcoll_topo_dev {
     struct { int port; double gbps; /* line rate; 0: unknown */ } nic;
     struct { int multicast; /* NVLS capable (NVSwitch gen3+) */ } nvs;
   } u;
-  int nlinks;
-  struct gcoll_topo_link links[GCOLL_TOPO_MAX_LINKS];
+  int nlinks, links_cap;
+  struct gcoll_topo_link *links;  /* nlinks entries, owned by the topology */
 };
 
 /* Best path from one device to another: widest (max bottleneck bandwidth),
@@ -93,12 +99,13 @@ struct gcoll_nvl_domain {
 
 struct gcoll_topo {
   char name[64];                /* class name in plans: "dgx-h100" */
-  int ndev;
-  struct gcoll_topo_dev dev[GCOLL_TOPO_MAX_NODES];
-  /* Index lists by type, in index order (ngpu GPUs: gpu[i] is dev index). */
+  int ndev, dev_cap;
+  struct gcoll_topo_dev *dev;   /* ndev entries (dev_cap allocated) */
+  /* Index lists by type, in index order (ngpu GPUs: gpu[i] is dev index).
+   * cpu, pci and nic have dev_cap entries allocated. */
   int ncpu, npci, ngpu, nnic, nnvs;
-  int cpu[GCOLL_TOPO_MAX_NODES], pci[GCOLL_TOPO_MAX_NODES];
-  int gpu[GCOLL_TOPO_MAX_GPUS], nic[GCOLL_TOPO_MAX_NICS], nvs[4];
+  int *cpu, *pci, *nic;
+  int gpu[GCOLL_TOPO_MAX_GPUS], nvs[GCOLL_TOPO_MAX_NVS];
   /* ndev*ndev, filled by gcoll_topo_compute_paths(); NULL before. */
   struct gcoll_topo_path *paths;
   /* Set by the readers when the file left out something a plan needs (a
@@ -112,9 +119,13 @@ struct gcoll_topo {
   struct gcoll_nvl_domain nvl_domain;
 };
 
-/* Lifetime. gcoll_topo_new returns a zeroed topology named `name`. */
+/* Lifetime. gcoll_topo_new returns an empty topology named `name`; a
+ * topology owns its arrays, so copies are made with gcoll_topo_clone (never
+ * by assigning the struct). */
 struct gcoll_topo *gcoll_topo_new(const char *name);
 void gcoll_topo_free(struct gcoll_topo *topo);
+/* A deep copy (paths included when computed); NULL when out of memory. */
+struct gcoll_topo *gcoll_topo_clone(const struct gcoll_topo *topo);
 
 /* Building (used by the YAML reader, detection and tests). Return the new
  * device index, or -1 with a reason in err when a limit is hit. */

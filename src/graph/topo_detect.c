@@ -76,7 +76,7 @@ struct det {
   int ngpu;
   struct det_gpu gpu[GCOLL_TOPO_MAX_GPUS];
   int nnic;
-  struct det_nic nic[GCOLL_TOPO_MAX_NICS];
+  struct det_nic nic[GCOLL_TOPO_MAX_NODES];
   /* NVLink lanes from GPU i to GPU j, or to the switch fabric. */
   int nvl[GCOLL_TOPO_MAX_GPUS][GCOLL_TOPO_MAX_GPUS + 1];
   double nvl_lane_bw;
@@ -280,7 +280,7 @@ static void sysfs_busid(const char *device_link, char *out) {
 }
 
 static struct det_nic *new_nic(struct det *dt) {
-  if (dt->nnic >= GCOLL_TOPO_MAX_NICS) return NULL;
+  if (dt->nnic >= GCOLL_TOPO_MAX_NODES) return NULL;
   struct det_nic *n = &dt->nic[dt->nnic++];
   memset(n, 0, sizeof(*n));
   n->port = 1;
