@@ -94,7 +94,7 @@ struct gcoll_rank_view {
   int ntuning[GCOLL_NCOLLS];
   struct gcoll_tuning_entry tuning[GCOLL_NCOLLS][GCOLL_MAX_TUNING];
   /* The multi-node NVLink domain of this rank's node (-1: none) and how
-   * many nodes it holds. Edges to ranks of other nodes of the domain are
+   * many nodes it holds (0 without a domain). Edges to ranks of other nodes of the domain are
    * GCOLL_EDGE_P2P, and nvls_heads then spans the domain's nodes. */
   int nvl_domain;
   int nvl_domain_nnodes;

@@ -298,7 +298,7 @@ static void fill_nvls(const struct gcoll_plan *p, int node, struct gcoll_rank_vi
   const struct gcoll_plan_class *k = class_of(p, node);
   int d = gcoll_plan_node_domain(p, node), nd = 0, maxh = 0;
   v->nvl_domain = d;
-  v->nvl_domain_nnodes = d >= 0 ? 0 : 1;
+  v->nvl_domain_nnodes = 0;
   v->nvls_nheads = 0;
   if (d < 0) {
     v->nvls_nheads = k->graph.nvls_nheads;
