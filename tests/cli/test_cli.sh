@@ -576,6 +576,10 @@ expect_err "--nvlink-domain without GPUs" 1 \
 expect_err "--nvlink-domain 0" 2 \
   "gcoll-plan: generate: --nvlink-domain: 0 is out of range 1..1048576 (see 'gcoll-plan generate --help')" \
   "$BIN" generate --topo gb200-tray --nodes 2 --nvlink-domain 0 -o "$tmp/x.yaml"
+"$BIN" generate -q --topo gb200-tray --nodes 4 -o "$tmp/trays-none.yaml"
+"$BIN" generate -q --topo gb200-tray --nodes 4 --nvlink-domain 4 -o "$tmp/trays-one.yaml"
+expect_rc "diff: domains differ" 1 "$BIN" diff "$tmp/trays-none.yaml" "$tmp/trays-one.yaml"
+check "diff names the domains" grep -q '^node NVLink domain (-1: none): 4 nodes differ: 0 (-1 -> 0), ' "$tmp/out"
 # p5: 32 EFA NICs, every one carries a channel.
 expect_rc "generate p5 x2" 0 "$BIN" generate --topo p5 --nodes 2 -o "$tmp/p5.yaml"
 expect_rc "show p5" 0 "$BIN" show "$tmp/p5.yaml"
