@@ -11,9 +11,9 @@
 #define GCOLL_TOPO_VERSION 1
 /* Devices, links and NICs are stored in arrays that grow as they are added,
  * so no node shape hits a table size (a p5 has 32 NICs, NCCL's XML stops
- * at 256 elements). The one bound is a sanity limit on input from files
+ * at 256 elements). One bound is a sanity limit on input from files
  * and other nodes: paths are ndev x ndev, so 1024 devices cost about
- * 120 MB and half a second, and more would let one bad file stall the
+ * 130 MB and 0.15 s, and more would let one bad file stall the
  * plugin's daemon. GPUs stay at 16 per node: the intra-node search tracks
  * them in bit masks and orders them exhaustively. */
 #define GCOLL_TOPO_MAX_NODES 1024  /* devices of all kinds in one node */
