@@ -27,7 +27,8 @@ enum gcoll_edge {
   GCOLL_EDGE_NONE = 0,  /* no peer (-1) */
   GCOLL_EDGE_SELF,      /* single-rank job */
   GCOLL_EDGE_SHM,       /* same node, host memory */
-  GCOLL_EDGE_P2P,       /* same node, GPU to GPU */
+  GCOLL_EDGE_P2P,       /* GPU to GPU over NVLink: same node, or nodes of
+                         * one multi-node NVLink domain */
   GCOLL_EDGE_NET        /* different nodes */
 };
 
@@ -92,6 +93,11 @@ struct gcoll_rank_view {
   int nvls_heads[GCOLL_MAX_NVLS_HEADS]; /* global ranks of this node's heads */
   int ntuning[GCOLL_NCOLLS];
   struct gcoll_tuning_entry tuning[GCOLL_NCOLLS][GCOLL_MAX_TUNING];
+  /* The multi-node NVLink domain of this rank's node (-1: none) and how
+   * many nodes it holds (0 without a domain). Edges to ranks of other nodes of the domain are
+   * GCOLL_EDGE_P2P, and nvls_heads then spans the domain's nodes. */
+  int nvl_domain;
+  int nvl_domain_nnodes;
 };
 
 /* Loads rank `rank`'s view from a plan file with a streaming parser.

@@ -27,10 +27,11 @@ static void free_nodes(struct gcoll_plan *p) {
   free(p->node_class);
   free(p->node_first_rank);
   free(p->ring_node_order);
+  free(p->node_domain);
   free(p->t1_parent);
   free(p->t2_parent);
   p->node_host = NULL;
-  p->node_class = p->node_first_rank = p->ring_node_order = NULL;
+  p->node_class = p->node_first_rank = p->ring_node_order = p->node_domain = NULL;
   p->t1_parent = p->t2_parent = NULL;
   p->nnodes = 0;
 }
@@ -198,6 +199,9 @@ static void fill_ring(const struct gcoll_plan *p, int node, int ring_pos, int s,
   int L = k->nlocal, F = p->node_first_rank[node], n = p->nnodes;
   struct gcoll_ring_link *r = &v->ring[c];
   int i = position_in(ch->ring, L, v->local_rank);
+  /* The ring enters (leaves) a node of an NVLink domain from (to) another
+   * tray over NVLink: no NIC is involved then. */
+  int cross_p2p_in = 0, cross_p2p_out = 0;
   memset(r, 0, sizeof(*r));
   if (p->nranks == 1) {
     r->prev = r->next = v->rank;
@@ -210,7 +214,8 @@ static void fill_ring(const struct gcoll_plan *p, int node, int ring_pos, int s,
       int pn = p->ring_node_order[(ring_pos - 1 + n) % n];
       const struct gcoll_plan_class *pk = class_of(p, pn);
       r->prev = gcoll_plan_rank_at(p, p->node_first_rank[pn] + pk->graph.ch[s].ring[pk->nlocal - 1]);
-      r->prev_edge = pn == node ? k->intra_edge : GCOLL_EDGE_NET;
+      r->prev_edge = gcoll_plan_edge_between(p, pn, node);
+      cross_p2p_in = pn != node && r->prev_edge == GCOLL_EDGE_P2P;
     }
     if (i < L - 1) {
       r->next = gcoll_plan_rank_at(p, F + ch->ring[i + 1]);
@@ -219,11 +224,13 @@ static void fill_ring(const struct gcoll_plan *p, int node, int ring_pos, int s,
       int nn = p->ring_node_order[(ring_pos + 1) % n];
       const struct gcoll_plan_class *nk = class_of(p, nn);
       r->next = gcoll_plan_rank_at(p, p->node_first_rank[nn] + nk->graph.ch[s].ring[0]);
-      r->next_edge = nn == node ? k->intra_edge : GCOLL_EDGE_NET;
+      r->next_edge = gcoll_plan_edge_between(p, node, nn);
+      cross_p2p_out = nn != node && r->next_edge == GCOLL_EDGE_P2P;
     }
   }
-  if (i == 0) snprintf(r->nic_in, sizeof(r->nic_in), "%s", ch->ring_nic_in_name);
-  if (i == L - 1) snprintf(r->nic_out, sizeof(r->nic_out), "%s", ch->ring_nic_out_name);
+  if (i == 0 && !cross_p2p_in) snprintf(r->nic_in, sizeof(r->nic_in), "%s", ch->ring_nic_in_name);
+  if (i == L - 1 && !cross_p2p_out)
+    snprintf(r->nic_out, sizeof(r->nic_out), "%s", ch->ring_nic_out_name);
 }
 
 int gcoll_plan_ring_ranks(const struct gcoll_plan *plan, int channel, int *ranks) {
@@ -263,19 +270,62 @@ static void fill_tree(const struct gcoll_plan *p, int node, int s, int c, int S,
     t->parent_edge = k->intra_edge;
   } else if (parent[node] >= 0) {
     t->parent = tree_endpoint(p, parent[node], s);
-    t->parent_edge = GCOLL_EDGE_NET;
+    t->parent_edge = gcoll_plan_edge_between(p, parent[node], node);
   }
   if (i < L - 1) {
     t->child_edge[t->nchildren] = k->intra_edge;
     t->children[t->nchildren++] = gcoll_plan_rank_at(p, F + ch->chain[i + 1]);
   }
   if (i == 0) {
+    /* The chain's NIC serves the endpoint's edges to other nodes; when all
+     * of them stay inside its NVLink domain there is none to name. */
+    int uses_net = parent[node] >= 0 && t->parent_edge == GCOLL_EDGE_NET;
     for (int j = 0; j < nkids && t->nchildren < GCOLL_MAX_TREE_ARITY; j++) {
-      t->child_edge[t->nchildren] = GCOLL_EDGE_NET;
+      t->child_edge[t->nchildren] = gcoll_plan_edge_between(p, node, kids[j]);
+      uses_net |= t->child_edge[t->nchildren] == GCOLL_EDGE_NET;
       t->children[t->nchildren++] = tree_endpoint(p, kids[j], s);
     }
-    snprintf(t->nic, sizeof(t->nic), "%s", ch->chain_nic_name);
+    if (uses_net || p->node_domain == NULL)
+      snprintf(t->nic, sizeof(t->nic), "%s", ch->chain_nic_name);
   }
+}
+
+/* NVLS heads: the node's own, or, in an NVLink domain, heads spread over
+ * the domain's nodes (in ring order, one head of each node before any
+ * node's second), since NVLink multicast reaches every GPU of the domain
+ * and each head brings its own NIC for the traffic between domains. */
+static void fill_nvls(const struct gcoll_plan *p, int node, struct gcoll_rank_view *v) {
+  const struct gcoll_plan_class *k = class_of(p, node);
+  int d = gcoll_plan_node_domain(p, node), nd = 0, maxh = 0;
+  v->nvl_domain = d;
+  v->nvl_domain_nnodes = 0;
+  v->nvls_nheads = 0;
+  if (d < 0) {
+    v->nvls_nheads = k->graph.nvls_nheads;
+    for (int h = 0; h < v->nvls_nheads; h++)
+      v->nvls_heads[h] = gcoll_plan_rank_at(p, p->node_first_rank[node] + k->graph.nvls_heads[h]);
+    return;
+  }
+  for (int j = 0; j < p->nnodes; j++) {
+    int m = p->ring_node_order[j];
+    if (gcoll_plan_node_domain(p, m) != d) continue;
+    nd++;
+    if (class_of(p, m)->graph.nvls_nheads > maxh) maxh = class_of(p, m)->graph.nvls_nheads;
+  }
+  v->nvl_domain_nnodes = nd;
+  /* Only a domain whose every node has NVLS heads has NVLS. */
+  for (int j = 0; j < p->nnodes; j++) {
+    int m = p->ring_node_order[j];
+    if (gcoll_plan_node_domain(p, m) == d && class_of(p, m)->graph.nvls_nheads == 0) return;
+  }
+  for (int round = 0; round < maxh && v->nvls_nheads < GCOLL_MAX_NVLS_HEADS; round++)
+    for (int j = 0; j < p->nnodes && v->nvls_nheads < GCOLL_MAX_NVLS_HEADS; j++) {
+      int m = p->ring_node_order[j];
+      const struct gcoll_plan_class *km = class_of(p, m);
+      if (gcoll_plan_node_domain(p, m) != d || round >= km->graph.nvls_nheads) continue;
+      v->nvls_heads[v->nvls_nheads++] =
+          gcoll_plan_rank_at(p, p->node_first_rank[m] + km->graph.nvls_heads[round]);
+    }
 }
 
 /* Children of `node` in a tree, increasing node index; more than two would
@@ -363,9 +413,7 @@ int gcoll_plan_rank_view(const struct gcoll_plan *plan, int rank, struct gcoll_r
     fill_ring(plan, node, ring_pos, c % S, c, view);
     fill_tree(plan, node, c % S, c, S, kids1, nk1, kids2, nk2, view);
   }
-  view->nvls_nheads = k->graph.nvls_nheads;
-  for (int h = 0; h < view->nvls_nheads; h++)
-    view->nvls_heads[h] = gcoll_plan_rank_at(plan, plan->node_first_rank[node] + k->graph.nvls_heads[h]);
+  fill_nvls(plan, node, view);
   for (int i = 0; i < k->nlocal; i++)
     view->node_ranks[i] = gcoll_plan_rank_at(plan, plan->node_first_rank[node] + i);
   memcpy(view->ntuning, plan->ntuning, sizeof(view->ntuning));

@@ -116,6 +116,13 @@ struct gcoll_plan {
    * a sub-communicator whose members interleave nodes). NULL, both, when
    * slot s is rank s. gcoll_plan_rank_at / gcoll_plan_slot_of read them. */
   int *rank_of_slot, *slot_of_rank;
+  /* Multi-node NVLink domain of each node (plan_domain.c): 0.. in order of
+   * first appearance, -1 for a node in none; NULL when no node is in one,
+   * and then the plan is exactly what it was before domains existed.
+   * Edges between nodes of one domain are p2p, the ring visits each
+   * domain's nodes together, and the trees cross the network only between
+   * domains. */
+  int *node_domain;
   /* Global ring: order in which nodes are visited (same for all channels). */
   int *ring_node_order;
   /* Double binary tree over nodes: parent per node, -1 at the root. */
@@ -152,6 +159,11 @@ struct gcoll_plan_input {
                                           * drives (a step that owns GPUs 5
                                           * and 6 of a node), or NULL: local
                                           * rank i drives GPU i */
+  const int *node_domain;                /* per node its NVLink domain: equal
+                                          * values >= 0 share one, -1 none
+                                          * (gcoll-plan generate
+                                          * --nvlink-domain), or NULL: from
+                                          * each topology's nvl_domain */
 };
 
 struct gcoll_plan *gcoll_plan_new(void);
@@ -159,14 +171,43 @@ void gcoll_plan_free(struct gcoll_plan *plan);
 /* Allocates the per-node arrays for nnodes nodes. */
 int gcoll_plan_alloc_nodes(struct gcoll_plan *plan, int nnodes);
 
+/* ---- NVLink domains across nodes (plan_domain.c) ------------------------ */
+
+/* Sets plan->node_domain from per-node values (-1: none; others any ints,
+ * renumbered 0.. in order of first appearance); NULL or all -1 clears it.
+ * plan->nnodes must be set. 0, or -1 out of memory. */
+int gcoll_plan_set_domains(struct gcoll_plan *plan, const int *node_domain, char *err,
+                           size_t errlen);
+/* Per-node domain values from the topologies' nvl_domain (equal domains get
+ * equal values, -1 for none): a malloc'd array of nnodes, or NULL with
+ * *none set when no topology names a domain (or out of memory: *none 0). */
+int *gcoll_plan_domains_of_topos(const struct gcoll_topo *const *node_topo, int nnodes,
+                                 int *none);
+/* The node's domain, -1 when none. */
+int gcoll_plan_node_domain(const struct gcoll_plan *plan, int node);
+/* How an edge between a rank on node a and one on node b is carried: the
+ * class's intra edge inside a node, p2p between GPU nodes of one domain,
+ * net otherwise. */
+enum gcoll_edge gcoll_plan_edge_between(const struct gcoll_plan *plan, int a, int b);
+/* The ring's node order: node order, with each domain's nodes visited
+ * together where the domain first appears, so a ring crosses the network
+ * once per domain. */
+void gcoll_plan_domain_ring_order(const struct gcoll_plan *plan, int *order);
+/* The trees gcoll_plan_build_trees makes (with or without domains), into
+ * the given arrays (nnodes entries each); 0, or -1 out of memory. */
+int gcoll_plan_canonical_trees(const struct gcoll_plan *plan, int *t1_parent, int *t2_parent,
+                               int *t1_root, int *t2_root);
+
 /* Computes the whole plan (classes, search, ring, trees, tuning). */
 struct gcoll_plan *gcoll_plan_build(const struct gcoll_plan_input *in,
                                     char *err, size_t errlen);
 
 /* The parts of gcoll_plan_build that follow from the nodes alone, for
  * plans assembled elsewhere (plan_subset.c): the double binary tree over
- * nodes 0..nnodes-1, and the generator, job and creation time. */
-void gcoll_plan_build_trees(struct gcoll_plan *plan);
+ * nodes 0..nnodes-1 (over domains, then inside each, when node_domain is
+ * set), and the generator, job and creation time. Returns 0, or -1 out of
+ * memory. */
+int gcoll_plan_build_trees(struct gcoll_plan *plan);
 void gcoll_plan_stamp(struct gcoll_plan *plan, int64_t job_id, int64_t step_id);
 
 /* A plan for some of a plan's ranks, as a sub-communicator needs:

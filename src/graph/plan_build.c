@@ -204,16 +204,9 @@ static int fill_hosts(struct gcoll_plan *p, const char **hosts, char *err, size_
   return 0;
 }
 
-void gcoll_plan_build_trees(struct gcoll_plan *p) {
-  int n = p->nnodes, c0, c1;
-  p->t1_root = 0;
-  p->t2_root = 0;
-  p->t2_construction = gcoll_dtree_construction(n);
-  for (int i = 0; i < n; i++) {
-    gcoll_btree(n, i, &p->t1_parent[i], &c0, &c1);
-    gcoll_dtree_t2(n, i, &p->t2_parent[i], &c0, &c1);
-    if (p->t2_parent[i] < 0) p->t2_root = i;
-  }
+int gcoll_plan_build_trees(struct gcoll_plan *p) {
+  p->t2_construction = gcoll_dtree_construction(p->nnodes);
+  return gcoll_plan_canonical_trees(p, p->t1_parent, p->t2_parent, &p->t1_root, &p->t2_root);
 }
 
 void gcoll_plan_stamp(struct gcoll_plan *p, int64_t job_id, int64_t step_id) {
@@ -225,6 +218,22 @@ void gcoll_plan_stamp(struct gcoll_plan *p, int64_t job_id, int64_t step_id) {
   if (gmtime_r(&now, &tm) == NULL ||
       strftime(p->job.created, sizeof(p->job.created), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
     p->job.created[0] = '\0';
+}
+
+/* The nodes' NVLink domains: given (generate --nvlink-domain), else what
+ * each node's topology says (detection on the node, the plugin's files). */
+static int set_domains(struct gcoll_plan *p, const struct gcoll_plan_input *in, char *err,
+                       size_t errlen) {
+  if (in->node_domain != NULL) return gcoll_plan_set_domains(p, in->node_domain, err, errlen);
+  int none;
+  int *v = gcoll_plan_domains_of_topos(in->node_topo, in->nnodes, &none);
+  if (v == NULL && !none) {
+    snprintf(err, errlen, "out of memory for the domains of %d nodes", in->nnodes);
+    return -1;
+  }
+  int rc = gcoll_plan_set_domains(p, v, err, errlen);
+  free(v);
+  return rc;
 }
 
 /* Ranks on some of each node's GPUs: the plan of the whole nodes (every
@@ -311,10 +320,13 @@ struct gcoll_plan *gcoll_plan_build(const struct gcoll_plan_input *in, char *err
   }
   if (assign_classes(p, in, src, err, errlen) || search_classes(p, src, in->max_channels, err, errlen) ||
       fill_hosts(p, in->node_host, err, errlen) ||
-      gcoll_plan_set_rank_order(p, in->rank_of_slot, err, errlen))
+      gcoll_plan_set_rank_order(p, in->rank_of_slot, err, errlen) || set_domains(p, in, err, errlen))
     goto fail;
-  for (int n = 0; n < p->nnodes; n++) p->ring_node_order[n] = n;
-  gcoll_plan_build_trees(p);
+  gcoll_plan_domain_ring_order(p, p->ring_node_order);
+  if (gcoll_plan_build_trees(p) != 0) {
+    snprintf(err, errlen, "out of memory for the trees of %d nodes", p->nnodes);
+    goto fail;
+  }
   gcoll_plan_stamp(p, in->job_id, in->step_id);
   gcoll_plan_tune(p);
   free(src);

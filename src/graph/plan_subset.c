@@ -247,7 +247,15 @@ static int fill_nodes(struct subset *s, struct gcoll_plan *child) {
     int c = s->child_of_parent[p->ring_node_order[i]];
     if (c >= 0) child->ring_node_order[at++] = c;
   }
-  return 0;
+  /* Nodes keep their NVLink domains, so the child's trees and edges use
+   * NVLink where the parent's do. */
+  if (p->node_domain == NULL) return 0;
+  int *dom = malloc((size_t)s->nnodes * sizeof(int));
+  if (dom == NULL) return fail(s, "out of memory");
+  for (int i = 0; i < s->nnodes; i++) dom[i] = p->node_domain[s->node_parent[i]];
+  int rc = gcoll_plan_set_domains(child, dom, s->err, s->errlen);
+  free(dom);
+  return rc;
 }
 
 struct gcoll_plan *gcoll_plan_subset(const struct gcoll_plan *parent, const int *members, int n,
@@ -281,7 +289,10 @@ struct gcoll_plan *gcoll_plan_subset(const struct gcoll_plan *parent, const int 
   if (fill_nodes(&s, child) != 0 ||
       gcoll_plan_set_rank_order(child, s.member_at, err, errlen) != 0)
     goto fail;
-  gcoll_plan_build_trees(child);
+  if (gcoll_plan_build_trees(child) != 0) {
+    snprintf(err, errlen, "out of memory for the trees of %d nodes", s.nnodes);
+    goto fail;
+  }
   gcoll_plan_stamp(child, parent->job.id, parent->job.step);
   gcoll_plan_tune(child);
   char why[256];

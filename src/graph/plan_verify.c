@@ -38,6 +38,10 @@ static int check_sizes(const struct gcoll_plan *p, char *err, size_t errlen) {
   if (!p->node_class || !p->node_first_rank || !p->ring_node_order || !p->t1_parent ||
       !p->t2_parent)
     return bad(err, errlen, "plan has no node arrays");
+  for (int n = 0; p->node_domain != NULL && n < p->nnodes; n++)
+    if (p->node_domain[n] < -1 || p->node_domain[n] >= p->nnodes)
+      return bad(err, errlen, "node %d is in NVLink domain %d, outside -1..%d", n,
+                 p->node_domain[n], p->nnodes - 1);
   return 0;
 }
 
@@ -279,18 +283,17 @@ static int check_tree_shape(const struct gcoll_plan *p, const char *name, const 
   return 0;
 }
 
-static void canonical(int which, int n, int node, int *parent, int *has_children) {
-  int c0, c1;
-  if (which == 1) gcoll_btree(n, node, parent, &c0, &c1);
-  else gcoll_dtree_t2(n, node, parent, &c0, &c1);
-  *has_children = c0 >= 0 || c1 >= 0;
-}
-
+/* The trees are compared with the construction (plan_domain.c: btree.c's
+ * double binary tree over the nodes, or over domains and inside each), so
+ * a file cannot carry trees the runtime's assumptions were not made for. */
 static int check_trees(const struct gcoll_plan *p, char *err, size_t errlen) {
-  int n = p->nnodes, rc = -1;
+  int n = p->nnodes, rc = -1, root1, root2;
   int *ch1 = malloc((size_t)n * sizeof(int)), *ch2 = malloc((size_t)n * sizeof(int));
+  int *want1 = malloc((size_t)n * sizeof(int)), *want2 = malloc((size_t)n * sizeof(int));
+  int *in1 = calloc((size_t)n, sizeof(int)), *in2 = calloc((size_t)n, sizeof(int));
   unsigned char *state = malloc((size_t)n);
-  if (ch1 == NULL || ch2 == NULL || state == NULL) {
+  if (!ch1 || !ch2 || !want1 || !want2 || !in1 || !in2 || !state ||
+      gcoll_plan_canonical_trees(p, want1, want2, &root1, &root2) != 0) {
     bad(err, errlen, "out of memory");
     goto out;
   }
@@ -307,33 +310,36 @@ static int check_trees(const struct gcoll_plan *p, char *err, size_t errlen) {
         gcoll_dtree_construction(n) == GCOLL_T2_SHIFT ? "shift" : "mirror");
     goto out;
   }
+  for (int v = 0; v < n; v++) {
+    if (want1[v] >= 0) in1[want1[v]] = 1;
+    if (want2[v] >= 0) in2[want2[v]] = 1;
+  }
   /* Interior in both trees halves a node's send bandwidth; only the nodes
-   * where the canonical construction itself cannot avoid it may be. */
-  for (int v = 0; v < n && n >= 2; v++) {
-    int par, in1, in2;
-    canonical(1, n, v, &par, &in1);
-    canonical(2, n, v, &par, &in2);
-    if (ch1[v] && ch2[v] && !(in1 && in2)) {
+   * where the construction itself cannot avoid it may be. */
+  for (int v = 0; v < n && n >= 2; v++)
+    if (ch1[v] && ch2[v] && !(in1[v] && in2[v])) {
       bad(err, errlen, "node %d is interior in both trees (the double binary tree avoids it)", v);
       goto out;
     }
-  }
   for (int which = 1; which <= 2; which++) {
     const int *parent = which == 1 ? p->t1_parent : p->t2_parent;
-    for (int v = 0; v < n; v++) {
-      int par, inner;
-      canonical(which, n, v, &par, &inner);
-      if (parent[v] != par) {
+    const int *want = which == 1 ? want1 : want2;
+    for (int v = 0; v < n; v++)
+      if (parent[v] != want[v]) {
         bad(err, errlen, "tree t%d: parent of node %d is %d, the double binary tree over %d "
-            "nodes gives %d", which, v, parent[v], n, par);
+            "nodes%s gives %d", which, v, parent[v], n,
+            p->node_domain != NULL ? " and their NVLink domains" : "", want[v]);
         goto out;
       }
-    }
   }
   rc = 0;
 out:
   free(ch1);
   free(ch2);
+  free(want1);
+  free(want2);
+  free(in1);
+  free(in2);
   free(state);
   return rc;
 }

@@ -346,9 +346,31 @@ static int keep_host(struct rd *r, struct gcoll_plan *p, struct node_fill *nf, i
   return 0;
 }
 
+/* domain: K, optional (plans before NVLink domains have none): the
+ * entry's nodes are in multi-node NVLink domain K. Nodes of entries
+ * without it are in none. */
+static int parse_domain(struct rd *r, const struct ydoc_node *e, int idx, struct gcoll_plan *p,
+                        int first, int count) {
+  char f[64];
+  int64_t v;
+  if (ydoc_get(e, "domain") == NULL) {
+    for (int j = 0; p->node_domain != NULL && j < count; j++) p->node_domain[first + j] = -1;
+    return 0;
+  }
+  snprintf(f, sizeof(f), "nodes[%d].domain", idx);
+  if (get_int(r, e, "domain", f, 0, p->nnodes - 1, &v)) return -1;
+  if (p->node_domain == NULL) {
+    if ((p->node_domain = malloc((size_t)p->nnodes * sizeof(int))) == NULL)
+      return rd_err(r, e, f, "out of memory");
+    for (int n = 0; n < p->nnodes; n++) p->node_domain[n] = -1;
+  }
+  for (int j = 0; j < count; j++) p->node_domain[first + j] = (int)v;
+  return 0;
+}
+
 static int parse_node_entry(struct rd *r, const struct ydoc_node *e, int idx,
                             struct gcoll_plan *p, struct node_fill *nf) {
-  static const char *const keys[] = {"host", "hosts", "topology", "ranks", NULL};
+  static const char *const keys[] = {"host", "hosts", "topology", "domain", "ranks", NULL};
   const struct ydoc_node *topo, *ranks, *host = ydoc_get(e, "host"), *hosts = ydoc_get(e, "hosts");
   char f[64], name[GCOLL_PLAN_HOST_MAX];
   snprintf(f, sizeof(f), "nodes[%d]", idx);
@@ -418,6 +440,7 @@ static int parse_node_entry(struct rd *r, const struct ydoc_node *e, int idx,
     p->node_class[nf->next_node + j] = k;
     p->node_first_rank[nf->next_node + j] = (int)(nf->next_rank + j * nlocal);
   }
+  if (parse_domain(r, e, idx, p, nf->next_node, (int)nh)) return -1;
   if (host) {
     if ((nf->host_rank < 0 || host_at >= 0) && keep_host(r, p, nf, nf->next_node, name, host))
       return -1;

@@ -258,8 +258,9 @@ static void write_nodes(struct emit *e, const struct gcoll_plan *p) {
   scalar(e, "nodes");
   seq_start(e, 0);
   for (int i = 0; i < p->nnodes && !e->failed;) {
-    int k = p->node_class[i], same = i + 1;
-    while (same < p->nnodes && p->node_class[same] == k) same++;
+    int k = p->node_class[i], same = i + 1, dom = gcoll_plan_node_domain(p, i);
+    while (same < p->nnodes && p->node_class[same] == k && gcoll_plan_node_domain(p, same) == dom)
+      same++;
     int m = gcoll_hostlist_single_run(p->node_host + i, same - i, PLAN_HOSTS_EXPR_MAX);
     /* Under a rank order a run is written as one entry only while its
      * ranks stay one block; a node that is not a block lists its ranks. */
@@ -285,6 +286,7 @@ static void write_nodes(struct emit *e, const struct gcoll_plan *p) {
       free(expr);
     }
     key_str(e, "topology", p->classes[k].name);
+    if (dom >= 0) key_int(e, "domain", dom);
     scalar(e, "ranks");
     if (block) {
       write_rank_range(e, gcoll_plan_rank_at(p, first),

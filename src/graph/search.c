@@ -33,9 +33,13 @@
 #define SEARCH_MAX_LEVELS 256
 #define UNLIMITED 1e30
 
+/* Remaining bandwidth of every directed link (link l out of device d is
+ * link[base[d] + l]) and of every NIC in each direction; sized for the
+ * topology, which has no fixed device or link count. */
 struct capacity {
-  double link[GCOLL_TOPO_MAX_NODES][GCOLL_TOPO_MAX_LINKS]; /* directed, out of dev */
-  double nic_in[GCOLL_TOPO_MAX_NICS], nic_out[GCOLL_TOPO_MAX_NICS];
+  double *link;
+  int *base;
+  double *nic_in, *nic_out;
 };
 
 enum dfs_mode {
@@ -87,10 +91,36 @@ static double nic_rate(const struct gcoll_topo *t, int k) {
   return gbps > 0 ? gbps / 8.0 : UNLIMITED;
 }
 
-static void capacity_init(const struct gcoll_topo *t, struct capacity *c) {
-  for (int d = 0; d < t->ndev; d++)
-    for (int l = 0; l < t->dev[d].nlinks; l++) c->link[d][l] = t->dev[d].links[l].bw;
+static void capacity_free(struct capacity *c) {
+  if (c == NULL) return;
+  free(c->link);
+  free(c->base);
+  free(c->nic_in);
+  free(c->nic_out);
+  free(c);
+}
+
+/* Every link and NIC at full bandwidth; NULL when out of memory. */
+static struct capacity *capacity_new(const struct gcoll_topo *t) {
+  struct capacity *c = calloc(1, sizeof(*c));
+  size_t nlinks = 0;
+  for (int d = 0; d < t->ndev; d++) nlinks += (size_t)t->dev[d].nlinks;
+  if (c == NULL) return NULL;
+  c->link = malloc((nlinks + 1) * sizeof(double));
+  c->base = malloc(((size_t)t->ndev + 1) * sizeof(int));
+  c->nic_in = malloc(((size_t)t->nnic + 1) * sizeof(double));
+  c->nic_out = malloc(((size_t)t->nnic + 1) * sizeof(double));
+  if (!c->link || !c->base || !c->nic_in || !c->nic_out) {
+    capacity_free(c);
+    return NULL;
+  }
+  int at = 0;
+  for (int d = 0; d < t->ndev; d++) {
+    c->base[d] = at;
+    for (int l = 0; l < t->dev[d].nlinks; l++) c->link[at++] = t->dev[d].links[l].bw;
+  }
   for (int k = 0; k < t->nnic; k++) c->nic_in[k] = c->nic_out[k] = nic_rate(t, k);
+  return c;
 }
 
 static int fits(double have, double s) { return have >= s * (1.0 - 1e-9); }
@@ -98,12 +128,12 @@ static int fits(double have, double s) { return have >= s * (1.0 - 1e-9); }
 static int path_fits(const struct capacity *c, const struct gcoll_topo_path *p, double s) {
   if (p->type == GCOLL_PATH_DIS) return 0;
   for (int h = 0; h < p->nhops; h++)
-    if (!fits(c->link[p->hop_dev[h]][p->hop_link[h]], s)) return 0;
+    if (!fits(c->link[c->base[p->hop_dev[h]] + p->hop_link[h]], s)) return 0;
   return 1;
 }
 
 static void path_take(struct capacity *c, const struct gcoll_topo_path *p, double s) {
-  for (int h = 0; h < p->nhops; h++) c->link[p->hop_dev[h]][p->hop_link[h]] -= s;
+  for (int h = 0; h < p->nhops; h++) c->link[c->base[p->hop_dev[h]] + p->hop_link[h]] -= s;
 }
 
 static const struct gcoll_topo_path *gpu_path(const struct gcoll_topo *t, int a, int b) {
@@ -354,13 +384,12 @@ static int find_ring(struct level_ctx *lc, struct capacity *cap, int c, double s
 }
 
 static int search_level(struct level_ctx *lc, double s, struct gcoll_intra_channel *chs) {
-  struct capacity *cap = malloc(sizeof(*cap));
+  struct capacity *cap = capacity_new(lc->t);
   if (cap == NULL) return 0;
-  capacity_init(lc->t, cap);
   memset(lc->start_uses, 0, sizeof(lc->start_uses));
   int found = 0;
   while (found < lc->max_channels && find_ring(lc, cap, found, s, &chs[found]) == 0) found++;
-  free(cap);
+  capacity_free(cap);
   return found;
 }
 
@@ -412,8 +441,11 @@ static int make_levels(const struct gcoll_topo *t, int n, int multi_node, double
  * many of the channel's hops use it. Used when no level fits at all. */
 static double ring_alone_bw(const struct gcoll_topo *t, const struct gcoll_intra_channel *ch,
                             int n, int closed) {
-  int use[GCOLL_TOPO_MAX_NODES][GCOLL_TOPO_MAX_LINKS];
-  memset(use, 0, sizeof(use));
+  /* Hops per directed link, indexed as struct capacity's. */
+  struct capacity *use = capacity_new(t);
+  if (use == NULL) return SEARCH_CHANNEL_BW_MAX;
+  for (int d = 0; d < t->ndev; d++)
+    for (int l = 0; l < t->dev[d].nlinks; l++) use->link[use->base[d] + l] = 0;
   const struct gcoll_topo_path *hops[GCOLL_TOPO_MAX_GPUS + 3];
   int nh = 0;
   for (int i = 0; i + 1 < n; i++) hops[nh++] = gpu_path(t, ch->ring[i], ch->ring[i + 1]);
@@ -422,10 +454,14 @@ static double ring_alone_bw(const struct gcoll_topo *t, const struct gcoll_intra
   if (ch->ring_nic_out >= 0) hops[nh++] = gcoll_topo_path(t, gpu_dev(t, ch->ring[n - 1]), nic_dev(t, ch->ring_nic_out));
   double bw = UNLIMITED;
   for (int i = 0; i < nh; i++)
-    for (int h = 0; h < hops[i]->nhops; h++) use[hops[i]->hop_dev[h]][hops[i]->hop_link[h]]++;
+    for (int h = 0; h < hops[i]->nhops; h++)
+      use->link[use->base[hops[i]->hop_dev[h]] + hops[i]->hop_link[h]] += 1;
   for (int d = 0; d < t->ndev; d++)
-    for (int l = 0; l < t->dev[d].nlinks; l++)
-      if (use[d][l] && t->dev[d].links[l].bw / use[d][l] < bw) bw = t->dev[d].links[l].bw / use[d][l];
+    for (int l = 0; l < t->dev[d].nlinks; l++) {
+      double n_use = use->link[use->base[d] + l];
+      if (n_use > 0 && t->dev[d].links[l].bw / n_use < bw) bw = t->dev[d].links[l].bw / n_use;
+    }
+  capacity_free(use);
   if (ch->ring_nic_in >= 0 && nic_rate(t, ch->ring_nic_in) < bw) bw = nic_rate(t, ch->ring_nic_in);
   if (ch->ring_nic_out >= 0 && nic_rate(t, ch->ring_nic_out) < bw) bw = nic_rate(t, ch->ring_nic_out);
   return bw >= UNLIMITED ? SEARCH_CHANNEL_BW_MAX : bw;
@@ -437,9 +473,8 @@ static double ring_alone_bw(const struct gcoll_topo *t, const struct gcoll_intra
  * separate tree search, entering at the GPU closest to the channel's NIC. */
 static int search_chains(struct level_ctx *lc, struct gcoll_intra_graph *g, double s) {
   const struct gcoll_topo *t = lc->t;
-  struct capacity *cap = malloc(sizeof(*cap));
+  struct capacity *cap = capacity_new(t);
   if (cap == NULL) return -1;
-  capacity_init(t, cap);
   memset(lc->start_uses, 0, sizeof(lc->start_uses));
   for (int c = 0; c < g->nchannels; c++) {
     struct gcoll_intra_channel *ch = &g->ch[c];
@@ -455,7 +490,7 @@ static int search_chains(struct level_ctx *lc, struct gcoll_intra_graph *g, doub
     }
     lc->start_uses[start]++;
   }
-  free(cap);
+  capacity_free(cap);
   return 0;
 }
 
@@ -552,15 +587,14 @@ static int search_gpus(const struct gcoll_topo *t, int n, int multi_node, int ma
   if (out->nchannels == 0) {
     /* No level fits (or budget spent): one channel with no bandwidth
      * reservation, rated at what it really gets alone. */
-    struct capacity *cap = malloc(sizeof(*cap));
+    struct capacity *cap = capacity_new(t);
     if (cap == NULL) {
       snprintf(err, errlen, "out of memory in channel search");
       return -1;
     }
-    capacity_init(t, cap);
     lc.total_budget = SEARCH_DFS_BUDGET;
     int rc = find_ring(&lc, cap, 0, 0, &out->ch[0]);
-    free(cap);
+    capacity_free(cap);
     if (rc != 0) {
       snprintf(err, errlen, "topology '%s': no ring through %d GPUs%s", t->name, n,
                multi_node ? " and its NICs" : "");
@@ -587,7 +621,12 @@ static void ranks_per_socket(const struct gcoll_topo *t, int n, int *count) {
   long total = 0;
   for (int s = 0; s < t->ncpu; s++) total += t->dev[t->cpu[s]].u.cpu.cores > 0 ? t->dev[t->cpu[s]].u.cpu.cores : 1;
   int given = 0;
-  double rem[GCOLL_TOPO_MAX_NODES];
+  double *rem = malloc(((size_t)t->ncpu + 1) * sizeof(double));
+  if (rem == NULL) {
+    /* Out of memory: all ranks on the first socket is still a valid plan. */
+    for (int s = 0; s < t->ncpu; s++) count[s] = s == 0 ? n : 0;
+    return;
+  }
   for (int s = 0; s < t->ncpu; s++) {
     int cores = t->dev[t->cpu[s]].u.cpu.cores > 0 ? t->dev[t->cpu[s]].u.cpu.cores : 1;
     double share = (double)n * cores / (double)total;
@@ -603,6 +642,7 @@ static void ranks_per_socket(const struct gcoll_topo *t, int n, int *count) {
     rem[best] = -1;
     given++;
   }
+  free(rem);
 }
 
 static int search_cpus(const struct gcoll_topo *t, int n, int multi_node, int max_channels,
@@ -612,7 +652,11 @@ static int search_cpus(const struct gcoll_topo *t, int n, int multi_node, int ma
   double bw = SEARCH_SHM_CHANNEL_BW;
   enum gcoll_path_type worst = n > 1 ? GCOLL_PATH_PHB : GCOLL_PATH_LOC;
   if (t->ncpu > 1 && n > 1) {
-    int count[GCOLL_TOPO_MAX_NODES], used[GCOLL_TOPO_MAX_NODES], nused = 0;
+    int *count = malloc((size_t)t->ncpu * 2 * sizeof(int)), *used = count + t->ncpu, nused = 0;
+    if (count == NULL) {
+      snprintf(err, errlen, "out of memory in channel search");
+      return -1;
+    }
     ranks_per_socket(t, n, count);
     for (int s = 0; s < t->ncpu; s++)
       if (count[s] > 0) used[nused++] = s;
@@ -624,11 +668,13 @@ static int search_cpus(const struct gcoll_topo *t, int n, int multi_node, int ma
       if (p->type == GCOLL_PATH_DIS) {
         snprintf(err, errlen, "topology '%s': %s cannot reach %s", t->name,
                  t->dev[t->cpu[used[i]]].name, t->dev[t->cpu[used[(i + 1) % nused]]].name);
+        free(count);
         return -1;
       }
       if (p->bw / nch < bw) bw = p->bw / nch;
       if (p->type > worst) worst = p->type;
     }
+    free(count);
   }
   int nic = multi_node && t->nnic > 0 ? 0 : -1;
   out->ring_bw = bw;

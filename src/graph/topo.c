@@ -14,8 +14,84 @@ struct gcoll_topo *gcoll_topo_new(const char *name) {
 
 void gcoll_topo_free(struct gcoll_topo *topo) {
   if (topo == NULL) return;
+  for (int i = 0; topo->dev != NULL && i < topo->ndev; i++) free(topo->dev[i].links);
+  free(topo->dev);
+  free(topo->cpu);
+  free(topo->pci);
+  free(topo->nic);
   free(topo->paths);
   free(topo);
+}
+
+static void *dup_array(const void *src, size_t count, size_t size) {
+  if (count == 0 || src == NULL) return NULL;
+  void *p = malloc(count * size);
+  if (p != NULL) memcpy(p, src, count * size);
+  return p;
+}
+
+struct gcoll_topo *gcoll_topo_clone(const struct gcoll_topo *t) {
+  struct gcoll_topo *c = malloc(sizeof(*c));
+  if (c == NULL) return NULL;
+  *c = *t;
+  c->dev = NULL;
+  c->cpu = c->pci = c->nic = NULL;
+  c->paths = NULL;
+  c->ndev = 0;
+  size_t cap = (size_t)t->dev_cap;
+  if (cap > 0) {
+    c->dev = dup_array(t->dev, cap, sizeof(*t->dev));
+    c->cpu = dup_array(t->cpu, cap, sizeof(int));
+    c->pci = dup_array(t->pci, cap, sizeof(int));
+    c->nic = dup_array(t->nic, cap, sizeof(int));
+    if (!c->dev || !c->cpu || !c->pci || !c->nic) goto fail;
+  }
+  for (int i = 0; i < t->ndev; i++) {
+    c->dev[i].links = NULL;
+    c->dev[i].links_cap = 0;
+    c->ndev = i + 1;
+    if (t->dev[i].nlinks > 0) {
+      c->dev[i].links = dup_array(t->dev[i].links, (size_t)t->dev[i].nlinks,
+                                  sizeof(*t->dev[i].links));
+      if (c->dev[i].links == NULL) goto fail;
+      c->dev[i].links_cap = t->dev[i].nlinks;
+    }
+  }
+  c->ndev = t->ndev;
+  if (t->paths != NULL) {
+    c->paths = dup_array(t->paths, (size_t)t->ndev * (size_t)t->ndev, sizeof(*t->paths));
+    if (c->paths == NULL) goto fail;
+  }
+  return c;
+fail:
+  gcoll_topo_free(c);
+  return NULL;
+}
+
+/* Makes room for one more device: the device array and the per-type index
+ * lists grow together, doubling. */
+static int reserve_dev(struct gcoll_topo *t, char *err, size_t errlen) {
+  if (t->ndev < t->dev_cap) return 0;
+  int cap = t->dev_cap ? 2 * t->dev_cap : 16;
+  if (cap > GCOLL_TOPO_MAX_NODES) cap = GCOLL_TOPO_MAX_NODES;
+  struct gcoll_topo_dev *d = realloc(t->dev, (size_t)cap * sizeof(*d));
+  if (d != NULL) t->dev = d;
+  int *lists[3] = {t->cpu, t->pci, t->nic};
+  int ok = d != NULL;
+  for (int k = 0; k < 3 && ok; k++) {
+    int *l = realloc(lists[k], (size_t)cap * sizeof(int));
+    if (l == NULL) ok = 0;
+    else lists[k] = l;
+  }
+  t->cpu = lists[0];
+  t->pci = lists[1];
+  t->nic = lists[2];
+  if (!ok) {
+    snprintf(err, errlen, "out of memory for %d devices", cap);
+    return -1;
+  }
+  t->dev_cap = cap;
+  return 0;
 }
 
 int gcoll_topo_find(const struct gcoll_topo *topo, const char *name) {
@@ -29,11 +105,11 @@ static int index_list_add(struct gcoll_topo *t, enum gcoll_dev_type type, int id
                           char *err, size_t errlen) {
   int *list, *count, cap;
   switch (type) {
-    case GCOLL_DEV_CPU: list = t->cpu; count = &t->ncpu; cap = GCOLL_TOPO_MAX_NODES; break;
-    case GCOLL_DEV_PCI: list = t->pci; count = &t->npci; cap = GCOLL_TOPO_MAX_NODES; break;
+    case GCOLL_DEV_CPU: list = t->cpu; count = &t->ncpu; cap = t->dev_cap; break;
+    case GCOLL_DEV_PCI: list = t->pci; count = &t->npci; cap = t->dev_cap; break;
     case GCOLL_DEV_GPU: list = t->gpu; count = &t->ngpu; cap = GCOLL_TOPO_MAX_GPUS; break;
-    case GCOLL_DEV_NIC: list = t->nic; count = &t->nnic; cap = GCOLL_TOPO_MAX_NICS; break;
-    case GCOLL_DEV_NVS: list = t->nvs; count = &t->nnvs; cap = 4; break;
+    case GCOLL_DEV_NIC: list = t->nic; count = &t->nnic; cap = t->dev_cap; break;
+    case GCOLL_DEV_NVS: list = t->nvs; count = &t->nnvs; cap = GCOLL_TOPO_MAX_NVS; break;
     default:
       snprintf(err, errlen, "unknown device type %d", (int)type);
       return -1;
@@ -64,6 +140,7 @@ int gcoll_topo_add_dev(struct gcoll_topo *topo, enum gcoll_dev_type type, const 
     snprintf(err, errlen, "device '%s': parent index %d does not exist", name, parent);
     return -1;
   }
+  if (reserve_dev(topo, err, errlen)) return -1;
   int idx = topo->ndev;
   int sub = index_list_add(topo, type, idx, err, errlen);
   if (sub < 0) return -1;
@@ -87,10 +164,8 @@ static int add_half_link(struct gcoll_topo *t, int from, int to, enum gcoll_link
       d->links[i].bw += bw;
       return 0;
     }
-  if (d->nlinks >= GCOLL_TOPO_MAX_LINKS) {
-    snprintf(err, errlen, "device '%s' has more than %d links", d->name, GCOLL_TOPO_MAX_LINKS);
-    return -1;
-  }
+  (void)err;
+  (void)errlen;
   d->links[d->nlinks].type = type;
   d->links[d->nlinks].peer = to;
   d->links[d->nlinks].count = count;
@@ -99,16 +174,31 @@ static int add_half_link(struct gcoll_topo *t, int from, int to, enum gcoll_link
   return 0;
 }
 
-/* Whether `from` can take a link to `to`: an existing link of that type
- * only aggregates, a new one needs a free slot. */
-static int has_room(const struct gcoll_topo *t, int from, int to, enum gcoll_link_type type,
+/* Whether `from` can take a link to `to` (an existing link of that type
+ * only aggregates; a new one needs room, made here). A device links to
+ * each other device at most once per type, so that bounds its links. */
+static int has_room(struct gcoll_topo *t, int from, int to, enum gcoll_link_type type,
                     char *err, size_t errlen) {
   const struct gcoll_topo_dev *d = &t->dev[from];
   for (int i = 0; i < d->nlinks; i++)
     if (d->links[i].peer == to && d->links[i].type == type) return 1;
-  if (d->nlinks < GCOLL_TOPO_MAX_LINKS) return 1;
-  snprintf(err, errlen, "device '%s' has more than %d links", d->name, GCOLL_TOPO_MAX_LINKS);
-  return 0;
+  if (d->nlinks >= GCOLL_LINK_NTYPES * GCOLL_TOPO_MAX_NODES) {
+    snprintf(err, errlen, "device '%s' has more than %d links", d->name,
+             GCOLL_LINK_NTYPES * GCOLL_TOPO_MAX_NODES);
+    return 0;
+  }
+  if (d->nlinks < d->links_cap) return 1;
+  /* Grown here, before either end is written, so an allocation failure
+   * cannot leave a link recorded at one end only. */
+  int cap = d->links_cap ? 2 * d->links_cap : 4;
+  struct gcoll_topo_link *l = realloc(d->links, (size_t)cap * sizeof(*l));
+  if (l == NULL) {
+    snprintf(err, errlen, "device '%s': out of memory for %d links", d->name, cap);
+    return 0;
+  }
+  t->dev[from].links = l;
+  t->dev[from].links_cap = cap;
+  return 1;
 }
 
 int gcoll_topo_add_link(struct gcoll_topo *topo, int a, int b, enum gcoll_link_type type,

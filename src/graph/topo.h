@@ -9,10 +9,16 @@
 #include <stdint.h>
 
 #define GCOLL_TOPO_VERSION 1
-#define GCOLL_TOPO_MAX_NODES 128   /* devices of all kinds in one node */
-#define GCOLL_TOPO_MAX_LINKS 24    /* links out of one device */
+/* Devices, links and NICs are stored in arrays that grow as they are added,
+ * so no node shape hits a table size (a p5 has 32 NICs, NCCL's XML stops
+ * at 256 elements). One bound is a sanity limit on input from files
+ * and other nodes: paths are ndev x ndev, so 1024 devices cost about
+ * 130 MB and 0.15 s, and more would let one bad file stall the
+ * plugin's daemon. GPUs stay at 16 per node: the intra-node search tracks
+ * them in bit masks and orders them exhaustively. */
+#define GCOLL_TOPO_MAX_NODES 1024  /* devices of all kinds in one node */
 #define GCOLL_TOPO_MAX_GPUS 16
-#define GCOLL_TOPO_MAX_NICS 32
+#define GCOLL_TOPO_MAX_NVS 4
 #define GCOLL_TOPO_MAX_HOPS 12     /* longest device-to-device path kept */
 #define GCOLL_NAME_MAX 32          /* device names: "gpu3", "mlx5_0", "eth0" */
 #define GCOLL_BUSID_MAX 16         /* "0000:1b:00.0" + NUL */
@@ -66,8 +72,8 @@ struct gcoll_topo_dev {
     struct { int port; double gbps; /* line rate; 0: unknown */ } nic;
     struct { int multicast; /* NVLS capable (NVSwitch gen3+) */ } nvs;
   } u;
-  int nlinks;
-  struct gcoll_topo_link links[GCOLL_TOPO_MAX_LINKS];
+  int nlinks, links_cap;
+  struct gcoll_topo_link *links;  /* nlinks entries, owned by the topology */
 };
 
 /* Best path from one device to another: widest (max bottleneck bandwidth),
@@ -80,14 +86,26 @@ struct gcoll_topo_path {
   int hop_link[GCOLL_TOPO_MAX_HOPS];
 };
 
+/* The multi-node NVLink domain a node belongs to (GB200/GB300 NVL72: the
+ * NVML fabric's cluster UUID and clique id once the GPU's fabric
+ * registration has completed). Nodes whose domains are equal reach each
+ * other's GPUs over NVLink. */
+#define GCOLL_UUID_TEXT 37          /* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL */
+struct gcoll_nvl_domain {
+  int set;                          /* 0: the node is in no multi-node domain */
+  char cluster[GCOLL_UUID_TEXT];    /* lower-case UUID text */
+  uint32_t clique;
+};
+
 struct gcoll_topo {
   char name[64];                /* class name in plans: "dgx-h100" */
-  int ndev;
-  struct gcoll_topo_dev dev[GCOLL_TOPO_MAX_NODES];
-  /* Index lists by type, in index order (ngpu GPUs: gpu[i] is dev index). */
+  int ndev, dev_cap;
+  struct gcoll_topo_dev *dev;   /* ndev entries (dev_cap allocated) */
+  /* Index lists by type, in index order (ngpu GPUs: gpu[i] is dev index).
+   * cpu, pci and nic have dev_cap entries allocated. */
   int ncpu, npci, ngpu, nnic, nnvs;
-  int cpu[GCOLL_TOPO_MAX_NODES], pci[GCOLL_TOPO_MAX_NODES];
-  int gpu[GCOLL_TOPO_MAX_GPUS], nic[GCOLL_TOPO_MAX_NICS], nvs[4];
+  int *cpu, *pci, *nic;
+  int gpu[GCOLL_TOPO_MAX_GPUS], nvs[GCOLL_TOPO_MAX_NVS];
   /* ndev*ndev, filled by gcoll_topo_compute_paths(); NULL before. */
   struct gcoll_topo_path *paths;
   /* Set by the readers when the file left out something a plan needs (a
@@ -96,11 +114,18 @@ struct gcoll_topo {
    * hash: it follows from the content. Plans refuse such a topology, naming
    * what is missing (gcoll_topo_missing). */
   int incomplete;
+  /* Which node this is, not what it is: left out of the hash, so the trays
+   * of every rack share one topology class. */
+  struct gcoll_nvl_domain nvl_domain;
 };
 
-/* Lifetime. gcoll_topo_new returns a zeroed topology named `name`. */
+/* Lifetime. gcoll_topo_new returns an empty topology named `name`; a
+ * topology owns its arrays, so copies are made with gcoll_topo_clone (never
+ * by assigning the struct). */
 struct gcoll_topo *gcoll_topo_new(const char *name);
 void gcoll_topo_free(struct gcoll_topo *topo);
+/* A deep copy (paths included when computed); NULL when out of memory. */
+struct gcoll_topo *gcoll_topo_clone(const struct gcoll_topo *topo);
 
 /* Building (used by the YAML reader, detection and tests). Return the new
  * device index, or -1 with a reason in err when a limit is hit. */
@@ -117,7 +142,12 @@ int gcoll_topo_compute_paths(struct gcoll_topo *topo, char *err, size_t errlen);
 const struct gcoll_topo_path *gcoll_topo_path(const struct gcoll_topo *topo,
                                               int from, int to);
 
-/* Stable hash of the topology's content (not its name): nodes whose hashes
+/* 1 when both nodes are in the same multi-node NVLink domain. */
+int gcoll_nvl_domain_equal(const struct gcoll_nvl_domain *a, const struct gcoll_nvl_domain *b);
+/* Parses "UUID" text (any case) into d->cluster (lower case); 0 or -1. */
+int gcoll_nvl_domain_set_cluster(struct gcoll_nvl_domain *d, const char *uuid);
+
+/* Stable hash of the topology's content (not its name: nodes whose hashes
  * are equal share one topology class in a plan. */
 uint32_t gcoll_topo_hash(const struct gcoll_topo *topo);
 
@@ -190,5 +220,26 @@ int gcoll_busid_normalize(const char *in, char *out, size_t outlen);
  * the CUDA driver and NVML through dlopen, libibverbs when built with it,
  * TCP interfaces otherwise. Never fails for lack of GPUs. */
 struct gcoll_topo *gcoll_topo_detect(char *err, size_t errlen);
+
+/* One GPU's NVML fabric info (topo_detect_fabric.c): known 0 when NVML
+ * gave none. status is NVML's return for the registration, state its
+ * nvmlGpuFabricState_t (3: completed). */
+struct gcoll_fabric_info {
+  int known;
+  unsigned char cluster[16];
+  int status;
+  uint32_t clique;
+  unsigned state;
+};
+/* The node's domain from its GPUs' fabric info: 1 and out set when every GPU
+ * completed registration with one non-zero cluster UUID and clique; 0 (out
+ * unset) when some GPU has no fabric or has not completed; -1 (out unset)
+ * when GPUs disagree. */
+int gcoll_nvl_domain_from_fabric(const struct gcoll_fabric_info *gpus, int n,
+                                 struct gcoll_nvl_domain *out);
+/* Asks NVML (dlopen) for the GPUs with these bus ids; out unset without
+ * NVML, without fabric info, or as gcoll_nvl_domain_from_fabric says. */
+void gcoll_detect_nvl_domain(char (*busids)[GCOLL_BUSID_MAX], int n,
+                             struct gcoll_nvl_domain *out);
 
 #endif

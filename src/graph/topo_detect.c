@@ -6,6 +6,9 @@
  * (TCP interfaces, used when there is no RDMA port). Whatever is missing
  * degrades to less detail, never to an error.
  *
+ * The node's multi-node NVLink domain comes from NVML's fabric info
+ * (topo_detect_fabric.c).
+ *
  * Facts are gathered first and the topology is built afterwards, in the
  * canonical order the YAML format uses (cpus, pci, gpus, nics, nvswitches),
  * so that the detected topology and its written file hash the same. */
@@ -73,7 +76,7 @@ struct det {
   int ngpu;
   struct det_gpu gpu[GCOLL_TOPO_MAX_GPUS];
   int nnic;
-  struct det_nic nic[GCOLL_TOPO_MAX_NICS];
+  struct det_nic nic[GCOLL_TOPO_MAX_NODES];
   /* NVLink lanes from GPU i to GPU j, or to the switch fabric. */
   int nvl[GCOLL_TOPO_MAX_GPUS][GCOLL_TOPO_MAX_GPUS + 1];
   double nvl_lane_bw;
@@ -277,7 +280,7 @@ static void sysfs_busid(const char *device_link, char *out) {
 }
 
 static struct det_nic *new_nic(struct det *dt) {
-  if (dt->nnic >= GCOLL_TOPO_MAX_NICS) return NULL;
+  if (dt->nnic >= GCOLL_TOPO_MAX_NODES) return NULL;
   struct det_nic *n = &dt->nic[dt->nnic++];
   memset(n, 0, sizeof(*n));
   n->port = 1;
@@ -653,6 +656,9 @@ struct gcoll_topo *gcoll_topo_detect(char *err, size_t errlen) {
     snprintf(err, errlen, "topology detection: %s", why);
     goto fail;
   }
+  char busids[GCOLL_TOPO_MAX_GPUS][GCOLL_BUSID_MAX];
+  for (int i = 0; i < t->ngpu; i++) memcpy(busids[i], t->dev[t->gpu[i]].busid, GCOLL_BUSID_MAX);
+  gcoll_detect_nvl_domain(busids, t->ngpu, &t->nvl_domain);
   free(dt);
   return t;
 fail:

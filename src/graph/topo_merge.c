@@ -161,14 +161,16 @@ struct gcoll_topo *gcoll_topo_merge(const struct gcoll_topo *file, const struct 
   if (summary != NULL && sumlen > 0) summary[0] = '\0';
   if (match_gpus(file, base, match, gmap, &by_order, err, errlen) != 0) return NULL;
 
-  struct gcoll_topo *out = malloc(sizeof(*out));
+  struct gcoll_topo *out = gcoll_topo_clone(file);
   if (out == NULL) {
     snprintf(err, errlen, "out of memory");
     return NULL;
   }
-  *out = *file;
+  free(out->paths);
   out->paths = NULL;
   out->incomplete = 0;
+  /* NCCL's XML says nothing of the NVLink domain: the node's detection does. */
+  if (!out->nvl_domain.set) out->nvl_domain = base->nvl_domain;
 
   /* Sockets: the file's, with detection's core count (and NUMA id) where
    * the file has none. */
@@ -239,7 +241,7 @@ struct gcoll_topo *gcoll_topo_merge(const struct gcoll_topo *file, const struct 
    * no speed (an override's NIC without <net>) takes detection's name and
    * speed. Detected NICs the file does not place are added below their
    * socket. */
-  int nmap[GCOLL_TOPO_MAX_NICS], btaken[GCOLL_TOPO_MAX_NICS] = {0}, nnic_match = 0;
+  int nmap[GCOLL_TOPO_MAX_NODES], btaken[GCOLL_TOPO_MAX_NODES] = {0}, nnic_match = 0;
   for (int i = 0; i < file->nnic; i++) {
     const struct gcoll_topo_dev *n = &file->dev[file->nic[i]];
     nmap[i] = -1;

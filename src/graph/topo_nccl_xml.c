@@ -42,7 +42,9 @@
 #define XML_MAX_BYTES (4u << 20)
 #define XML_MAX_ELEMENTS 65536
 #define XML_MAX_NVSWITCH_PCI 64         /* <pci class 0x068000> elements */
-#define XML_MAX_NVLINKS (GCOLL_TOPO_MAX_GPUS * GCOLL_TOPO_MAX_LINKS * 4)
+/* <nvlink> elements: 16 GPUs with up to 96 each (lanes may be listed one by
+ * one, to each peer and to switches). */
+#define XML_MAX_NVLINKS (GCOLL_TOPO_MAX_GPUS * 96)
 #define ATTR_MAX 256
 #define INVISIBLE_NVSWITCH "fffffff:ff:ff.0"
 
@@ -110,7 +112,7 @@ struct xr {
   struct xcpu cpu[GCOLL_TOPO_MAX_NODES];
   struct xpci pci[GCOLL_TOPO_MAX_NODES];
   struct xgpu gpu[GCOLL_TOPO_MAX_GPUS];
-  struct xnic nic[GCOLL_TOPO_MAX_NICS];
+  struct xnic nic[GCOLL_TOPO_MAX_NODES];
   struct xnvlink nvl[XML_MAX_NVLINKS];
   char nvs_busid[XML_MAX_NVSWITCH_PCI][GCOLL_BUSID_MAX];
   int ncpu, npci, ngpu, nnic, nnvl, nnvs_pci, unnamed_nics;
@@ -353,8 +355,8 @@ static int read_net(struct xr *r, xmlNode *net, const char *busid, struct xref p
   long port, dev;
   double speed;
   if (count_element(r, net)) return -1;
-  if (r->nnic >= GCOLL_TOPO_MAX_NICS)
-    return fail(r, xmlGetLineNo(net), "more than %d NICs", GCOLL_TOPO_MAX_NICS);
+  if (r->nnic >= GCOLL_TOPO_MAX_NODES)
+    return fail(r, xmlGetLineNo(net), "more than %d NICs", GCOLL_TOPO_MAX_NODES);
   struct xnic *x = &r->nic[r->nnic];
   memset(x, 0, sizeof(*x));
   x->line = xmlGetLineNo(net);
@@ -400,8 +402,8 @@ static int read_nic_elem(struct xr *r, xmlNode *nic, const char *busid, struct x
 
 static int add_unnamed_nic(struct xr *r, long line, const char *busid, struct xref parent,
                            double bw) {
-  if (r->nnic >= GCOLL_TOPO_MAX_NICS)
-    return fail(r, line, "more than %d NICs", GCOLL_TOPO_MAX_NICS);
+  if (r->nnic >= GCOLL_TOPO_MAX_NODES)
+    return fail(r, line, "more than %d NICs", GCOLL_TOPO_MAX_NODES);
   struct xnic *x = &r->nic[r->nnic++];
   memset(x, 0, sizeof(*x));
   x->line = line;
@@ -825,7 +827,7 @@ static int check_nvlinks(struct xr *r, int *any_nvs) {
 
 static int build(struct xr *r, struct gcoll_topo *t) {
   char name[GCOLL_NAME_MAX];
-  int gorder[GCOLL_TOPO_MAX_GPUS], norder[GCOLL_TOPO_MAX_NICS], any_nvs;
+  int gorder[GCOLL_TOPO_MAX_GPUS], norder[GCOLL_TOPO_MAX_NODES], any_nvs;
   if (r->ncpu == 0) return fail(r, 1, "<system> has no <cpu>");
   if (order_gpus(r, gorder) || check_nvlinks(r, &any_nvs)) return -1;
   order_nics(r, norder);

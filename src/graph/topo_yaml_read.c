@@ -379,8 +379,8 @@ static int check_parent_links(struct reader *r) {
 }
 
 static int read_header(struct reader *r, const struct ydoc_node *root) {
-  static const char *const keys[] = {"gcoll-topo", "name", "cpus", "pci", "gpus",
-                                     "nics", "nvswitches", "links", NULL};
+  static const char *const keys[] = {"gcoll-topo", "name", "nvlink_domain", "cpus", "pci",
+                                     "gpus", "nics", "nvswitches", "links", NULL};
   const struct ydoc_node *vn;
   int64_t version;
   if (ydoc_expect(r->doc, root, YDOC_MAP, "gcoll-topo", r->err, r->errlen) ||
@@ -407,6 +407,30 @@ int gcoll_topo_is_xml(const char *buf, size_t len) {
 
 static struct gcoll_topo *read_yaml_mem(const char *buf, size_t len, const char *what, char *err,
                                         size_t errlen);
+
+/* nvlink_domain: {cluster: UUID, clique: N}, optional: the multi-node
+ * NVLink domain this node is in (detection writes it from NVML's fabric
+ * info). */
+static int read_nvl_domain(struct reader *r, const struct ydoc_node *root) {
+  static const char *const keys[] = {"cluster", "clique", NULL};
+  const struct ydoc_node *m = ydoc_get(root, "nvlink_domain"), *c;
+  char uuid[64];
+  int64_t clique;
+  if (m == NULL) return 0;
+  if (ydoc_expect(r->doc, m, YDOC_MAP, "nvlink_domain", r->err, r->errlen) ||
+      check_keys(r, m, "nvlink_domain", keys) || require(r, m, "nvlink_domain", "cluster", &c) ||
+      ydoc_str(r->doc, c, "nvlink_domain.cluster", uuid, sizeof(uuid), r->err, r->errlen))
+    return -1;
+  if (gcoll_nvl_domain_set_cluster(&r->t->nvl_domain, uuid) != 0)
+    return ydoc_error(r->doc, c, "nvlink_domain.cluster", r->err, r->errlen,
+                      "'%.40s' is not a UUID like 4f1c2d3e-0000-4000-8000-00000000002a", uuid);
+  if (require(r, m, "nvlink_domain", "clique", &c) ||
+      ydoc_int(r->doc, c, "nvlink_domain.clique", 0, UINT32_MAX, &clique, r->err, r->errlen))
+    return -1;
+  r->t->nvl_domain.clique = (uint32_t)clique;
+  r->t->nvl_domain.set = 1;
+  return 0;
+}
 
 /* Either format: a topology file starting with '<' is NCCL's XML (no YAML
  * topology can start so), anything else is gcoll's YAML. */
@@ -442,7 +466,8 @@ static struct gcoll_topo *read_yaml_mem(const char *buf, size_t len, const char 
     goto fail;
   }
   /* Sections in device-index order: the order fixes indices and the hash. */
-  if (read_header(&r, doc.root) || read_list(&r, doc.root, "cpus", 1, read_cpu) ||
+  if (read_header(&r, doc.root) || read_nvl_domain(&r, doc.root) ||
+      read_list(&r, doc.root, "cpus", 1, read_cpu) ||
       read_list(&r, doc.root, "pci", 0, read_pci) || read_list(&r, doc.root, "gpus", 0, read_gpu) ||
       read_list(&r, doc.root, "nics", 0, read_nic) ||
       read_list(&r, doc.root, "nvswitches", 0, read_nvs) ||

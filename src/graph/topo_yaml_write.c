@@ -140,7 +140,7 @@ static int check_device_order(const struct gcoll_topo *t, char *err, size_t errl
   for (int i = 0; i < t->ndev; i++) {
     const struct gcoll_topo_dev *d = &t->dev[i];
     if ((unsigned)d->type >= GCOLL_DEV_NTYPES || d->parent >= i || d->parent < -1 ||
-        d->nlinks < 0 || d->nlinks > GCOLL_TOPO_MAX_LINKS) {
+        d->nlinks < 0 || (d->nlinks > 0 && d->links == NULL)) {
       snprintf(err, errlen, "topology '%s': device %d ('%s') is malformed", t->name, i, d->name);
       return -1;
     }
@@ -171,8 +171,12 @@ static int mirror_link(const struct gcoll_topo *t, int from, const struct gcoll_
  * entry per link, the side whose links[] entry is written. */
 static int order_links(const struct gcoll_topo *t, int *out_dev, int *out_link, int *nout,
                        char *err, size_t errlen) {
-  int next[GCOLL_TOPO_MAX_NODES] = {0};
+  int *next = calloc((size_t)t->ndev + 1, sizeof(int));
   int total = 0, done = 0;
+  if (next == NULL) {
+    snprintf(err, errlen, "topology '%s': out of memory", t->name);
+    return -1;
+  }
   for (int i = 0; i < t->ndev; i++) total += t->dev[i].nlinks;
   while (2 * done < total) {
     int progressed = 0;
@@ -186,6 +190,7 @@ static int order_links(const struct gcoll_topo *t, int *out_dev, int *out_link, 
       if (m < 0 || l->peer == i) {
         snprintf(err, errlen, "topology '%s': link %s-%s has no reverse direction", t->name,
                  d->name, l->peer >= 0 && l->peer < t->ndev ? t->dev[l->peer].name : "?");
+        free(next);
         return -1;
       }
       if (next[l->peer] != m) continue;
@@ -198,9 +203,11 @@ static int order_links(const struct gcoll_topo *t, int *out_dev, int *out_link, 
     }
     if (!progressed) {
       snprintf(err, errlen, "topology '%s': link lists are not symmetric", t->name);
+      free(next);
       return -1;
     }
   }
+  free(next);
   *nout = done;
   return 0;
 }
@@ -225,19 +232,33 @@ static int write_handler(void *data, unsigned char *buffer, size_t size) {
 int gcoll_topo_write_stream(const struct gcoll_topo *topo, void *FILE_stream, char *err,
                             size_t errlen) {
   struct writer w;
-  int nlinks, ldev[GCOLL_TOPO_MAX_NODES * GCOLL_TOPO_MAX_LINKS];
-  int link_idx[GCOLL_TOPO_MAX_NODES * GCOLL_TOPO_MAX_LINKS];
+  int nlinks, *ldev = NULL, *link_idx = NULL;
   if (topo == NULL || FILE_stream == NULL) {
     snprintf(err, errlen, "topology writer: no topology or no stream");
     return -1;
   }
-  if (check_device_order(topo, err, errlen) ||
-      order_links(topo, ldev, link_idx, &nlinks, err, errlen))
+  if (check_device_order(topo, err, errlen)) return -1;
+  size_t total = 1;
+  for (int i = 0; i < topo->ndev; i++) total += (size_t)topo->dev[i].nlinks;
+  ldev = malloc(total * sizeof(int));
+  link_idx = malloc(total * sizeof(int));
+  if (ldev == NULL || link_idx == NULL) {
+    free(ldev);
+    free(link_idx);
+    snprintf(err, errlen, "topology '%s': out of memory", topo->name);
     return -1;
+  }
+  if (order_links(topo, ldev, link_idx, &nlinks, err, errlen)) {
+    free(ldev);
+    free(link_idx);
+    return -1;
+  }
 
   memset(&w, 0, sizeof(w));
   if (!yaml_emitter_initialize(&w.em)) {
     snprintf(err, errlen, "topology writer: cannot initialise the YAML emitter");
+    free(ldev);
+    free(link_idx);
     return -1;
   }
   w.out = FILE_stream;
@@ -252,6 +273,13 @@ int gcoll_topo_write_stream(const struct gcoll_topo *topo, void *FILE_stream, ch
   begin_map(&w, 0);
   kv_int(&w, "gcoll-topo", GCOLL_TOPO_VERSION);
   kv_str(&w, "name", topo->name);
+  if (topo->nvl_domain.set) {
+    emit_str(&w, "nvlink_domain");
+    begin_map(&w, 1);
+    kv_str(&w, "cluster", topo->nvl_domain.cluster);
+    kv_int(&w, "clique", topo->nvl_domain.clique);
+    end_map(&w);
+  }
   for (int type = 0; type < GCOLL_DEV_NTYPES; type++) {
     int any = 0;
     for (int i = 0; i < topo->ndev; i++) {
@@ -281,6 +309,8 @@ int gcoll_topo_write_stream(const struct gcoll_topo *topo, void *FILE_stream, ch
     snprintf(err, errlen, "topology '%s': YAML emitter failed: %s", topo->name,
              w.em.problem ? w.em.problem : "write error");
   yaml_emitter_delete(&w.em);
+  free(ldev);
+  free(link_idx);
   return w.failed ? -1 : 0;
 }
 

@@ -196,15 +196,19 @@ static void report(struct differ *d, const char *what, const char *unit,
 
 static void diff_nodes(struct differ *d, const struct gcoll_plan *a, const struct gcoll_plan *b) {
   int n = a->nnodes < b->nnodes ? a->nnodes : b->nnodes;
-  struct node_diffs cls = {0}, host = {0};
+  struct node_diffs cls = {0}, host = {0}, dom = {0};
   for (int i = 0; i < n; i++) {
     const char *ka = a->classes[a->node_class[i]].name, *kb = b->classes[b->node_class[i]].name;
     if (strcmp(ka, kb) != 0) note(&cls, "%d (%s -> %s)", i, ka, kb);
     if (strcmp(a->node_host[i], b->node_host[i]) != 0)
       note(&host, "%d (%s -> %s)", i, a->node_host[i], b->node_host[i]);
+    /* gcoll numbers domains by first appearance: one partition, one numbering. */
+    int da = gcoll_plan_node_domain(a, i), db = gcoll_plan_node_domain(b, i);
+    if (da != db) note(&dom, "%d (%d -> %d)", i, da, db);
   }
   report(d, "node class", "node", &cls);
   report(d, "node host", "node", &host);
+  report(d, "node NVLink domain (-1: none)", "node", &dom);
   /* Which job rank sits where (cyclic layouts, interleaved groups). */
   struct node_diffs order = {0};
   int slots = a->nranks < b->nranks ? a->nranks : b->nranks;

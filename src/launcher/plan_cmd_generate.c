@@ -13,7 +13,8 @@
 const char plan_usage_generate[] =
     "usage: gcoll-plan generate --topo TOPO[,TOPO...] [--nodes N] [--hosts LIST]\n"
     "                           [--ranks-per-node K[,K...]] [--channels C]\n"
-    "                           [--job-id J] [--step-id S] [-q] -o FILE\n"
+    "                           [--nvlink-domain N] [--job-id J] [--step-id S]\n"
+    "                           [-q] -o FILE\n"
     "\n"
     "Computes the communication plan of a job and writes it atomically.\n"
     "\n"
@@ -41,6 +42,12 @@ const char plan_usage_generate[] =
     "                          Slurm's SLURM_STEP_GPUS); as many as the ranks\n"
     "                          per node. Default: local rank i drives GPU i\n"
     "  -c, --channels C        upper bound on channels (default: the library's)\n"
+    "  -D, --nvlink-domain N   every N consecutive nodes form one multi-node\n"
+    "                          NVLink domain (GB200 NVL72: 18 trays), the last\n"
+    "                          one possibly smaller: edges between its nodes are\n"
+    "                          NVLink (p2p), the network joins domains. Replaces\n"
+    "                          the domains the topology files name (a node's\n"
+    "                          nvlink_domain, as detection writes it)\n"
     "  -j, --job-id J          Slurm job id recorded in the plan\n"
     "  -s, --step-id S         Slurm step id recorded in the plan\n"
     "  -o, --output FILE       plan file to write ('-' for standard output)\n"
@@ -61,6 +68,7 @@ struct generate_opts {
   int *node_ranks;           /* -k list (malloc'd), NULL: ranks_per_node */
   int nnode_ranks;
   long long channels;        /* 0: default */
+  long long nvlink_domain;   /* 0: from the topologies */
   int *gpus;                 /* -g list (malloc'd), NULL: GPU i for local rank i */
   int ngpus;
   long long job_id, step_id; /* -1: unset */
@@ -90,7 +98,12 @@ static void topo_set_free(struct topo_set *s) {
 static int topo_set_add(struct topo_set *s, struct gcoll_topo *topo, int *cap) {
   uint32_t h = gcoll_topo_hash(topo);
   for (int i = 0; i < s->ntopos; i++) {
-    if (gcoll_topo_hash(s->topos[i]) == h && strcmp(s->topos[i]->name, topo->name) == 0) {
+    /* Nodes of different NVLink domains stay apart: the domain is not in
+     * the hash (one class serves every rack), but the plan needs it. */
+    const struct gcoll_nvl_domain *a = &s->topos[i]->nvl_domain, *b = &topo->nvl_domain;
+    int same_domain = a->set == b->set && (!a->set || gcoll_nvl_domain_equal(a, b));
+    if (gcoll_topo_hash(s->topos[i]) == h && strcmp(s->topos[i]->name, topo->name) == 0 &&
+        same_domain) {
       gcoll_topo_free(topo);
       return i;
     }
@@ -273,6 +286,7 @@ static int parse_opts(int argc, char **argv, struct generate_opts *o) {
       {"hosts", required_argument, NULL, 'H'},
       {"ranks-per-node", required_argument, NULL, 'k'},
       {"channels", required_argument, NULL, 'c'},
+      {"nvlink-domain", required_argument, NULL, 'D'},
       {"gpus", required_argument, NULL, 'g'},
       {"job-id", required_argument, NULL, 'j'},
       {"step-id", required_argument, NULL, 's'},
@@ -284,7 +298,7 @@ static int parse_opts(int argc, char **argv, struct generate_opts *o) {
   o->job_id = o->step_id = -1;
   cli_getopt_reset();
   int c;
-  while ((c = getopt_long(argc, argv, ":t:N:H:k:g:c:j:s:o:qh", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":t:N:H:k:g:c:D:j:s:o:qh", longopts, NULL)) != -1) {
     switch (c) {
     case 't': o->topo = optarg; break;
     case 'N':
@@ -322,6 +336,10 @@ static int parse_opts(int argc, char **argv, struct generate_opts *o) {
       break;
     case 's':
       if (cli_parse_long(CMD, "--step-id", optarg, 0, INT64_MAX, &o->step_id)) return 2;
+      break;
+    case 'D':
+      if (cli_parse_long(CMD, "--nvlink-domain", optarg, 1, GCOLL_MAX_NODES, &o->nvlink_domain))
+        return 2;
       break;
     case 'o': o->output = optarg; break;
     case 'q': o->quiet = 1; break;
@@ -367,7 +385,19 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
   const struct gcoll_topo **node_topo = calloc((size_t)s->nnodes, sizeof(*node_topo));
   int *node_ranks = o->node_ranks ? calloc((size_t)s->nnodes, sizeof(*node_ranks)) : NULL;
   struct gcoll_plan *plan = NULL;
-  int *node_gpus = NULL;
+  int *node_gpus = NULL, *node_domain = NULL;
+  if (o->nvlink_domain > 0 && (node_domain = malloc((size_t)s->nnodes * sizeof(int))) == NULL) {
+    cli_fail("out of memory for %d nodes", s->nnodes);
+    goto out;
+  }
+  for (int i = 0; node_domain && i < s->nnodes; i++) {
+    if (s->topos[s->node_topo[i]]->ngpu < 1) {
+      cli_fail("--nvlink-domain: node %d's topology '%s' has no GPUs to join by NVLink", i,
+               s->topos[s->node_topo[i]]->name);
+      goto out;
+    }
+    node_domain[i] = (int)(i / o->nvlink_domain);
+  }
   if (node_topo == NULL || (o->node_ranks && node_ranks == NULL)) {
     cli_fail("out of memory for %d nodes", s->nnodes);
     goto out;
@@ -403,6 +433,7 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
       .step_id = o->step_id,
       .node_ranks = node_ranks,
       .node_gpus = node_gpus,
+      .node_domain = node_domain,
   };
   plan = gcoll_plan_build(&in, err, sizeof(err));
   if (plan == NULL) {
@@ -430,6 +461,7 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
 out:
   gcoll_plan_free(plan);
   free(node_gpus);
+  free(node_domain);
   free(node_ranks);
   free(node_topo);
   return rc;

@@ -90,19 +90,24 @@ static void print_class(const struct gcoll_plan *plan, int k) {
   }
 }
 
-/* Prints runs of consecutive nodes of one class as the plan file groups
- * them, with their hosts compressed to a Slurm host list. */
+static int same_run(const struct gcoll_plan *plan, int a, int b) {
+  return plan->node_class[b] == plan->node_class[a] &&
+         gcoll_plan_node_domain(plan, b) == gcoll_plan_node_domain(plan, a);
+}
+
+/* Prints runs of consecutive nodes of one class (and NVLink domain) as the
+ * plan file groups them, with their hosts compressed to a Slurm host list. */
 static void print_nodes(const struct gcoll_plan *plan) {
   printf("nodes:\n");
   int runs = 0;
   for (int a = 0; a < plan->nnodes;) {
     int b = a;
-    while (b + 1 < plan->nnodes && plan->node_class[b + 1] == plan->node_class[a]) b++;
+    while (b + 1 < plan->nnodes && same_run(plan, a, b + 1)) b++;
     if (runs == SHOW_MAX_RUNS) {
       int left = 0;
       for (int n = a; n < plan->nnodes; n = b + 1, left++) {
         b = n;
-        while (b + 1 < plan->nnodes && plan->node_class[b + 1] == plan->node_class[n]) b++;
+        while (b + 1 < plan->nnodes && same_run(plan, n, b + 1)) b++;
       }
       printf("  ... %d more run%s of nodes\n", left, left == 1 ? "" : "s");
       return;
@@ -119,7 +124,9 @@ static void print_nodes(const struct gcoll_plan *plan) {
       printf("  node %d", a);
     else
       printf("  nodes %d-%d", a, b);
-    printf(": %s, %s, ranks ", hosts ? hosts : "(out of memory)", cls->name);
+    printf(": %s, %s, ", hosts ? hosts : "(out of memory)", cls->name);
+    if (gcoll_plan_node_domain(plan, a) >= 0) printf("domain %d, ", gcoll_plan_node_domain(plan, a));
+    printf("ranks ");
     if (list != NULL)
       printf("%s\n", list);
     else
@@ -131,11 +138,56 @@ static void print_nodes(const struct gcoll_plan *plan) {
   }
 }
 
+/* The multi-node NVLink domains: which nodes each holds (node indices as
+ * ranges; hosts when they compress to one expression). */
+static void print_domains(const struct gcoll_plan *plan) {
+  int ndom = 0, alone = 0;
+  for (int n = 0; n < plan->nnodes; n++) {
+    int d = gcoll_plan_node_domain(plan, n);
+    if (d >= ndom) ndom = d + 1;
+    alone += d < 0;
+  }
+  if (ndom == 0) return;
+  int *nodes = malloc((size_t)plan->nnodes * sizeof(int));
+  char **hosts = malloc((size_t)plan->nnodes * sizeof(char *));
+  if (nodes == NULL || hosts == NULL) {
+    free(nodes);
+    free(hosts);
+    printf("nvlink domains: (out of memory)\n");
+    return;
+  }
+  int listed = 0;
+  printf("nvlink domains: edges between nodes of one domain are NVLink (p2p), the network "
+         "joins domains%s\n", alone ? "; other nodes are in none" : "");
+  for (int d = 0; d < ndom; d++) {
+    int m = 0;
+    for (int n = 0; n < plan->nnodes; n++)
+      if (gcoll_plan_node_domain(plan, n) == d) {
+        hosts[m] = plan->node_host[n];
+        nodes[m++] = n;
+      }
+    if (m == 0) continue;
+    if (listed++ == SHOW_MAX_RUNS) {
+      printf("  ... more domains\n");
+      break;
+    }
+    printf("  domain %d: %d node%s (", d, m, m == 1 ? "" : "s");
+    cli_print_ranges(stdout, nodes, m, SHOW_MAX_RANGES);
+    char *expr = m <= 4096 && gcoll_hostlist_single_run(hosts, m, 256) == m
+                     ? gcoll_hostlist_compress(hosts, m) : NULL;
+    printf(")%s%s\n", expr ? ", " : "", expr ? expr : "");
+    free(expr);
+  }
+  free(nodes);
+  free(hosts);
+}
+
 static void print_summary(const char *path, const struct gcoll_plan *plan) {
   print_job(path, plan);
   printf("topology classes: %d\n", plan->nclasses);
   for (int k = 0; k < plan->nclasses; k++) print_class(plan, k);
   print_nodes(plan);
+  print_domains(plan);
   printf("ring:      node order ");
   cli_print_ranges(stdout, plan->ring_node_order, plan->nnodes, SHOW_MAX_RANGES);
   printf("\n");
@@ -167,6 +219,9 @@ static void print_rank_view(const struct gcoll_rank_view *v) {
     if (v->step_id >= 0) printf("step %" PRId64, v->step_id);
     printf("\n");
   }
+  if (v->nvl_domain >= 0)
+    printf("domain:    NVLink domain %d of %d node%s (edges to its other nodes are p2p)\n",
+           v->nvl_domain, v->nvl_domain_nnodes, v->nvl_domain_nnodes == 1 ? "" : "s");
   printf("channels:  %d\n", v->nchannels);
   for (int c = 0; c < v->nchannels && c < GCOLL_MAX_CHANNELS; c++) {
     const struct gcoll_ring_link *r = &v->ring[c];

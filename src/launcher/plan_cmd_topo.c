@@ -78,7 +78,11 @@ static void path_cell(const struct gcoll_topo *t, int from, int to, char *buf, s
 }
 
 static void print_paths(const struct gcoll_topo *t) {
-  int dev[GCOLL_TOPO_MAX_NODES + GCOLL_TOPO_MAX_NICS];
+  int *dev = malloc(((size_t)t->ngpu + (size_t)t->ncpu + (size_t)t->nnic + 1) * sizeof(int));
+  if (dev == NULL) {
+    printf("(out of memory for the path matrix)\n");
+    return;
+  }
   int n = matrix_devices(t, dev);
   int width = 4;
   char cell[64];
@@ -101,6 +105,7 @@ static void print_paths(const struct gcoll_topo *t) {
     }
     printf("\n");
   }
+  free(dev);
   printf("\nEach cell: path type and bottleneck bandwidth (GB/s, one direction).\n"
          "  NVL  NVLink, direct or through NVSwitch\n"
          "  NVB  NVLink through an intermediate GPU\n"

@@ -20,6 +20,6 @@ check_PROGRAMS += tests/integration/coll_check
 tests_integration_coll_check_SOURCES = tests/integration/coll_check.c tests/integration/check_util.h
 tests_integration_coll_check_LDADD = libgcoll.la
 TESTS += tests/integration/test_coll.sh tests/integration/test_netns.sh \
-	tests/integration/test_reproducible.sh
+	tests/integration/test_reproducible.sh tests/integration/test_domain_edges.sh
 EXTRA_DIST += tests/integration/test_coll.sh tests/integration/test_netns.sh \
-	tests/integration/test_reproducible.sh
+	tests/integration/test_reproducible.sh tests/integration/test_domain_edges.sh

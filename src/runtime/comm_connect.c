@@ -23,6 +23,13 @@
  * Without a usable device it stays unstarted and cross-node edges use
  * net/socket; forced with GCOLL_TRANSPORT=net/ib, that is an init failure.
  *
+ * The plan also says p2p for edges between nodes of one multi-node NVLink
+ * domain (GB200 NVL72 trays). The p2p transport maps its peer's GPU memory
+ * with CUDA IPC, which only reaches GPUs of the same host (across trays it
+ * would need fabric memory handles, which this runtime does not have), so
+ * those edges are carried as net edges, said once at GCOLL_DEBUG=INFO:
+ * such plans run everywhere, over the network between trays.
+ *
  * The receiver writes the transport it chose (enum gcoll_transport_kind) as
  * the first byte of the published value, so both ends always agree, and a
  * sender that lacks that transport (the receiver has an RDMA device, the
@@ -341,6 +348,14 @@ int gcoll_comm_transport_for_peer(const struct gcollComm *comm, int peer, gcollR
 
 /* ---- the plan's edges, all at init ----------------------------------------- */
 
+/* Whether peer runs on this node: the view lists this node's ranks (not one
+ * range under a cyclic layout or an interleaved group). */
+static int same_node(const struct gcollComm *comm, int peer) {
+  for (int i = 0; i < comm->view->local_nranks; i++)
+    if (comm->view->node_ranks[i] == peer) return 1;
+  return 0;
+}
+
 /* Phase 1: every receive end exists and its address is published. */
 static gcollResult_t setup_receivers(struct gcollComm *comm, struct edge *edges, int n, int forced) {
   for (int i = 0; i < n; i++) {
@@ -404,8 +419,18 @@ gcollResult_t gcoll_comm_connect(struct gcollComm *comm) {
     if (channel_edges(comm, c, edges, &n) != 0)
       rc = gcoll_fail(gcollInternalError, "more than %d connections", GCOLL_COMM_MAX_CONNS);
   char err[512];
-  int has_gpu_edges = 0;
-  for (int i = 0; i < n; i++) has_gpu_edges |= edges[i].cls == GCOLL_EDGE_P2P;
+  int has_gpu_edges = 0, across = 0;
+  for (int i = 0; i < n; i++) {
+    if (edges[i].cls == GCOLL_EDGE_P2P && !same_node(comm, edges[i].peer)) {
+      edges[i].cls = GCOLL_EDGE_NET;
+      across++;
+    }
+    has_gpu_edges |= edges[i].cls == GCOLL_EDGE_P2P;
+  }
+  if (across > 0)
+    gcoll_log_info(comm, "%d edge end%s to other nodes of NVLink domain %d use the network: this "
+                   "runtime's p2p reaches GPUs of its own node only", across,
+                   across == 1 ? "" : "s", comm->view->nvl_domain);
   if (rc == gcollSuccess) rc = start_transports(comm, forced, has_gpu_edges);
   if (rc == gcollSuccess) rc = setup_receivers(comm, edges, n, forced);
   if (rc == gcollSuccess &&

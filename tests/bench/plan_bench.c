@@ -5,6 +5,9 @@
  *
  *   plan_bench TOPOLOGY.yaml [NODES...]     (default 1 16 256 4096 12500)
  *
+ * DOMAIN=N puts every N consecutive nodes in one multi-node NVLink domain
+ * (gcoll-plan generate --nvlink-domain N: GB200 NVL72 racks are 18 trays).
+ *
  * Prints a markdown table; best of REPEAT (env, default 5) runs per cell.
  * Exit status 1 only when something fails, never for a slow figure: these
  * machines are noisy, so figures are for people to read, not to gate CI. */
@@ -26,14 +29,20 @@ static double now_ms(void) {
 static double min_d(double a, double b) { return a < b ? a : b; }
 
 /* One row of the table; returns 0 or -1 with a message on stderr. */
-static int bench_nodes(const struct gcoll_topo *topo, int nnodes, int repeat, const char *dir) {
+static int bench_nodes(const struct gcoll_topo *topo, int nnodes, int repeat, const char *dir,
+                       int domain) {
   char err[512], path[4096];
   snprintf(path, sizeof(path), "%s/plan-%d.yaml", dir, nnodes);
   const struct gcoll_topo **node_topo = malloc(sizeof(*node_topo) * (size_t)nnodes);
-  if (node_topo == NULL) return -1;
+  int *node_domain = domain > 0 ? malloc(sizeof(int) * (size_t)nnodes) : NULL;
+  if (node_topo == NULL || (domain > 0 && node_domain == NULL)) {
+    free(node_topo);
+    return -1;
+  }
   for (int i = 0; i < nnodes; i++) node_topo[i] = topo;
+  for (int i = 0; node_domain && i < nnodes; i++) node_domain[i] = i / domain;
   struct gcoll_plan_input in = {.nnodes = nnodes, .node_topo = node_topo, .job_id = -1,
-                                .step_id = -1};
+                                .step_id = -1, .node_domain = node_domain};
   double build = 1e30, write = 1e30, view_first = 1e30, view_last = 1e30;
   int rc = 0, nranks = 0;
   for (int r = 0; r < repeat && rc == 0; r++) {
@@ -72,6 +81,7 @@ static int bench_nodes(const struct gcoll_topo *topo, int nnodes, int repeat, co
            st.st_size / 1024.0, view_first, view_last);
   unlink(path);
   free(node_topo);
+  free(node_domain);
   return rc;
 }
 
@@ -81,7 +91,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   char err[512];
+  /* Reading a node's file computes its paths (ndev^2): on nodes with
+   * hundreds of devices that, not the plan, is what grows. */
+  double r0 = now_ms();
   struct gcoll_topo *topo = gcoll_topo_read_file(argv[1], err, sizeof(err));
+  double read_ms = now_ms() - r0;
   if (topo == NULL || gcoll_topo_compute_paths(topo, err, sizeof(err)) != 0) {
     fprintf(stderr, "plan_bench: %s\n", err);
     gcoll_topo_free(topo);
@@ -96,13 +110,18 @@ int main(int argc, char **argv) {
     return 1;
   }
   static const int defaults[] = {1, 16, 256, 4096, 12500};
-  printf("plan scaling, topology %s, best of %d\n\n", topo->name, repeat);
+  const char *dom = getenv("DOMAIN");
+  int domain = dom && atoi(dom) > 0 ? atoi(dom) : 0;
+  printf("plan scaling, topology %s (%d devices, %d GPUs, %d NICs)", topo->name, topo->ndev,
+         topo->ngpu, topo->nnic);
+  if (domain > 0) printf(", NVLink domains of %d nodes", domain);
+  printf(", best of %d; reading the topology (paths included): %.1f ms\n\n", repeat, read_ms);
   printf("| nodes | ranks | build (ms) | write (ms) | size (KB) | view rank 0 (ms) | view last rank (ms) |\n");
   printf("|------:|------:|-----------:|-----------:|----------:|-----------------:|--------------------:|\n");
   int rc = 0;
   int n = argc > 2 ? argc - 2 : (int)(sizeof(defaults) / sizeof(defaults[0]));
   for (int i = 0; i < n && rc == 0; i++)
-    rc = bench_nodes(topo, argc > 2 ? atoi(argv[i + 2]) : defaults[i], repeat, dir);
+    rc = bench_nodes(topo, argc > 2 ? atoi(argv[i + 2]) : defaults[i], repeat, dir, domain);
   rmdir(dir);
   gcoll_topo_free(topo);
   return rc == 0 ? 0 : 1;

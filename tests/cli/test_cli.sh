@@ -539,6 +539,52 @@ expect_err "--gpus twice the same" 1 \
   "gcoll-plan: node 0: rank 1 on GPU 5, which another rank of the node drives (the node has GPUs 0..7)" \
   "$BIN" generate -t dgx-h100 -N 2 -k 2 --gpus 5,5 -o "$tmp/no.yaml"
 
+# ---- NVLink domains across nodes ----------------------------------------------
+# 36 GB200 trays in racks of 18: show lists the racks, edges inside a rack
+# are p2p, and channel 0's ring leaves a rack over the network exactly
+# twice (counted on every rank's view as the runtime loads it).
+p="$tmp/gb200-36.yaml"
+expect_rc "generate --nvlink-domain 18" 0 "$BIN" generate --topo gb200-tray --nodes 36 \
+  --nvlink-domain 18 -o "$p"
+expect_rc "verify a domain plan" 0 "$BIN" verify "$p" --nodes 36 --ranks 144
+expect_rc "show a domain plan" 0 "$BIN" show "$p"
+check "show lists rack 0" grep -q '^  domain 0: 18 nodes (0-17), node\[00000-00017\]$' "$tmp/out"
+check "show lists rack 1" grep -q '^  domain 1: 18 nodes (18-35), node\[00018-00035\]$' "$tmp/out"
+for r in $(seq 0 143); do "$BIN" show "$p" --rank "$r"; done >"$tmp/views" 2>&1
+check "channel 0 leaves a rack twice" [ "$(grep -c '^ring  0: .* next [0-9]* (net)' "$tmp/views")" -eq 2 ]
+# 2 crossings: 2 ranks send over the network, 2 receive; the other 140 are p2p both ways.
+check "every other ring edge is p2p" \
+  [ "$(grep -c '^ring  0: prev [0-9]* (p2p) -> [0-9]* -> next [0-9]* (p2p)' "$tmp/views")" -eq 140 ]
+expect_rc "show --rank in a rack" 0 "$BIN" show "$p" --rank 100
+check "the view names its rack" grep -q '^domain: *NVLink domain 1 of 18 nodes' "$tmp/out"
+# Domains from per-node files (as detection writes nvlink_domain): trays
+# 0 and 2 in one clique, 1 and 3 in another, one topology class.
+d="$tmp/trays"
+mkdir "$d"
+for i in 0 1 2 3; do
+  sed "s/^name: gb200-tray\$/name: gb200-tray\nnvlink_domain: {cluster: 4f1c2d3e-0000-4000-8000-00000000002a, clique: $((i % 2))}/" \
+    "$TOPOS/gb200-tray.yaml" >"$d/$i.yaml"
+done
+expect_rc "generate from trays with nvlink_domain" 0 "$BIN" generate --topo "$d" -o "$tmp/trays.yaml"
+check "trays: one class" grep -q ": 16 ranks, 4 nodes, 1 topology class, " "$tmp/err"
+expect_rc "show trays" 0 "$BIN" show "$tmp/trays.yaml"
+check "trays: ring visits each clique together" grep -q '^ring: *node order 0,2,1,3$' "$tmp/out"
+check "trays: clique 0 holds nodes 0 and 2" grep -q '^  domain 0: 2 nodes (0,2), ' "$tmp/out"
+expect_err "--nvlink-domain without GPUs" 1 \
+  "gcoll-plan: --nvlink-domain: node 0's topology 'cpu-only' has no GPUs to join by NVLink" \
+  "$BIN" generate --topo cpu-only --nodes 2 --nvlink-domain 2 -o "$tmp/x.yaml"
+expect_err "--nvlink-domain 0" 2 \
+  "gcoll-plan: generate: --nvlink-domain: 0 is out of range 1..1048576 (see 'gcoll-plan generate --help')" \
+  "$BIN" generate --topo gb200-tray --nodes 2 --nvlink-domain 0 -o "$tmp/x.yaml"
+"$BIN" generate -q --topo gb200-tray --nodes 4 -o "$tmp/trays-none.yaml"
+"$BIN" generate -q --topo gb200-tray --nodes 4 --nvlink-domain 4 -o "$tmp/trays-one.yaml"
+expect_rc "diff: domains differ" 1 "$BIN" diff "$tmp/trays-none.yaml" "$tmp/trays-one.yaml"
+check "diff names the domains" grep -q '^node NVLink domain (-1: none): 4 nodes differ: 0 (-1 -> 0), ' "$tmp/out"
+# p5: 32 EFA NICs, every one carries a channel.
+expect_rc "generate p5 x2" 0 "$BIN" generate --topo p5 --nodes 2 -o "$tmp/p5.yaml"
+expect_rc "show p5" 0 "$BIN" show "$tmp/p5.yaml"
+check "p5: all 32 NICs in the rings" [ "$(grep -o 'rdmap[0-9a-f]*s0' "$tmp/out" | sort -u | wc -l)" -eq 32 ]
+
 # ---- paths that are not regular files ----------------------------------------
 # A FIFO used to block the open forever; each reader must refuse it at once
 # (timeout turns a hang into status 124).

@@ -64,6 +64,9 @@ static void check_view(const struct gcoll_rank_view *v, int rank) {
   }
   if (v->nvls_nheads < 0 || v->nvls_nheads > GCOLL_MAX_NVLS_HEADS)
     broken("view", "nvls_nheads out of range", rank);
+  if (v->nvl_domain < -1 || v->nvl_domain >= v->nnodes ||
+      (v->nvl_domain >= 0) != (v->nvl_domain_nnodes >= 1) || v->nvl_domain_nnodes > v->nnodes)
+    broken("view", "NVLink domain out of range", rank);
   for (int h = 0; h < v->nvls_nheads; h++)
     if (v->nvls_heads[h] < 0 || v->nvls_heads[h] >= v->nranks)
       broken("view", "NVLS head out of range", rank);
@@ -85,7 +88,7 @@ static void check_view(const struct gcoll_rank_view *v, int rank) {
 static void compare_views(const struct gcoll_rank_view *a, const struct gcoll_rank_view *b) {
   SAME(rank); SAME(nranks); SAME(node); SAME(nnodes); SAME(local_rank); SAME(local_nranks);
   SAME_STR(host); SAME_STR(topology); SAME(topology_hash); SAME(job_id); SAME(step_id);
-  SAME(nchannels); SAME(nvls_nheads);
+  SAME(nchannels); SAME(nvls_nheads); SAME(nvl_domain); SAME(nvl_domain_nnodes);
   for (int c = 0; c < a->nchannels; c++) {
     SAME(ring[c].prev); SAME(ring[c].next); SAME(ring[c].prev_edge); SAME(ring[c].next_edge);
     SAME_STR(ring[c].nic_in); SAME_STR(ring[c].nic_out);

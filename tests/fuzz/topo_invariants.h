@@ -35,8 +35,9 @@ static void check_structure(const struct gcoll_topo *t) {
   check_index_list(t, t->cpu, t->ncpu, GCOLL_TOPO_MAX_NODES, GCOLL_DEV_CPU);
   check_index_list(t, t->pci, t->npci, GCOLL_TOPO_MAX_NODES, GCOLL_DEV_PCI);
   check_index_list(t, t->gpu, t->ngpu, GCOLL_TOPO_MAX_GPUS, GCOLL_DEV_GPU);
-  check_index_list(t, t->nic, t->nnic, GCOLL_TOPO_MAX_NICS, GCOLL_DEV_NIC);
-  check_index_list(t, t->nvs, t->nnvs, 4, GCOLL_DEV_NVS);
+  check_index_list(t, t->nic, t->nnic, GCOLL_TOPO_MAX_NODES, GCOLL_DEV_NIC);
+  check_index_list(t, t->nvs, t->nnvs, GCOLL_TOPO_MAX_NVS, GCOLL_DEV_NVS);
+  if (t->ndev > t->dev_cap) broken("ndev", "beyond the allocated devices");
   if (t->ncpu + t->npci + t->ngpu + t->nnic + t->nnvs != t->ndev)
     broken("index lists", "do not cover every device exactly once");
   for (int i = 0; i < t->ndev; i++) {
@@ -49,7 +50,8 @@ static void check_structure(const struct gcoll_topo *t) {
     if (gcoll_topo_find(t, d->name) != i) broken("device", "name not unique");
     if (d->parent < -1 || d->parent >= t->ndev || d->parent == i)
       broken("device", "parent out of range");
-    if (d->nlinks < 0 || d->nlinks > GCOLL_TOPO_MAX_LINKS) broken("device", "nlinks out of range");
+    if (d->nlinks < 0 || d->nlinks > d->links_cap || (d->nlinks > 0 && d->links == NULL))
+      broken("device", "nlinks out of range");
     for (int l = 0; l < d->nlinks; l++) {
       const struct gcoll_topo_link *k = &d->links[l];
       if ((unsigned)k->type >= GCOLL_LINK_NTYPES) broken("link", "type out of range");

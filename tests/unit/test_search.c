@@ -89,9 +89,16 @@ static int max_channels_allowed(int max_channels) {
  * channels no link is asked for more than it has. */
 static void assert_no_oversubscription(const struct gcoll_topo *t, const struct gcoll_intra_graph *g,
                                        int multi_node) {
-  static int use[GCOLL_TOPO_MAX_NODES][GCOLL_TOPO_MAX_LINKS];
-  int nic_in[GCOLL_TOPO_MAX_NICS] = {0}, nic_out[GCOLL_TOPO_MAX_NICS] = {0};
-  memset(use, 0, sizeof(use));
+  /* Hops per directed link: link l of device d is use[base[d] + l]. */
+  int *base = calloc((size_t)t->ndev + 1, sizeof(int)), total = 0;
+  assert_non_null(base);
+  for (int d = 0; d < t->ndev; d++) {
+    base[d] = total;
+    total += t->dev[d].nlinks;
+  }
+  int *use = calloc((size_t)total + 1, sizeof(int));
+  int *nic_in = calloc((size_t)t->nnic + 1, sizeof(int)), *nic_out = calloc((size_t)t->nnic + 1, sizeof(int));
+  assert_true(use && nic_in && nic_out);
   int n = g->nlocal;
   for (int c = 0; c < g->nchannels; c++) {
     const struct gcoll_intra_channel *ch = &g->ch[c];
@@ -109,21 +116,25 @@ static void assert_no_oversubscription(const struct gcoll_topo *t, const struct 
     }
     for (int i = 0; i < nh; i++) {
       assert_int_not_equal(hops[i]->type, GCOLL_PATH_DIS);
-      for (int h = 0; h < hops[i]->nhops; h++) use[hops[i]->hop_dev[h]][hops[i]->hop_link[h]]++;
+      for (int h = 0; h < hops[i]->nhops; h++) use[base[hops[i]->hop_dev[h]] + hops[i]->hop_link[h]]++;
     }
   }
   for (int d = 0; d < t->ndev; d++)
     for (int l = 0; l < t->dev[d].nlinks; l++)
-      if (use[d][l] * g->ring_bw > t->dev[d].links[l].bw * (1 + 1e-9) + 1e-9)
+      if (use[base[d] + l] * g->ring_bw > t->dev[d].links[l].bw * (1 + 1e-9) + 1e-9)
         fail_msg("%s: link %s->%s used by %d hops at %.3f GB/s but has %.3f GB/s", t->name,
-                 t->dev[d].name, t->dev[t->dev[d].links[l].peer].name, use[d][l], g->ring_bw,
-                 t->dev[d].links[l].bw);
+                 t->dev[d].name, t->dev[t->dev[d].links[l].peer].name, use[base[d] + l],
+                 g->ring_bw, t->dev[d].links[l].bw);
   for (int k = 0; k < t->nnic; k++) {
     double gbps = t->dev[t->nic[k]].u.nic.gbps;
     if (gbps <= 0) continue;
     assert_true(nic_in[k] * g->ring_bw <= gbps / 8 * (1 + 1e-9) + 1e-9);
     assert_true(nic_out[k] * g->ring_bw <= gbps / 8 * (1 + 1e-9) + 1e-9);
   }
+  free(base);
+  free(use);
+  free(nic_in);
+  free(nic_out);
 }
 
 static enum gcoll_path_type best_nic_gpu_type(const struct gcoll_topo *t, int k, int n) {
@@ -239,12 +250,14 @@ static void test_multi_node_uses_every_nic(void **state) {
   (void)state;
   struct gcoll_intra_graph *g = graph_new();
   char err[256];
-  const char *names[] = {"dgx-h100", "dgx-a100", "pcie-2s-4gpu"};
+  /* p5: 32 NICs, 4 per GPU; gb200-tray: NICs under the Grace sockets. */
+  const char *names[] = {"dgx-h100", "dgx-a100", "pcie-2s-4gpu", "p5", "gb200-tray"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-    const struct gcoll_topo *t = ref_topo(names[i]);
+    struct gcoll_topo *own = i < 3 ? NULL : test_topo_load(names[i]);
+    const struct gcoll_topo *t = own ? own : ref_topo(names[i]);
     assert_int_equal(run_search(t, t->ngpu, 1, 0, g, err, sizeof(err)), 0);
     check_graph(t, t->ngpu, 1, 0, g);
-    int used[GCOLL_TOPO_MAX_NICS] = {0}, entered[GCOLL_TOPO_MAX_NICS] = {0};
+    int used[GCOLL_TOPO_MAX_NODES] = {0}, entered[GCOLL_TOPO_MAX_NODES] = {0};
     for (int c = 0; c < g->nchannels; c++) {
       used[g->ch[c].ring_nic_in] = used[g->ch[c].ring_nic_out] = 1;
       entered[g->ch[c].ring_nic_in]++;
@@ -255,6 +268,7 @@ static void test_multi_node_uses_every_nic(void **state) {
      * channel before every NIC has one. */
     for (int k = 0; k < t->nnic; k++)
       assert_true(entered[k] <= (g->nchannels + t->nnic - 1) / t->nnic);
+    gcoll_topo_free(own);
   }
   free(g);
 }

@@ -726,8 +726,11 @@ static void test_add_limits(void **state) {
   err[0] = '\0';
   assert_int_equal(gcoll_topo_add_link(t, c, 999, GCOLL_LINK_PCI, 1, 1, err, sizeof(err)), -1);
   assert_true(err[0] != '\0');
-  /* Fill cpu0's link table with distinct peers (16 GPUs and 8 switches). */
-  for (int i = 0; i < GCOLL_TOPO_MAX_LINKS; i++) {
+  /* No per-device link table to fill: cpu0 links to 300 peers (16 GPUs and
+   * 284 switches: a root complex of a node with hundreds of devices), each
+   * recorded at both ends. */
+  const int npeers = 300;
+  for (int i = 0; i < npeers; i++) {
     int peer = t->gpu[i % GCOLL_TOPO_MAX_GPUS];
     if (i >= GCOLL_TOPO_MAX_GPUS) {
       char n[16];
@@ -736,22 +739,17 @@ static void test_add_limits(void **state) {
     }
     connect(t, c, peer, GCOLL_LINK_PCI, 1, 1);
   }
-  assert_int_equal(t->dev[c].nlinks, GCOLL_TOPO_MAX_LINKS);
+  assert_int_equal(t->dev[c].nlinks, npeers);
+  for (int l = 0; l < npeers; l++) {
+    const struct gcoll_topo_dev *p = &t->dev[t->dev[c].links[l].peer];
+    assert_int_equal(p->nlinks, 1);
+    assert_int_equal(p->links[0].peer, c);
+  }
   /* The same pair again aggregates lanes instead of adding a link. */
   connect(t, c, t->gpu[0], GCOLL_LINK_PCI, 1, 1);
-  assert_int_equal(t->dev[c].nlinks, GCOLL_TOPO_MAX_LINKS);
+  assert_int_equal(t->dev[c].nlinks, npeers);
   assert_true(t->dev[c].links[0].bw == 2);
-  /* One link too many is refused whichever end is full, and leaves no
-   * half link behind: links are always symmetric. */
   int extra = add(t, GCOLL_DEV_PCI, "extra", -1);
-  err[0] = '\0';
-  assert_int_equal(gcoll_topo_add_link(t, c, extra, GCOLL_LINK_PCI, 1, 1, err, sizeof(err)), -1);
-  assert_true(err[0] != '\0');
-  err[0] = '\0';
-  assert_int_equal(gcoll_topo_add_link(t, extra, c, GCOLL_LINK_PCI, 1, 1, err, sizeof(err)), -1);
-  assert_true(err[0] != '\0');
-  assert_int_equal(t->dev[extra].nlinks, 0);
-  assert_int_equal(t->dev[c].nlinks, GCOLL_TOPO_MAX_LINKS);
   /* Bad bandwidths and counts. */
   assert_int_equal(gcoll_topo_add_link(t, extra, t->gpu[1], GCOLL_LINK_PCI, 1, 0, err, sizeof(err)), -1);
   assert_int_equal(gcoll_topo_add_link(t, extra, t->gpu[1], GCOLL_LINK_PCI, 0, 1, err, sizeof(err)), -1);
@@ -763,7 +761,23 @@ static void test_add_limits(void **state) {
   assert_int_equal(gcoll_topo_add_dev(t, GCOLL_DEV_PCI, "p", t->ndev, err, sizeof(err)), -1);
   assert_int_equal(gcoll_topo_find(t, "gpu15"), t->gpu[15]);
   assert_int_equal(gcoll_topo_find(t, "gpu16"), -1);
+  /* The one bound left is the sanity limit on devices, refused in one line. */
+  while (t->ndev < GCOLL_TOPO_MAX_NODES) {
+    char n[16];
+    snprintf(n, sizeof(n), "n%d", t->ndev);
+    add(t, GCOLL_DEV_NIC, n, c);
+  }
+  assert_int_equal(t->nnic, GCOLL_TOPO_MAX_NODES - 1 - GCOLL_TOPO_MAX_GPUS - (npeers - GCOLL_TOPO_MAX_GPUS) - 1);
+  err[0] = '\0';
+  assert_int_equal(gcoll_topo_add_dev(t, GCOLL_DEV_NIC, "one-more", c, err, sizeof(err)), -1);
+  char want[64];
+  snprintf(want, sizeof(want), "more than %d devices in one node", GCOLL_TOPO_MAX_NODES);
+  assert_string_equal(err, want);
+  struct gcoll_topo *copy = gcoll_topo_clone(t);
+  assert_non_null(copy);
+  assert_int_equal(gcoll_topo_hash(copy), gcoll_topo_hash(t));
   gcoll_topo_free(t);
+  gcoll_topo_free(copy);
 }
 
 /* ---- detection ------------------------------------------------------------ */
