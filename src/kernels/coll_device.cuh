@@ -107,15 +107,7 @@ GCOLL_DEV static inline void gcoll_dev_block_main(const struct gcoll_cuda_work &
   const int coll = w.coll;
   const struct gcoll_cuda_channel *ch = (const struct gcoll_cuda_channel *)w.channels + c;
   if (gcoll_dev_tid() == 0) {
-    blk->result = 0;
-    blk->what = GCOLL_CUDA_FAIL_NONE;
-    blk->reason = GCOLL_CUDA_REASON_NONE;
-    blk->peer = -1;
-    blk->step = 0;
-    blk->abort_word = (int *)w.abort_word;
-    blk->local_abort = (int *)w.local_abort;
-    const uint64_t now = gcoll_dev_now_ns();
-    blk->deadline = w.timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + w.timeout_ns;
+    gcoll_dev_block_start(blk, w.abort_word, w.local_abort, w.timeout_ns);
     /* A device scalar is read now, as NCCL does: a graph replay or a
      * queued call sees the value the stream left there. */
     blk->pre = w.scalar;
@@ -138,18 +130,11 @@ GCOLL_DEV static inline void gcoll_dev_block_main(const struct gcoll_cuda_work &
   }
   gcoll_dev_barrier();
   if (gcoll_dev_tid() == 0) {
-    volatile struct gcoll_cuda_status *st = (struct gcoll_cuda_status *)w.status + c;
     if (r != gcollSuccess) {
       if (blk->result == 0) blk->what = GCOLL_CUDA_FAIL_SETUP;
       if (w.local_abort != 0) gcoll_dev_cas_system((int *)w.local_abort, 0, (int)r);
     }
-    st->result = (int32_t)r;
-    st->what = r == gcollSuccess ? GCOLL_CUDA_FAIL_NONE : blk->what;
-    st->reason = blk->reason;
-    st->peer = blk->peer;
-    st->step = blk->step;
-    gcoll_dev_fence_system();
-    st->done = 1;
+    gcoll_dev_block_report(blk, (int)r, (struct gcoll_cuda_status *)w.status + c);
   }
 }
 

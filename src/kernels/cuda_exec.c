@@ -506,12 +506,8 @@ static gcollResult_t launch_copy(struct gcoll_cuda_exec *e, const struct gcoll_c
   return before_caller(e, caller, err, errlen);
 }
 
-gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
-                                     void *stream, char *err, size_t errlen) {
-  if (e == NULL || c == NULL) {
-    set_err(err, errlen, "NULL executor or collective");
-    return gcollInvalidArgument;
-  }
+/* An aborted executor, or one whose launch failed, takes nothing new. */
+static gcollResult_t launch_allowed(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
   int aborted = atomic_load_explicit((_Atomic int32_t *)&e->host->abort_word,
                                      memory_order_acquire);
   if (aborted != 0) {
@@ -522,6 +518,17 @@ gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gco
     set_err(err, errlen, "an earlier collective failed: %s", e->failed_msg);
     return e->failed;
   }
+  return gcollSuccess;
+}
+
+gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
+                                     void *stream, char *err, size_t errlen) {
+  if (e == NULL || c == NULL) {
+    set_err(err, errlen, "NULL executor or collective");
+    return gcollInvalidArgument;
+  }
+  gcollResult_t allowed = launch_allowed(e, err, errlen);
+  if (allowed != gcollSuccess) return allowed;
   gcollResult_t r = check_coll(e, c, err, errlen);
   int capturing = 0;
   if (r == gcollSuccess) r = capture_status(e, (gcoll_cu_stream)stream, &capturing, err, errlen);
@@ -618,16 +625,8 @@ gcollResult_t gcoll_cuda_exec_launch_p2p(struct gcoll_cuda_exec *e,
     set_err(err, errlen, "NULL executor, operations or streams");
     return gcollInvalidArgument;
   }
-  int aborted = atomic_load_explicit((_Atomic int32_t *)&e->host->abort_word,
-                                     memory_order_acquire);
-  if (aborted != 0) {
-    set_err(err, errlen, "the executor was aborted (result %d)", aborted);
-    return (gcollResult_t)aborted;
-  }
-  if (e->failed != gcollSuccess) {
-    set_err(err, errlen, "an earlier collective failed: %s", e->failed_msg);
-    return e->failed;
-  }
+  gcollResult_t allowed = launch_allowed(e, err, errlen);
+  if (allowed != gcollSuccess) return allowed;
   if (nops == 0) return gcollSuccess;
   if (nops > P2P_RING) {
     set_err(err, errlen, "%d send/recv operations in one group on device buffers: at most %d",

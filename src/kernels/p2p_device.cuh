@@ -266,15 +266,7 @@ GCOLL_DEV static inline void gcoll_dev_p2p_block_main(const struct gcoll_cuda_p2
                                                       struct gcoll_dev_p2p_shared *sh) {
   struct gcoll_dev_block *blk = &sh->blk;
   if (gcoll_dev_tid() == 0) {
-    blk->result = 0;
-    blk->what = GCOLL_CUDA_FAIL_NONE;
-    blk->reason = GCOLL_CUDA_REASON_NONE;
-    blk->peer = -1;
-    blk->step = 0;
-    blk->abort_word = (int *)w.abort_word;
-    blk->local_abort = (int *)w.local_abort;
-    const uint64_t now = gcoll_dev_now_ns();
-    blk->deadline = w.timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + w.timeout_ns;
+    gcoll_dev_block_start(blk, w.abort_word, w.local_abort, w.timeout_ns);
     sh->size_failed = 0;
     sh->setup_failed = 0;
     if (w.nblocks < 1 || b >= w.nblocks || gcoll_dev_p2p_collect(w, b, sh) != 0) {
@@ -310,14 +302,7 @@ GCOLL_DEV static inline void gcoll_dev_p2p_block_main(const struct gcoll_cuda_p2
     const int r = blk->result;
     if (r != 0 && w.local_abort != 0 && blk->what != GCOLL_CUDA_FAIL_SIZE)
       gcoll_dev_cas_system((int *)w.local_abort, 0, r);
-    volatile struct gcoll_cuda_status *st = (struct gcoll_cuda_status *)w.status + b;
-    st->result = r;
-    st->what = r == 0 ? GCOLL_CUDA_FAIL_NONE : blk->what;
-    st->reason = blk->reason;
-    st->peer = blk->peer;
-    st->step = blk->step;
-    gcoll_dev_fence_system();
-    st->done = 1;
+    gcoll_dev_block_report(blk, r, (struct gcoll_cuda_status *)w.status + b);
   }
 }
 

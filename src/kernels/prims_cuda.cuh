@@ -226,6 +226,35 @@ GCOLL_DEV static inline int gcoll_dev_fail(struct gcoll_dev_block *b, int result
   return *(volatile int *)&b->result;
 }
 
+/* Thread 0, at a launch's start: no failure yet, where to look for aborts,
+ * the deadline counted from now. */
+GCOLL_DEV static inline void gcoll_dev_block_start(struct gcoll_dev_block *b, uint64_t abort_word,
+                                                   uint64_t local_abort, uint64_t timeout_ns) {
+  b->result = 0;
+  b->what = GCOLL_CUDA_FAIL_NONE;
+  b->reason = GCOLL_CUDA_REASON_NONE;
+  b->peer = -1;
+  b->step = 0;
+  b->abort_word = (int *)abort_word;
+  b->local_abort = (int *)local_abort;
+  const uint64_t now = gcoll_dev_now_ns();
+  b->deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
+}
+
+/* Thread 0, at a launch's end: the block's result into its host-mapped
+ * status row, `done` last, after a system fence. */
+GCOLL_DEV static inline void gcoll_dev_block_report(const struct gcoll_dev_block *b, int result,
+                                                    struct gcoll_cuda_status *row) {
+  volatile struct gcoll_cuda_status *st = row;
+  st->result = (int32_t)result;
+  st->what = result == 0 ? GCOLL_CUDA_FAIL_NONE : b->what;
+  st->reason = b->reason;
+  st->peer = b->peer;
+  st->step = b->step;
+  gcoll_dev_fence_system();
+  st->done = 1;
+}
+
 /* One check of everything that ends a wait early; 0 to keep waiting. */
 GCOLL_DEV static inline int gcoll_dev_check(struct gcoll_dev_block *b, int what, int peer,
                                             uint64_t step) {

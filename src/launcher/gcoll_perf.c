@@ -21,7 +21,7 @@
 
 static const char *const coll_names[PERF_NCOLLS] = {
     "allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "gather",
-    "scatter"};
+    "scatter", "sendrecv"};
 
 const char *perf_coll_name(enum perf_coll c) { return coll_names[c]; }
 
@@ -181,8 +181,18 @@ static gcollResult_t run_coll(const struct perf_ctx *cx, const struct perf_case 
     return gcollAlltoAll(b.send, b.recv, c->count, c->type, cx->comm, NULL);
   case PERF_GATHER:
     return gcollGather(b.send, b.recv, c->count, c->type, c->root, cx->comm, NULL);
-  default:
+  case PERF_SCATTER:
     return gcollScatter(b.send, b.recv, c->count, c->type, c->root, cx->comm, NULL);
+  default: {
+    /* nccl-tests' sendrecv_perf: a ring, each rank's send and receive in
+     * one group (with one rank, to and from itself). */
+    int next = (cx->rank + 1) % cx->nranks, prev = (cx->rank + cx->nranks - 1) % cx->nranks;
+    gcollResult_t rc = gcollGroupStart();
+    if (rc == gcollSuccess) rc = gcollSend(b.send, c->count, c->type, next, cx->comm, NULL);
+    if (rc == gcollSuccess) rc = gcollRecv(b.recv, c->count, c->type, prev, cx->comm, NULL);
+    gcollResult_t end = gcollGroupEnd();
+    return rc != gcollSuccess ? rc : end;
+  }
   }
 }
 
@@ -301,6 +311,11 @@ static size_t count_wrong_output(struct perf_ctx *cx, const struct perf_case *c,
     }
     return wrong;
   }
+  case PERF_SENDRECV: {
+    /* The previous rank's input. */
+    int prev = (cx->rank + cx->nranks - 1) % cx->nranks;
+    return perf_data_wrong_copy(d, b.recv, prev, 0, n, c->type, c->op);
+  }
   default: {
     /* Scatter: root's input block `rank`. In place, the other blocks of
      * the buffer (root's input) must not change either. */
@@ -386,6 +401,15 @@ static uint64_t case_seed(const struct perf_case *c, size_t size, int inplace) {
 static void run_mode(struct perf_ctx *cx, const struct perf_case *c, size_t size, int inplace) {
   struct perf_bufs b = case_bufs(cx, c, inplace);
   struct perf_result r;
+  /* A receive into the buffer its own send still reads races with it (on
+   * any NCCL too): no in-place form, nothing run. */
+  if (inplace && c->coll == PERF_SENDRECV) {
+    r.time_us = -1;
+    r.algbw = r.busbw = 0;
+    r.wrong = -1;
+    if (cx->rank == 0) perf_report_result(&r);
+    return;
+  }
   if (inplace && c->coll == PERF_ALLTOALL) {
     r.time_us = -1;
     r.algbw = r.busbw = 0;

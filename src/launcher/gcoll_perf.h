@@ -22,6 +22,7 @@ enum perf_coll {
   PERF_ALLTOALL,
   PERF_GATHER,
   PERF_SCATTER,
+  PERF_SENDRECV,          /* send to the next rank, receive from the previous, in a group */
   PERF_NCOLLS
 };
 

@@ -22,8 +22,9 @@ static const char usage_text[] =
     "results, like nccl-tests' *_perf programs. Every rank runs it.\n"
     "\n"
     "  -o, --op COLL          allreduce|broadcast|reduce|allgather|reducescatter|\n"
-    "                         alltoall|gather|scatter|all, or several separated by\n"
-    "                         commas (default allreduce)\n"
+    "                         alltoall|gather|scatter|sendrecv|all, or several\n"
+    "                         separated by commas (default allreduce; all is\n"
+    "                         the eight collectives, without sendrecv)\n"
     "  -b, --minbytes SIZE    smallest message (default 32M); K, M, G suffixes\n"
     "  -e, --maxbytes SIZE    largest message (default 32M)\n"
     "  -f, --stepfactor F     multiply the size by F each step (default 2)\n"
@@ -49,8 +50,11 @@ static const char usage_text[] =
     "is SIZE/nranks. time is the mean per call, the slowest rank's; algbw =\n"
     "size/time; busbw scales algbw by 2(n-1)/n for allreduce, (n-1)/n for\n"
     "allgather, reducescatter, alltoall, gather and scatter, 1 for broadcast\n"
-    "and reduce, as nccl-tests does. #wrong counts wrong elements over all\n"
-    "ranks; the exit status is 1 when any is. alltoall has no in-place form\n"
+    "and reduce and sendrecv, as nccl-tests does. sendrecv sends to the next\n"
+    "rank and receives from the previous one in a group (its in-place half is\n"
+    "N/A: a receive into the buffer its send reads races with it). #wrong\n"
+    "counts wrong elements over all ranks; the exit status is 1 when any is.\n"
+    "alltoall has no in-place form\n"
     "(gcoll refuses it, as NCCL does): its in-place half checks that the call\n"
     "is refused and moves nothing (time and bandwidths N/A; #wrong counts the\n"
     "ranks that accepted it and the elements it changed).\n"
@@ -102,14 +106,15 @@ static int parse_long(const char *opt, const char *s, long lo, long hi, long *ou
   return PERF_ARGS_OK;
 }
 
-/* "all", one name, or names separated by commas. */
+/* "all" (the collectives: sendrecv only when named, as it is a separate
+ * program in nccl-tests), one name, or names separated by commas. */
 static int parse_coll(const char *s, unsigned *mask, char *err, size_t errlen) {
   unsigned m = 0;
   for (const char *p = s;; p++) {
     size_t len = strcspn(p, ",");
     int c = 0;
     if (len == 3 && strncmp(p, "all", 3) == 0) {
-      m |= (1u << PERF_NCOLLS) - 1;
+      m |= ((1u << PERF_NCOLLS) - 1) & ~(1u << PERF_SENDRECV);
     } else {
       while (c < PERF_NCOLLS && !(strlen(perf_coll_name((enum perf_coll)c)) == len &&
                                   strncmp(p, perf_coll_name((enum perf_coll)c), len) == 0))
@@ -117,8 +122,8 @@ static int parse_coll(const char *s, unsigned *mask, char *err, size_t errlen) {
       if (c == PERF_NCOLLS)
         return bad(err, errlen,
                    "-o: unknown collective '%.*s' (allreduce, broadcast, reduce, allgather, "
-                   "reducescatter, alltoall, gather, scatter or all, or several separated by "
-                   "commas)", (int)len, p);
+                   "reducescatter, alltoall, gather, scatter, sendrecv or all, or several "
+                   "separated by commas)", (int)len, p);
       m |= 1u << c;
     }
     p += len;

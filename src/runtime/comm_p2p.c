@@ -423,6 +423,13 @@ static void wake_proxies(struct gcollComm **comms, int ncomms) {
     if (comms[i]->has_net) gcoll_proxy_wake(comms[i]->proxy);
 }
 
+uint64_t gcoll_p2p_timeout_ms(struct gcollComm **comms, int ncomms) {
+  uint64_t timeout_ms = 0;
+  for (int i = 0; i < ncomms; i++)
+    if (comms[i]->timeout_ms > timeout_ms) timeout_ms = comms[i]->timeout_ms;
+  return timeout_ms;
+}
+
 /* Every operation's connection: receive ends made, sends looking for
  * their receiver's address. */
 gcollResult_t gcoll_p2p_prepare_conns(struct op_run *runs, const struct gcoll_p2p_op *ops, int n) {
@@ -447,9 +454,7 @@ static gcollResult_t run_ops(struct op_run *runs, const struct gcoll_p2p_op *ops
   gcollResult_t rc = gcoll_p2p_prepare_conns(runs, ops, n);
   if (rc == gcollSuccess) rc = run_self(runs, n);
   if (rc != gcollSuccess) return rc;
-  uint64_t timeout_ms = 0;
-  for (int i = 0; i < ncomms; i++)
-    if (comms[i]->timeout_ms > timeout_ms) timeout_ms = comms[i]->timeout_ms;
+  uint64_t timeout_ms = gcoll_p2p_timeout_ms(comms, ncomms);
   uint64_t timeout_ns = timeout_ms > UINT64_MAX / 1000000u ? UINT64_MAX : timeout_ms * 1000000u;
   struct gcoll_wait w;
   gcoll_wait_init(&w, NULL, NULL, timeout_ns);

@@ -68,9 +68,7 @@ int gcoll_p2p_on_gpu(const struct gcoll_p2p_op *ops, int n, struct gcollComm **c
  * GCOLL_TIMEOUT without progress, ended by an abort. */
 static gcollResult_t attach_all(struct op_run *runs, int n, struct gcollComm **comms, int ncomms,
                                 const char *what) {
-  uint64_t timeout_ms = 0;
-  for (int i = 0; i < ncomms; i++)
-    if (comms[i]->timeout_ms > timeout_ms) timeout_ms = comms[i]->timeout_ms;
+  uint64_t timeout_ms = gcoll_p2p_timeout_ms(comms, ncomms);
   uint64_t timeout_ns = timeout_ms > UINT64_MAX / 1000000u ? UINT64_MAX : timeout_ms * 1000000u;
   struct gcoll_wait w;
   gcoll_wait_init(&w, NULL, NULL, timeout_ns);

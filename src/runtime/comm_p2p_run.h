@@ -55,6 +55,8 @@ gcollResult_t gcoll_p2p_prepare_conns(struct op_run *runs, const struct gcoll_p2
  * there, *moved then set. */
 gcollResult_t gcoll_p2p_try_attach(struct gcollComm *comm, int peer, struct p2p_conn *pc,
                                    uint64_t deadline_ms, int *moved);
+/* A run's stall limit: the longest GCOLL_TIMEOUT of its communicators. */
+uint64_t gcoll_p2p_timeout_ms(struct gcollComm **comms, int ncomms);
 /* Self sends and receives paired in call order: partner[i] is the receive
  * of self send i, -1 for other operations; a refusal when unmatched. */
 gcollResult_t gcoll_p2p_match_self(const struct op_run *runs, int n, int *partner);

@@ -42,7 +42,7 @@ perf() {
     return 0
   fi
   bad "$name: exit $rc, $wrong wrong rows of $rows, CUDA executor on $cuda of $n ranks"
-  tail -20 "$tmp/out" "$tmp/err"
+  tail -n 20 "$tmp/out" "$tmp/err"
   return 1
 }
 

@@ -12,6 +12,9 @@
 #            type/op, 2/3/4/8 ranks on the one GPU, device and pinned FIFOs
 #   perf     gcoll-perf -M cuda allreduce, 2/4/8 ranks on one GPU, 8 B - 1 GB
 #   perfp2p  the same over the p2p transport (FIFOs in GPU memory, CUDA IPC)
+#   sendrecv gcoll-perf -M cuda sendrecv (a ring of device send/recv moved by
+#            the GPU), 2 and 4 ranks, then the same staged by the host
+#            (GCOLL_P2P_KERNEL=0), same run
 #   nccl     nccl_bench: gcoll's libnccl.so.2 beside the NCCL PyTorch ships,
 #            1 rank, same program, same run; then gcoll alone on 2 and 4
 #            ranks (NCCL refuses several ranks on one GPU)
@@ -71,6 +74,17 @@ perf_sweeps() {
   done
 }
 
+sendrecv_sweeps() {
+  for n in 2 4; do
+    echo "## gcoll-perf sendrecv, $n ranks on GPU 0, moved by the GPU"
+    "$B/gcollrun" -n "$n" "$B/gcoll-perf" -M cuda -o sendrecv -t float -b 8 -e 256M -f 4 \
+      -w 2 -n 5 || return 1
+    echo "## the same staged by the calling thread (GCOLL_P2P_KERNEL=0)"
+    GCOLL_P2P_KERNEL=0 "$B/gcollrun" -n "$n" "$B/gcoll-perf" -M cuda -o sendrecv -t float \
+      -b 8 -e 256M -f 4 -w 2 -n 5 || return 1
+  done
+}
+
 nccl_compare() {
   local real
   real=$(real_nccl)
@@ -124,7 +138,7 @@ emu_suites() {
   return $rc
 }
 
-export -f real_nccl perf_sweeps nccl_compare graph_replays nccl_tests ddp_compare emu_suites
+export -f real_nccl perf_sweeps sendrecv_sweeps nccl_compare graph_replays nccl_tests ddp_compare emu_suites
 export B src
 for s in $steps; do
   case $s in
@@ -132,6 +146,7 @@ for s in $steps; do
     check) step check 120 sh "$src/tests/gpu/gpu_coll_check.sh" ;;
     perf) step perf 120 perf_sweeps ;;
     perfp2p) step perfp2p 120 env GCOLL_TRANSPORT=p2p bash -c perf_sweeps ;;
+    sendrecv) step sendrecv 150 sendrecv_sweeps ;;
     nccl) step nccl 90 nccl_compare ;;
     torch) lib=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so"))')
            nm -D --undefined-only "$lib" | awk '$2 ~ /^nccl/ {print $2}' | sort -u >"$OUTDIR/torch-nccl-symbols"

@@ -102,11 +102,13 @@ check_table() {
       if (hasop != ($4 != "none")) fail("redop column for " coll);
       rooted = (coll == "broadcast" || coll == "reduce" || coll == "gather" || coll == "scatter");
       if (rooted ? !($5 >= 0 && $5 < n) : $5 != -1) fail("root column for " coll);
-      # alltoall has no in-place form: that half only checks the refusal.
-      refused = coll == "alltoall";
+      # alltoall has no in-place form: that half only checks the refusal;
+      # sendrecv has none either, and runs nothing there.
+      refused = coll == "alltoall" || coll == "sendrecv";
       for (i = 6; i <= 12; i++) if (i != 9 && !(refused && i >= 10) && !isnum($i)) fail("field " i " is not a number");
-      if (refused && ($10 != "N/A" || $11 != "N/A" || $12 != "N/A")) fail("in-place alltoall is not N/A");
-      if (checked ? ($9 != "0" || $13 != "0") : ($9 != "N/A" || $13 != "N/A")) fail("#wrong");
+      if (refused && ($10 != "N/A" || $11 != "N/A" || $12 != "N/A")) fail("in-place " coll " is not N/A");
+      inplace_wrong = coll == "sendrecv" ? "N/A" : "0";
+      if (checked ? ($9 != "0" || $13 != inplace_wrong) : ($9 != "N/A" || $13 != "N/A")) fail("#wrong");
       check_bw($1, $6, $7, $8, coll);
       if (!refused) check_bw($1, $10, $11, $12, coll);
     }
@@ -173,6 +175,13 @@ done
 perf "alltoall, every type" 2 1 $((10 * $(sizes 1 65536 13 | wc -l))) alltoall \
   -o alltoall -t all -b 1 -e 64K -f 13
 
+# sendrecv (a ring in groups; not in -o all, as in nccl-tests a program of
+# its own): every type, one rank (to itself) to 4 ranks on 2 nodes.
+for nk in "1 1" "3 1" "4 2"; do
+  read -r n k <<<"$nk"
+  perf "sendrecv, every type" "$n" "$k" $((10 * nsizes)) sendrecv -o sendrecv -t all "${SWEEP[@]}"
+done
+
 # A root other than 0, additive steps, and check off.
 perf "broadcast -R 2" 3 1 "$nsizes" broadcast -o broadcast -t int64 -R 2 "${SWEEP[@]}"
 perf "reduce -R 1" 2 2 "$nsizes" reduce -o reduce -t half -r max -R 1 "${SWEEP[@]}"
@@ -185,12 +194,14 @@ if [ "$rc" -ne 0 ]; then bad "alltoall -c 0: exit $rc; stderr: $(errtext)"; else
 # The checker counts a corrupted element exactly: rank 0 flips one element
 # of its result per checked call, so every row says 1 and 1, and the job
 # fails.
-for coll in allreduce broadcast reduce allgather reducescatter alltoall gather scatter; do
+for coll in allreduce broadcast reduce allgather reducescatter alltoall gather scatter sendrecv; do
   run env GCOLL_PERF_INJECT_ERROR=0 "$RUN" -n 3 "$PERF" -o "$coll" -t int32 -r sum -b 96 -e 1536 -f 4 -w 0 -n 1
   rows=$(grep -vc '^#' "$tmp/out")
-  ones=$(awk '!/^#/ && $9 == 1 && $13 == 1' "$tmp/out" | wc -l)
+  # sendrecv checks its out-of-place half only (no in-place form).
+  if [ "$coll" = sendrecv ]; then want_in=N/A total=3; else want_in=1 total=6; fi
+  ones=$(awk -v w="$want_in" '!/^#/ && $9 == 1 && $13 == w' "$tmp/out" | wc -l)
   if [ "$rc" -ne 1 ] || [ "$rows" -ne 3 ] || [ "$ones" -ne 3 ] ||
-    ! grep -q '^# Out of bounds values : 6 FAILED$' "$tmp/out"; then
+    ! grep -q "^# Out of bounds values : $total FAILED\$" "$tmp/out"; then
     bad "injected error in $coll: exit $rc, $ones of $rows rows report exactly 1 wrong; $(grep 'Out of bounds' "$tmp/out")"
   else
     ok
