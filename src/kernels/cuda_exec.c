@@ -642,7 +642,14 @@ gcollResult_t gcoll_cuda_exec_launch_p2p(struct gcoll_cuda_exec *e,
     }
     if (ops[i].queue >= nqueues) nqueues = ops[i].queue + 1;
   }
-  const int nblocks = nqueues < GCOLL_CUDA_MAX_CHANNELS ? nqueues : GCOLL_CUDA_MAX_CHANNELS;
+  /* As many blocks as the collectives use (the plan's channels), more only
+   * where a block could not keep its share of the operations: ranks
+   * sharing a GPU need every block of their kernels resident at once, and
+   * a block serves several queues in turn anyway. */
+  int nblocks = (nops + GCOLL_CUDA_P2P_MAX_BLOCK_OPS - 1) / GCOLL_CUDA_P2P_MAX_BLOCK_OPS;
+  if (nblocks < e->nchannels) nblocks = e->nchannels;
+  if (nblocks > GCOLL_CUDA_MAX_CHANNELS) nblocks = GCOLL_CUDA_MAX_CHANNELS;
+  if (nblocks > nqueues) nblocks = nqueues;
   int per_block[GCOLL_CUDA_MAX_CHANNELS] = {0};
   for (int i = 0; i < nops; i++)
     if (++per_block[ops[i].queue % nblocks] > GCOLL_CUDA_P2P_MAX_BLOCK_OPS) {

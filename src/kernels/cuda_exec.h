@@ -106,7 +106,8 @@ gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gco
 
 /* Send/recv on device buffers: one group's operations (device addresses:
  * FIFOs as the GPU maps them, buffers), run by gcoll_cuda_p2p on one block
- * per queue up to GCOLL_CUDA_MAX_CHANNELS blocks, queued on the executor's
+ * per queue up to the executor's channel count (more only where the
+ * operations need them, up to GCOLL_CUDA_MAX_CHANNELS), queued on the executor's
  * stream after the earlier work of each of the nstreams callers' streams,
  * which wait for it. Returns once enqueued, as gcoll_cuda_exec_launch;
  * gcollInvalidUsage when a stream is being captured (a replay would reuse
