@@ -1,9 +1,10 @@
-# Transports (shm, net/socket) and the proxy thread that drives the network
-# ones. Tables of operations: a new transport is one file plus one line in
-# transport.c's table.
+# Transports (shm, the generic net transport with its socket device) and
+# the proxy thread that drives the network ones. Tables of operations: a
+# new transport is one file plus one line in transport.c's table; a new net
+# device one file with its table (net.h).
 libgcoll_la_SOURCES += src/runtime/transport.h src/runtime/transport.c \
 	src/runtime/transport_shm.c src/runtime/fifo_devmem.c src/runtime/fifo_devmem.h \
-	src/runtime/net_socket.c \
+	src/runtime/net.h src/runtime/net.c src/runtime/net_steps.c src/runtime/net_socket.c \
 	src/runtime/net_tcp.h src/runtime/net_tcp.c \
 	src/runtime/auth.h src/runtime/auth.c \
 	src/runtime/proxy.h src/runtime/proxy.c

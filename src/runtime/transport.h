@@ -8,9 +8,12 @@
  * the transport's business:
  *   shm         the receiver's FIFO is a POSIX shm segment the sender maps;
  *               both ends touch the same bytes, no proxy work per step.
- *   net/socket  each end has a local FIFO; the process's proxy thread
- *               (proxy.h) drains published steps into a TCP socket on the
- *               send side and fills free slots from it on the receive side.
+ *   net/...     each end has a local FIFO; the process's proxy thread
+ *               (proxy.h) turns published steps into network sends on the
+ *               send side and fills free slots from the network on the
+ *               receive side: one generic net transport (net.h) over a
+ *               device (socket, ib, an NCCL net plugin), one table entry
+ *               per device.
  *   p2p         as shm, but the receiver's FIFO is in its GPU's memory,
  *               reached by the sender's kernel through CUDA IPC; only the
  *               CUDA executor can use it (the host cannot read GPU memory).
