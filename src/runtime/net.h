@@ -57,6 +57,7 @@ struct gcoll_net_conn {
   int fd;                         /* the hello connection: proxy side (or closing thread) */
   enum gcoll_net_state state;
   int goodbye_seen;
+  uint64_t goodbye_steps;         /* the steps a sender said it sent, in its goodbye */
   unsigned char back[GCOLL_TCP_HDR_BYTES]; /* the peer's last header, in pieces */
   size_t back_got;
   /* Receive side, under n->lock: the listener hands the connection over

@@ -71,10 +71,11 @@ void gcoll_net_peer_word(struct gcoll_net_conn *c, enum gcoll_tcp_word w, uint64
 /* After setup the peer only ever says goodbye or blame on the hello
  * connection (a second goodbye is a broken peer). */
 static int watch_peer(struct gcoll_net_conn *c) {
-  uint64_t blamed = 0;
-  enum gcoll_tcp_word w =
-      gcoll_tcp_watch_peer(c->fd, c->back, &c->back_got, &c->goodbye_seen, &blamed);
-  gcoll_net_peer_word(c, w, blamed);
+  uint64_t step = 0;
+  int had_goodbye = c->goodbye_seen;
+  enum gcoll_tcp_word w = gcoll_tcp_watch_peer(c->fd, c->back, &c->back_got, &c->goodbye_seen, &step);
+  if (!had_goodbye && c->goodbye_seen) c->goodbye_steps = step;
+  gcoll_net_peer_word(c, w, step);
   return w != GCOLL_TCP_NOTHING;
 }
 
@@ -189,12 +190,13 @@ int gcoll_net_send_progress(struct gcoll_proxy_entry *e, short revents) {
 
 /* ---- receiver ---------------------------------------------------------------- */
 
-/* A receive for every free slot. */
+/* A receive for every free slot; after a goodbye, only for the steps the
+ * sender said it sent. */
 static int post_recvs(struct gcoll_net_conn *c) {
   struct gcoll_fifo *f = c->fifo;
   uint64_t head = atomic_load_explicit(&f->head, memory_order_acquire);
   int moved = 0;
-  while (c->posted < head + GCOLL_STEPS) {
+  while (c->posted < head + GCOLL_STEPS && (!c->goodbye_seen || c->posted < c->goodbye_steps)) {
     int r = c->n->dev->irecv(c, c->posted, gcoll_fifo_simple_slot(f, c->posted), f->slot_bytes);
     if (r == 0) break;
     if (r < 0) {
@@ -241,12 +243,17 @@ int gcoll_net_recv_progress(struct gcoll_proxy_entry *e, short revents) {
       (revents & (POLLIN | POLLHUP | POLLERR)))
     moved |= watch_peer(c);
   if (c->state == GCOLL_NET_FAILED) return moved;
-  if (c->state == GCOLL_NET_OPEN) moved |= post_recvs(c);
-  if (c->state == GCOLL_NET_FAILED) return 1;
   /* After a clean goodbye the sender's last steps may still be on their
-   * way: the device keeps completing them. */
+   * way when their data travels apart from the hello connection: receives
+   * go on until the steps its goodbye counted arrived. */
+  int draining = c->state == GCOLL_NET_DONE && !dev->data_on_channel && c->done < c->goodbye_steps;
+  if (c->state == GCOLL_NET_OPEN || draining) moved |= post_recvs(c);
+  if (c->state == GCOLL_NET_FAILED) return 1;
   moved |= dev->test(c, revents);
-  if (c->state != GCOLL_NET_OPEN) return moved;
+  if (c->state != GCOLL_NET_OPEN) {
+    e->busy = c->state == GCOLL_NET_DONE && c->done < c->goodbye_steps;
+    return moved;
+  }
   /* A completed step may have made room for nothing new (head moves only
    * when the executor consumes), but a device that cannot receive without
    * a posted buffer needs its credit at once: that is what polling head

@@ -13,7 +13,9 @@ if HAVE_CMOCKA
 check_PROGRAMS += tests/unit/test_transport
 TESTS += tests/unit/test_transport
 tests_unit_test_transport_SOURCES = tests/unit/test_transport.c
-tests_unit_test_transport_CFLAGS = $(UNIT_CFLAGS)
+# net/plugin cases run over gcoll's test plugin (src/runtime/net_plugin.mk).
+tests_unit_test_transport_CFLAGS = $(UNIT_CFLAGS) \
+	-DGCOLL_TEST_NET_PLUGIN='"$(abs_builddir)/tests/net_plugin/.libs/libnccl-net-gcolltest.so"'
 tests_unit_test_transport_LDADD = $(UNIT_LDADD)
 check_PROGRAMS += tests/unit/test_auth
 TESTS += tests/unit/test_auth

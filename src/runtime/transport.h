@@ -44,7 +44,7 @@
 #include "kernels/fifo.h"
 #include "runtime/auth.h"
 
-#define GCOLL_CONN_ADDR_MAX 128
+#define GCOLL_CONN_ADDR_MAX 192 /* net/plugin: 48 + a 128-byte ncclNet handle */
 
 struct gcoll_transport;
 struct gcoll_proxy;
@@ -72,7 +72,7 @@ struct gcoll_conn {
 };
 
 struct gcoll_transport_ops {
-  const char *name; /* "shm", "net/socket", "net/ib", "p2p" */
+  const char *name; /* "shm", "net/socket", "net/ib", "net/plugin", "p2p" */
   int (*init)(struct gcoll_transport **t, const struct gcoll_transport_config *cfg, char *err,
               size_t errlen);
   /* Receiver: creates the FIFO this rank reads from `peer` and writes an
@@ -104,9 +104,13 @@ extern const struct gcoll_transport_ops gcoll_transport_shm_ops, gcoll_transport
 extern const struct gcoll_transport_ops gcoll_transport_p2p_ops;
 /* Only in builds with libibverbs (HAVE_VERBS): net_ib.c. */
 extern const struct gcoll_transport_ops gcoll_transport_ib_ops;
+/* An NCCL net plugin (net_plugin.c), in every build; its init fails in
+ * one line when no plugin can be used. */
+extern const struct gcoll_transport_ops gcoll_transport_plugin_ops;
 
-/* "shm", "net/socket" (and the alias "socket"), in verbs builds "net/ib"
- * (alias "ib"), in CUDA builds "p2p"; NULL for anything else. */
+/* "shm", "net/socket" (and the alias "socket"), "net/plugin" (alias
+ * "plugin"), in verbs builds "net/ib" (alias "ib"), in CUDA builds "p2p";
+ * NULL for anything else. */
 const struct gcoll_transport_ops *gcoll_transport_by_name(const char *name);
 
 /* GCOLL_TRANSPORT: *ops = the forced transport, or NULL when the variable
