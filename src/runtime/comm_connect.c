@@ -79,9 +79,10 @@ static const struct gcoll_transport_ops *const transport_ops[GCOLL_NTRANSPORTS] 
 #define TRANSPORT_NAMES_IB " (no net/ib: no libibverbs at configure)"
 #endif
 #ifdef HAVE_CUDA
-#define TRANSPORT_NAMES "shm, net/socket, net/plugin" TRANSPORT_NAMES_IB " or p2p"
+#define TRANSPORT_NAMES "shm, net/socket" TRANSPORT_NAMES_IB ", net/plugin or p2p"
 #else
-#define TRANSPORT_NAMES "shm, net/socket, net/plugin" TRANSPORT_NAMES_IB " (no p2p: no CUDA toolkit at configure)"
+#define TRANSPORT_NAMES \
+  "shm, net/socket" TRANSPORT_NAMES_IB ", net/plugin (no p2p: no CUDA toolkit at configure)"
 #endif
 
 static struct gcoll_transport *transport_of(struct gcollComm *comm, const struct gcoll_conn *c) {

@@ -33,3 +33,8 @@ tests_net_plugin_libnccl_net_gcolltestfail_la_LDFLAGS = $(NET_PLUGIN_LDFLAGS)
 tests_net_plugin_libnccl_net_gcolltestnodev_la_SOURCES = tests/net_plugin/tcp_plugin.c
 tests_net_plugin_libnccl_net_gcolltestnodev_la_CFLAGS = $(NET_PLUGIN_CFLAGS) -DABI=10 -DNO_DEVICE
 tests_net_plugin_libnccl_net_gcolltestnodev_la_LDFLAGS = $(NET_PLUGIN_LDFLAGS)
+
+# The plugin through real ranks: NCCL's name rules, each ABI version, the
+# fallbacks (tests/integration/test_net_plugin.sh).
+TESTS += tests/integration/test_net_plugin.sh
+EXTRA_DIST += tests/integration/test_net_plugin.sh tests/net_plugin/tcp_plugin.c

@@ -127,6 +127,7 @@ static void load(void) {
   if (v == NULL || *v == '\0') v = getenv("NCCL_NET_PLUGIN");
   named = v != NULL && *v != '\0';
   if (named && strcasecmp(v, "none") == 0) {
+    named = 0; /* deliberate: no warning */
     snprintf(reason, sizeof(reason), "NCCL net plugins disabled (NET_PLUGIN=none)");
     return;
   }

@@ -200,7 +200,8 @@ static int tr_net(const char *raw, char *out, size_t outlen, char *note, size_t 
     snprintf(note, notelen, "gcoll uses net/ib across nodes when a device opens, else "
                             "net/socket; set GCOLL_TRANSPORT=net/ib to require it");
   else
-    snprintf(note, notelen, "gcoll has no network plugin of that name (only IB and Socket)");
+    snprintf(note, notelen, "a plugin's network: net/plugin serves it when the NCCL net plugin "
+                            "loaded (NCCL_NET_PLUGIN) has that name, else the init fails");
   return 0;
 }
 

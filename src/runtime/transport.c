@@ -48,7 +48,7 @@ int gcoll_transport_from_env(const struct gcoll_transport_ops **ops, char *err, 
   if (v == NULL || *v == '\0') return 0;
   *ops = gcoll_transport_by_name(v);
   if (*ops != NULL) return 0;
-  snprintf(err, errlen, "GCOLL_TRANSPORT='%.64s': expected shm, net/socket, net/plugin%s%s", v,
+  snprintf(err, errlen, "GCOLL_TRANSPORT='%.64s': expected shm, net/socket%s, net/plugin%s", v,
 #ifdef HAVE_VERBS
            ", net/ib",
 #else
