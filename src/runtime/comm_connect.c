@@ -168,13 +168,14 @@ static int job_spans_nodes(const struct gcollComm *comm) {
   return comm->view->local_nranks < comm->nranks;
 }
 
-/* The network GCOLL_NET (else NCCL_NET) names, NULL when unset; *var says
- * which variable. */
-static const char *named_net(const char **var) {
-  *var = "GCOLL_NET";
-  const char *v = getenv(*var);
-  if (v == NULL || *v == '\0') v = getenv(*var = "NCCL_NET");
-  return v != NULL && *v != '\0' ? v : NULL;
+/* The network GCOLL_NET (else NCCL_NET, settings.h) names, NULL when
+ * unset; from says where it came from ("NCCL_NET=IB (environment)"). */
+static const char *named_net(char *from, size_t len) {
+  const char *v = gcoll_setting("GCOLL_NET");
+  if (v == NULL || *v == '\0') return NULL;
+  gcoll_setting_origin("GCOLL_NET", from, len);
+  if (strchr(from, '=') == NULL) snprintf(from, len, "GCOLL_NET=%.64s", v);
+  return v;
 }
 
 static int names_builtin(const char *net) {
@@ -186,7 +187,8 @@ static int names_builtin(const char *net) {
 static gcollResult_t start_plugin(struct gcollComm *comm, const struct gcoll_transport_config *cfg,
                                   int forced) {
   const struct gcoll_transport_ops *ops = transport_ops[GCOLL_TRANSPORT_PLUGIN];
-  const char *var, *net = named_net(&var);
+  char from[512];
+  const char *net = named_net(from, sizeof(from));
   if ((forced >= 0 && forced != GCOLL_TRANSPORT_PLUGIN) ||
       (forced < 0 && (!job_spans_nodes(comm) || comm->net_transport >= 0 || names_builtin(net))))
     return gcollSuccess;
@@ -209,7 +211,7 @@ static gcollResult_t start_plugin(struct gcollComm *comm, const struct gcoll_tra
   if (forced == GCOLL_TRANSPORT_PLUGIN)
     return gcoll_fail(gcollSystemError, "GCOLL_TRANSPORT=net/plugin: %s", why);
   if (net != NULL)
-    return gcoll_fail(gcollInvalidUsage, "%s=%.64s: no such network (%s)", var, net, why);
+    return gcoll_fail(gcollInvalidUsage, "%s: no such network (%s)", from, why);
   /* Asked for by name, a plugin that cannot serve deserves more than an
    * INFO line; the default libnccl-net.so being absent is normal. */
   if (named)
@@ -234,9 +236,10 @@ static gcollResult_t start_ib(struct gcollComm *comm, const struct gcoll_transpo
     gcoll_log_info(comm, "net/ib not started (netName Socket); cross-node edges use net/socket");
     return gcollSuccess;
   }
-  const char *var, *net = named_net(&var);
+  char from[512];
+  const char *net = named_net(from, sizeof(from));
   if (forced < 0 && comm->net_transport < 0 && net != NULL && strcasecmp(net, "Socket") == 0) {
-    gcoll_log_info(comm, "net/ib not started (%s=%s); cross-node edges use net/socket", var, net);
+    gcoll_log_info(comm, "net/ib not started (%s); cross-node edges use net/socket", from);
     return gcollSuccess;
   }
   if (forced < 0 && comm->transport[GCOLL_TRANSPORT_PLUGIN] != NULL) {

@@ -139,8 +139,8 @@ struct gcoll_net_dev {
   void (*conn_free)(struct gcoll_net_conn *c);
 };
 
-/* The transport entry of a device: `var` is a struct gcoll_transport_ops
- * named `name` whose instances run the generic net transport over dev. */
+/* The generic transport's operations; GCOLL_NET_TRANSPORT puts them in a
+ * device's transport entry. */
 int gcoll_net_init(struct gcoll_transport **out, const struct gcoll_transport_ops *ops,
                    const struct gcoll_net_dev *dev, const struct gcoll_transport_config *cfg,
                    char *err, size_t errlen);
@@ -155,6 +155,8 @@ int gcoll_net_recv_complete(struct gcoll_transport *t, struct gcoll_conn *gc,
 void gcoll_net_conn_close(struct gcoll_transport *t, struct gcoll_conn *gc);
 void gcoll_net_fini(struct gcoll_transport *t);
 
+/* The transport entry of a device: `var` is a struct gcoll_transport_ops
+ * named name_ whose instances run the generic net transport over dev. */
 #define GCOLL_NET_TRANSPORT(var, name_, dev)                                                  \
   static int var##_init(struct gcoll_transport **out, const struct gcoll_transport_config *cfg, \
                         char *err, size_t errlen) {                                          \

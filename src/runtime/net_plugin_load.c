@@ -12,6 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "runtime/settings.h"
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct gcoll_ncclnet plugin;
 static int loaded, named;
@@ -123,8 +125,7 @@ static int find_version(void *dl) {
                      : (p)->version == 9 ? (p)->u.v9->f(__VA_ARGS__) : (p)->u.v10->f(__VA_ARGS__))
 
 static void load(void) {
-  const char *v = getenv("GCOLL_NET_PLUGIN");
-  if (v == NULL || *v == '\0') v = getenv("NCCL_NET_PLUGIN");
+  const char *v = gcoll_setting("GCOLL_NET_PLUGIN");
   named = v != NULL && *v != '\0';
   if (named && strcasecmp(v, "none") == 0) {
     named = 0; /* deliberate: no warning */

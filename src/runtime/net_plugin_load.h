@@ -2,8 +2,8 @@
  * calling it through one interface whatever ABI version it exports
  * (net_plugin_abi.h).
  *
- * Which library (GCOLL_NET_PLUGIN, else NCCL_NET_PLUGIN, as NCCL reads
- * NCCL_NET_PLUGIN):
+ * Which library (GCOLL_NET_PLUGIN, else NCCL_NET_PLUGIN from the
+ * environment or NCCL's configuration files, runtime/settings.h):
  *   unset or empty   libnccl-net.so, on the library path;
  *   "none"           no plugin;
  *   NAME             NAME itself (a path, or a file on the library path);

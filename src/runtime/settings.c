@@ -283,6 +283,8 @@ static const struct mapping mappings[] = {
     {"GCOLL_IB_GID_INDEX", "NCCL_IB_GID_INDEX", tr_gid_index},
     {"GCOLL_IB_DISABLE", "NCCL_IB_DISABLE", tr_ib_disable},
     {"GCOLL_IB_DISABLE", "NCCL_NET", tr_net},
+    {"GCOLL_NET", "NCCL_NET", tr_path},
+    {"GCOLL_NET_PLUGIN", "NCCL_NET_PLUGIN", tr_path},
     {"GCOLL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", tr_ifname},
     {"GCOLL_MAX_GPU_CHANNELS", "NCCL_MAX_CTAS", tr_gpu_channels},
     {"GCOLL_MAX_GPU_CHANNELS", "NCCL_MAX_NCHANNELS", tr_gpu_channels},

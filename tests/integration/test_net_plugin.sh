@@ -5,7 +5,8 @@
 # gcoll-perf. The plugin is gcoll's own (tests/net_plugin: the ABI over
 # loopback TCP), built in each ABI version gcoll loads and in the ways a
 # plugin can be unusable:
-#   - NCCL_NET_PLUGIN=NAME (libnccl-net-NAME.so), a path, or unset with a
+#   - NCCL_NET_PLUGIN=NAME (libnccl-net-NAME.so), a path, from NCCL's
+#     configuration file, GCOLL_NET_PLUGIN first, or unset with a
 #     libnccl-net.so on the library path: every cross-node edge over
 #     net/plugin, the plugin's own count of bytes moved is not zero;
 #   - ncclNet v10, v9 and v8 all move data;
@@ -93,6 +94,8 @@ expect_plugin "NCCL_NET_PLUGIN as a path" 10 \
   NCCL_NET_PLUGIN="$(cd "$PLUGINS" && pwd)/libnccl-net-gcolltest.so"
 expect_plugin "GCOLL_NET_PLUGIN over NCCL_NET_PLUGIN" 8 GCOLL_NET_PLUGIN=gcolltest8 \
   NCCL_NET_PLUGIN=nosuch
+printf 'NCCL_NET_PLUGIN=gcolltest8\n' >"$tmp/nccl.conf"
+expect_plugin "NCCL_NET_PLUGIN from NCCL_CONF_FILE" 8 NCCL_CONF_FILE="$tmp/nccl.conf"
 mkdir -p "$tmp/default"
 ln -s "$(cd "$PLUGINS" && pwd)/libnccl-net-gcolltest9.so" "$tmp/default/libnccl-net.so"
 expect_plugin "libnccl-net.so on the library path" 9 \
@@ -122,7 +125,7 @@ rc=$?
 # A network no plugin serves, named: the init fails in one line per rank.
 run NCCL_NET_PLUGIN=gcolltestfail NCCL_NET=GcollTest
 rc=$?
-lines=$(grep -c "NCCL_NET=GcollTest: no such network (NCCL net plugin .* failed to initialise" "$tmp/err")
+lines=$(grep -c "NCCL_NET=GcollTest (environment): no such network (NCCL net plugin .* failed to initialise" "$tmp/err")
 [ "$rc" -ne 0 ] && [ "$lines" -ge 1 ] \
   && ok "NCCL_NET names a network no plugin serves: refused: $(grep -m1 'NCCL_NET=GcollTest' "$tmp/err")" \
   || { bad "NCCL_NET=GcollTest with a failing plugin: rc $rc, $lines lines"; tail -3 "$tmp/err"; }
