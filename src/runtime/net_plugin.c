@@ -113,12 +113,20 @@ static int register_memory(struct gcoll_net_conn *c, char *err, size_t errlen) {
   return 0;
 }
 
+/* Plugins cast the handle to their own structures: it must be aligned as
+ * NCCL's own buffers are, which an address's bytes are not. */
+struct handle_buf {
+  _Alignas(16) unsigned char bytes[GCOLL_NCCL_NET_HANDLE_MAXSIZE];
+};
+
 static int plugin_listen(struct gcoll_net_conn *c, unsigned char *addr, char *err, size_t errlen) {
   const struct plugin_state *s = c->n->dev_state;
-  if (gcoll_ncclnet_listen(s->p, s->dev, addr, &pc_of(c)->listen_comm) != 0) {
+  struct handle_buf h = {{0}};
+  if (gcoll_ncclnet_listen(s->p, s->dev, h.bytes, &pc_of(c)->listen_comm) != 0) {
     snprintf(err, errlen, "NCCL net plugin %s: listen on device %d failed", s->p->name, s->dev);
     return -1;
   }
+  memcpy(addr, h.bytes, sizeof(h.bytes));
   return 0;
 }
 
@@ -127,10 +135,11 @@ static int plugin_connect(struct gcoll_net_conn *c, const unsigned char *addr,
   (void)hello;
   const struct plugin_state *s = c->n->dev_state;
   struct plugin_conn *pc = pc_of(c);
-  unsigned char handle[GCOLL_NCCL_NET_HANDLE_MAXSIZE];
-  memcpy(handle, addr, sizeof(handle));
+  /* The same buffer every call: plugins keep connect's progress in it. */
+  struct handle_buf handle;
+  memcpy(handle.bytes, addr, sizeof(handle.bytes));
   for (;;) {
-    if (gcoll_ncclnet_connect(s->p, s->dev, handle, &pc->comm) != 0) {
+    if (gcoll_ncclnet_connect(s->p, s->dev, handle.bytes, &pc->comm) != 0) {
       snprintf(err, errlen, "NCCL net plugin %s: connect to rank %d failed", s->p->name, c->peer);
       return -1;
     }
