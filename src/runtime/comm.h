@@ -29,6 +29,7 @@ enum gcoll_transport_kind {
   GCOLL_TRANSPORT_SOCKET,
   GCOLL_TRANSPORT_IB,
   GCOLL_TRANSPORT_P2P,  /* CUDA builds only, like IB */
+  GCOLL_TRANSPORT_PLUGIN, /* an NCCL net plugin, when one loads (net_plugin_load.h) */
   GCOLL_NTRANSPORTS
 };
 
@@ -44,7 +45,7 @@ struct gcollComm {
   int *ring_ranks;                     /* nchannels x nranks: ring orders */
   struct gcoll_bootstrap *bs;
   struct gcoll_proxy *proxy;
-  struct gcoll_transport *transport[GCOLL_NTRANSPORTS]; /* NULL: not started (net/ib) */
+  struct gcoll_transport *transport[GCOLL_NTRANSPORTS]; /* NULL: not started (net/ib, net/plugin) */
   int nconns;
   int has_net;                         /* some connection goes through the proxy */
   struct gcoll_conn conns[GCOLL_COMM_MAX_CONNS];

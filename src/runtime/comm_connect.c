@@ -30,6 +30,14 @@
  * those edges are carried as net edges, said once at GCOLL_DEBUG=INFO:
  * such plans run everywhere, over the network between trays.
  *
+ * An NCCL net plugin (NCCL_NET_PLUGIN, else libnccl-net.so; docs/net.md)
+ * comes first across nodes, as NCCL prefers an external network to its
+ * own: where one loads and has a device, cross-node edges use net/plugin
+ * and net/ib is not started. GCOLL_NET (else NCCL_NET) names the network:
+ * Socket or IB leave the plugin out; any other name must be the plugin's,
+ * or the init fails. A plugin that cannot be used otherwise is one line
+ * (a warning when NCCL_NET_PLUGIN named it) and the built-in devices.
+ *
  * The receiver writes the transport it chose (enum gcoll_transport_kind) as
  * the first byte of the published value, so both ends always agree, and a
  * sender that lacks that transport (the receiver has an RDMA device, the
@@ -39,9 +47,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "runtime/comm.h"
 #include "runtime/fifo_devmem.h"
+#include "runtime/net_plugin.h"
 #include "runtime/proxy.h"
 #include "runtime/settings.h"
 
@@ -67,6 +77,7 @@ static const struct gcoll_transport_ops *const transport_ops[GCOLL_NTRANSPORTS] 
 #ifdef HAVE_CUDA
     [GCOLL_TRANSPORT_P2P] = &gcoll_transport_p2p_ops,
 #endif
+    [GCOLL_TRANSPORT_PLUGIN] = &gcoll_transport_plugin_ops,
 };
 
 #ifdef HAVE_VERBS
@@ -75,9 +86,10 @@ static const struct gcoll_transport_ops *const transport_ops[GCOLL_NTRANSPORTS] 
 #define TRANSPORT_NAMES_IB " (no net/ib: no libibverbs at configure)"
 #endif
 #ifdef HAVE_CUDA
-#define TRANSPORT_NAMES "shm, net/socket" TRANSPORT_NAMES_IB " or p2p"
+#define TRANSPORT_NAMES "shm, net/socket" TRANSPORT_NAMES_IB ", net/plugin or p2p"
 #else
-#define TRANSPORT_NAMES "shm, net/socket" TRANSPORT_NAMES_IB " (no p2p: no CUDA toolkit at configure)"
+#define TRANSPORT_NAMES \
+  "shm, net/socket" TRANSPORT_NAMES_IB ", net/plugin (no p2p: no CUDA toolkit at configure)"
 #endif
 
 static struct gcoll_transport *transport_of(struct gcollComm *comm, const struct gcoll_conn *c) {
@@ -151,6 +163,7 @@ static int transport_for(const struct gcollComm *comm, enum gcoll_edge cls, int 
     return GCOLL_TRANSPORT_P2P;
   if (cls != GCOLL_EDGE_NET) return GCOLL_TRANSPORT_SHM;
   if (comm->net_transport >= 0) return comm->net_transport;   /* gcollConfig_t.netName */
+  if (comm->transport[GCOLL_TRANSPORT_PLUGIN] != NULL) return GCOLL_TRANSPORT_PLUGIN;
   return comm->transport[GCOLL_TRANSPORT_IB] != NULL ? GCOLL_TRANSPORT_IB : GCOLL_TRANSPORT_SOCKET;
 }
 
@@ -160,6 +173,60 @@ static int transport_for(const struct gcollComm *comm, enum gcoll_edge cls, int 
  * started at both ends or at neither. */
 static int job_spans_nodes(const struct gcollComm *comm) {
   return comm->view->local_nranks < comm->nranks;
+}
+
+/* The network GCOLL_NET (else NCCL_NET, settings.h) names, NULL when
+ * unset; from says where it came from ("NCCL_NET=IB (environment)"). */
+static const char *named_net(char *from, size_t len) {
+  const char *v = gcoll_setting("GCOLL_NET");
+  if (v == NULL || *v == '\0') return NULL;
+  gcoll_setting_origin("GCOLL_NET", from, len);
+  if (strchr(from, '=') == NULL) snprintf(from, len, "GCOLL_NET=%.64s", v);
+  return v;
+}
+
+static int names_builtin(const char *net) {
+  return net != NULL && (strcasecmp(net, "Socket") == 0 || strcasecmp(net, "IB") == 0);
+}
+
+/* An NCCL net plugin, tried where net/ib would be (or forced), unless the
+ * communicator or GCOLL_NET/NCCL_NET chose a built-in network. */
+static gcollResult_t start_plugin(struct gcollComm *comm, const struct gcoll_transport_config *cfg,
+                                  int forced) {
+  const struct gcoll_transport_ops *ops = transport_ops[GCOLL_TRANSPORT_PLUGIN];
+  char from[512];
+  const char *net = named_net(from, sizeof(from));
+  if ((forced >= 0 && forced != GCOLL_TRANSPORT_PLUGIN) ||
+      (forced < 0 && (!job_spans_nodes(comm) || comm->net_transport >= 0 || names_builtin(net))))
+    return gcollSuccess;
+  char err[512], why[512];
+  int named;
+  const char *name = gcoll_net_plugin_name(&named, why, sizeof(why));
+  if (name != NULL && net != NULL && strcasecmp(net, name) != 0) {
+    snprintf(why, sizeof(why), "the NCCL net plugin serves network '%.64s'", name);
+    name = NULL;
+  }
+  if (name != NULL && ops->init(&comm->transport[GCOLL_TRANSPORT_PLUGIN], cfg, err, sizeof(err)) == 0) {
+    char what[512];
+    gcoll_net_plugin_describe(comm->transport[GCOLL_TRANSPORT_PLUGIN], what, sizeof(what));
+    gcoll_log_info(comm, "net/plugin: %s; hellos on %s", what,
+                   comm->transport[GCOLL_TRANSPORT_PLUGIN]->listen_addr);
+    return gcollSuccess;
+  }
+  comm->transport[GCOLL_TRANSPORT_PLUGIN] = NULL;
+  if (name != NULL) snprintf(why, sizeof(why), "%s", err);
+  if (forced == GCOLL_TRANSPORT_PLUGIN)
+    return gcoll_fail(gcollSystemError, "GCOLL_TRANSPORT=net/plugin: %s", why);
+  if (net != NULL)
+    return gcoll_fail(gcollInvalidUsage, "%s: no such network (%s)", from, why);
+  /* Asked for by name, a plugin that cannot serve deserves more than an
+   * INFO line; the default libnccl-net.so being absent is normal. */
+  if (named)
+    fprintf(stderr, "gcoll rank %d: %s; cross-node edges use net/ib or net/socket\n", comm->rank,
+            why);
+  else
+    gcoll_log_info(comm, "net/plugin not used (%s)", why);
+  return gcollSuccess;
 }
 
 /* net/ib is optional: tried only where it can matter, and its absence is a
@@ -174,6 +241,16 @@ static gcollResult_t start_ib(struct gcollComm *comm, const struct gcoll_transpo
   /* The communicator's netName (ncclConfig_t's) chooses for it. */
   if (forced < 0 && comm->net_transport == GCOLL_TRANSPORT_SOCKET) {
     gcoll_log_info(comm, "net/ib not started (netName Socket); cross-node edges use net/socket");
+    return gcollSuccess;
+  }
+  char from[512];
+  const char *net = named_net(from, sizeof(from));
+  if (forced < 0 && comm->net_transport < 0 && net != NULL && strcasecmp(net, "Socket") == 0) {
+    gcoll_log_info(comm, "net/ib not started (%s); cross-node edges use net/socket", from);
+    return gcollSuccess;
+  }
+  if (forced < 0 && comm->transport[GCOLL_TRANSPORT_PLUGIN] != NULL) {
+    gcoll_log_info(comm, "net/ib not started: net/plugin serves cross-node edges");
     return gcollSuccess;
   }
   /* GCOLL_IB_DISABLE (NCCL_IB_DISABLE, NCCL_NET=Socket); GCOLL_TRANSPORT and
@@ -255,7 +332,9 @@ static gcollResult_t start_transports(struct gcollComm *comm, int forced, int ha
       .proxy = comm->proxy,
   };
   for (int k = 0; k < GCOLL_NTRANSPORTS; k++) {
-    if (transport_ops[k] == NULL || k == GCOLL_TRANSPORT_IB || k == GCOLL_TRANSPORT_P2P) continue;
+    if (transport_ops[k] == NULL || k == GCOLL_TRANSPORT_IB || k == GCOLL_TRANSPORT_P2P ||
+        k == GCOLL_TRANSPORT_PLUGIN)
+      continue;
     if (transport_ops[k]->init(&comm->transport[k], &cfg, err, sizeof(err)) != 0)
       return gcoll_fail(gcollSystemError, "transport %s: %s", transport_ops[k]->name, err);
     if (comm->transport[k]->listen_addr[0] != '\0')
@@ -263,6 +342,7 @@ static gcollResult_t start_transports(struct gcollComm *comm, int forced, int ha
                      comm->transport[k]->listen_addr);
   }
   gcollResult_t rc = start_p2p(comm, &cfg, forced, has_gpu_edges);
+  if (rc == gcollSuccess) rc = start_plugin(comm, &cfg, forced);
   return rc != gcollSuccess ? rc : start_ib(comm, &cfg, forced);
 }
 

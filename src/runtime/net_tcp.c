@@ -335,7 +335,7 @@ void gcoll_tcp_last_word_and_close(int fd, const void *msg, size_t len) {
 }
 
 enum gcoll_tcp_word gcoll_tcp_watch_peer(int fd, unsigned char buf[GCOLL_TCP_HDR_BYTES],
-                                         size_t *got, int *goodbye_seen, uint64_t *blamed) {
+                                         size_t *got, int *goodbye_seen, uint64_t *step_out) {
   for (;;) {
     ssize_t r = recv(fd, buf + *got, GCOLL_TCP_HDR_BYTES - *got, MSG_DONTWAIT);
     if (r < 0 && gcoll_tcp_transient(errno)) return GCOLL_TCP_NOTHING;
@@ -347,10 +347,11 @@ enum gcoll_tcp_word gcoll_tcp_watch_peer(int fd, unsigned char buf[GCOLL_TCP_HDR
     uint32_t nb, proto;
     gcoll_tcp_hdr_decode(buf, &step, &nb, &proto);
     if (proto == GCOLL_TCP_PROTO_BLAME && nb == 0) {
-      *blamed = step;
+      *step_out = step;
       return GCOLL_TCP_BLAME;
     }
     if (proto != GCOLL_TCP_PROTO_GOODBYE || nb != 0 || *goodbye_seen) return GCOLL_TCP_BROKEN;
+    *step_out = step;
     /* The peer may still close: that is no failure now. */
     *goodbye_seen = 1;
   }

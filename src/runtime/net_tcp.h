@@ -101,14 +101,16 @@ static inline void gcoll_tcp_hdr_decode(const unsigned char in[GCOLL_TCP_HDR_BYT
 enum gcoll_tcp_word {
   GCOLL_TCP_NOTHING = 0, /* nothing more to act on (a goodbye is only noted) */
   GCOLL_TCP_CLOSED,      /* EOF or an error on the socket */
-  GCOLL_TCP_BLAME,       /* *blamed: the rank it names, unchecked */
+  GCOLL_TCP_BLAME,       /* *step: the rank it names, unchecked */
   GCOLL_TCP_BROKEN,      /* a header that is neither, or a second goodbye */
 };
 
 /* Reads without blocking, buf holding *got bytes of the next header across
- * calls, and sets *goodbye_seen on a goodbye. */
+ * calls, and sets *goodbye_seen on a goodbye. *step gets the header's step
+ * field: for a blame the rank it names, for a goodbye the steps its sender
+ * sent (so a receiver whose data travels apart knows what is still due). */
 enum gcoll_tcp_word gcoll_tcp_watch_peer(int fd, unsigned char buf[GCOLL_TCP_HDR_BYTES],
-                                         size_t *got, int *goodbye_seen, uint64_t *blamed);
+                                         size_t *got, int *goodbye_seen, uint64_t *step);
 
 /* Errors that only mean "not now" on a non-blocking socket. */
 static inline int gcoll_tcp_transient(int e) {

@@ -1,9 +1,10 @@
-# Transports (shm, net/socket) and the proxy thread that drives the network
-# ones. Tables of operations: a new transport is one file plus one line in
-# transport.c's table.
+# Transports (shm, the generic net transport with its socket device) and
+# the proxy thread that drives the network ones. Tables of operations: a
+# new transport is one file plus one line in transport.c's table; a new net
+# device one file with its table (net.h).
 libgcoll_la_SOURCES += src/runtime/transport.h src/runtime/transport.c \
 	src/runtime/transport_shm.c src/runtime/fifo_devmem.c src/runtime/fifo_devmem.h \
-	src/runtime/net_socket.c \
+	src/runtime/net.h src/runtime/net.c src/runtime/net_steps.c src/runtime/net_socket.c \
 	src/runtime/net_tcp.h src/runtime/net_tcp.c \
 	src/runtime/auth.h src/runtime/auth.c \
 	src/runtime/proxy.h src/runtime/proxy.c
@@ -12,7 +13,9 @@ if HAVE_CMOCKA
 check_PROGRAMS += tests/unit/test_transport
 TESTS += tests/unit/test_transport
 tests_unit_test_transport_SOURCES = tests/unit/test_transport.c
-tests_unit_test_transport_CFLAGS = $(UNIT_CFLAGS)
+# net/plugin cases run over gcoll's test plugin (src/runtime/net_plugin.mk).
+tests_unit_test_transport_CFLAGS = $(UNIT_CFLAGS) \
+	-DGCOLL_TEST_NET_PLUGIN='"$(abs_builddir)/tests/net_plugin/.libs/libnccl-net-gcolltest.so"'
 tests_unit_test_transport_LDADD = $(UNIT_LDADD)
 check_PROGRAMS += tests/unit/test_auth
 TESTS += tests/unit/test_auth

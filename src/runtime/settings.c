@@ -200,7 +200,8 @@ static int tr_net(const char *raw, char *out, size_t outlen, char *note, size_t 
     snprintf(note, notelen, "gcoll uses net/ib across nodes when a device opens, else "
                             "net/socket; set GCOLL_TRANSPORT=net/ib to require it");
   else
-    snprintf(note, notelen, "gcoll has no network plugin of that name (only IB and Socket)");
+    snprintf(note, notelen, "a plugin's network: net/plugin serves it when the NCCL net plugin "
+                            "loaded (NCCL_NET_PLUGIN) has that name, else the init fails");
   return 0;
 }
 
@@ -282,6 +283,8 @@ static const struct mapping mappings[] = {
     {"GCOLL_IB_GID_INDEX", "NCCL_IB_GID_INDEX", tr_gid_index},
     {"GCOLL_IB_DISABLE", "NCCL_IB_DISABLE", tr_ib_disable},
     {"GCOLL_IB_DISABLE", "NCCL_NET", tr_net},
+    {"GCOLL_NET", "NCCL_NET", tr_path},
+    {"GCOLL_NET_PLUGIN", "NCCL_NET_PLUGIN", tr_path},
     {"GCOLL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", tr_ifname},
     {"GCOLL_MAX_GPU_CHANNELS", "NCCL_MAX_CTAS", tr_gpu_channels},
     {"GCOLL_MAX_GPU_CHANNELS", "NCCL_MAX_NCHANNELS", tr_gpu_channels},

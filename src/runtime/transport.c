@@ -21,6 +21,7 @@
 static const struct gcoll_transport_ops *const all_transports[] = {
     &gcoll_transport_shm_ops,
     &gcoll_transport_socket_ops,
+    &gcoll_transport_plugin_ops,
 #ifdef HAVE_VERBS
     &gcoll_transport_ib_ops,
 #endif
@@ -32,6 +33,7 @@ static const struct gcoll_transport_ops *const all_transports[] = {
 const struct gcoll_transport_ops *gcoll_transport_by_name(const char *name) {
   if (name == NULL) return NULL;
   if (strcmp(name, "socket") == 0) return &gcoll_transport_socket_ops;
+  if (strcmp(name, "plugin") == 0) return &gcoll_transport_plugin_ops;
 #ifdef HAVE_VERBS
   if (strcmp(name, "ib") == 0) return &gcoll_transport_ib_ops;
 #endif
@@ -46,7 +48,7 @@ int gcoll_transport_from_env(const struct gcoll_transport_ops **ops, char *err, 
   if (v == NULL || *v == '\0') return 0;
   *ops = gcoll_transport_by_name(v);
   if (*ops != NULL) return 0;
-  snprintf(err, errlen, "GCOLL_TRANSPORT='%.64s': expected shm, net/socket%s%s", v,
+  snprintf(err, errlen, "GCOLL_TRANSPORT='%.64s': expected shm, net/socket%s, net/plugin%s", v,
 #ifdef HAVE_VERBS
            ", net/ib",
 #else

@@ -8,9 +8,12 @@
  * the transport's business:
  *   shm         the receiver's FIFO is a POSIX shm segment the sender maps;
  *               both ends touch the same bytes, no proxy work per step.
- *   net/socket  each end has a local FIFO; the process's proxy thread
- *               (proxy.h) drains published steps into a TCP socket on the
- *               send side and fills free slots from it on the receive side.
+ *   net/...     each end has a local FIFO; the process's proxy thread
+ *               (proxy.h) turns published steps into network sends on the
+ *               send side and fills free slots from the network on the
+ *               receive side: one generic net transport (net.h) over a
+ *               device (socket, ib, an NCCL net plugin), one table entry
+ *               per device.
  *   p2p         as shm, but the receiver's FIFO is in its GPU's memory,
  *               reached by the sender's kernel through CUDA IPC; only the
  *               CUDA executor can use it (the host cannot read GPU memory).
@@ -41,7 +44,7 @@
 #include "kernels/fifo.h"
 #include "runtime/auth.h"
 
-#define GCOLL_CONN_ADDR_MAX 128
+#define GCOLL_CONN_ADDR_MAX 192 /* net/plugin: 48 + a 128-byte ncclNet handle */
 
 struct gcoll_transport;
 struct gcoll_proxy;
@@ -69,7 +72,7 @@ struct gcoll_conn {
 };
 
 struct gcoll_transport_ops {
-  const char *name; /* "shm", "net/socket", "net/ib", "p2p" */
+  const char *name; /* "shm", "net/socket", "net/ib", "net/plugin", "p2p" */
   int (*init)(struct gcoll_transport **t, const struct gcoll_transport_config *cfg, char *err,
               size_t errlen);
   /* Receiver: creates the FIFO this rank reads from `peer` and writes an
@@ -101,9 +104,13 @@ extern const struct gcoll_transport_ops gcoll_transport_shm_ops, gcoll_transport
 extern const struct gcoll_transport_ops gcoll_transport_p2p_ops;
 /* Only in builds with libibverbs (HAVE_VERBS): net_ib.c. */
 extern const struct gcoll_transport_ops gcoll_transport_ib_ops;
+/* An NCCL net plugin (net_plugin.c), in every build; its init fails in
+ * one line when no plugin can be used. */
+extern const struct gcoll_transport_ops gcoll_transport_plugin_ops;
 
-/* "shm", "net/socket" (and the alias "socket"), in verbs builds "net/ib"
- * (alias "ib"), in CUDA builds "p2p"; NULL for anything else. */
+/* "shm", "net/socket" (and the alias "socket"), "net/plugin" (alias
+ * "plugin"), in verbs builds "net/ib" (alias "ib"), in CUDA builds "p2p";
+ * NULL for anything else. */
 const struct gcoll_transport_ops *gcoll_transport_by_name(const char *name);
 
 /* GCOLL_TRANSPORT: *ops = the forced transport, or NULL when the variable

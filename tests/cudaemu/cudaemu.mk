@@ -11,7 +11,7 @@ EXTRA_DIST += tests/cudaemu/cudaemu_kernels.cu tests/cudaemu/test_emu_gpu_check.
 EXTRA_DIST += tests/cudaemu/test_emu_sendrecv.sh
 
 if HAVE_CUDA
-check_LTLIBRARIES = tests/cudaemu/libcudaemu.la
+check_LTLIBRARIES += tests/cudaemu/libcudaemu.la
 tests_cudaemu_libcudaemu_la_SOURCES = tests/cudaemu/cudaemu.c tests/cudaemu/cudaemu.h \
 	src/kernels/cuda_fatbin.c
 nodist_tests_cudaemu_libcudaemu_la_SOURCES = src/kernels/coll_table.c

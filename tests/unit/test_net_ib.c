@@ -18,6 +18,7 @@
 
 #include "kernels/fifo.h"
 #include "runtime/net_ib_addr.h"
+#include "runtime/net_tcp.h"
 #include "runtime/proxy.h"
 #include "runtime/transport.h"
 
@@ -35,18 +36,12 @@ static void expect_one_line(const char *err, const char *needle) {
 
 static struct gcoll_ib_addr sample_addr(void) {
   struct gcoll_ib_addr a = {
-      .rank = 7,
-      .conn_id = 42,
-      .job_hash = JOB_HASH,
       .qp = {.qpn = 0x00abcdef, .psn = 0x123456, .lid = 0x1234, .mtu = 5, .link = 1},
       .slots_addr = 0x7f0012345600ull,
       .rkey = 0xdeadbeef,
       .slot_bytes = SLOT,
-      .family = 4,
-      .port = 40000,
   };
   for (int i = 0; i < 16; i++) a.qp.gid[i] = (uint8_t)(0xf0 + i);
-  memcpy(a.ip, (const uint8_t[]){10, 1, 2, 3}, 4);
   return a;
 }
 
@@ -60,20 +55,15 @@ static void test_addr_roundtrip(void **state) {
   (void)state;
   struct gcoll_ib_addr a = sample_addr(), b;
   unsigned char buf[GCOLL_IB_ADDR_BYTES];
-  assert_true(GCOLL_IB_ADDR_BYTES <= GCOLL_CONN_ADDR_MAX);
+  /* net/ib's part follows the generic net address (net.h). */
+  assert_true(48 + GCOLL_IB_ADDR_BYTES <= GCOLL_CONN_ADDR_MAX);
   gcoll_ib_addr_encode(&a, buf);
   /* Spot checks of the documented layout, big-endian. */
-  assert_int_equal(be32_at(buf), 0x47434942u);
-  assert_int_equal(be32_at(buf + 12), 42);
-  assert_int_equal(be32_at(buf + 16), 7);
-  assert_int_equal(be32_at(buf + 32), 0x00abcdef);
-  assert_int_equal(be32_at(buf + 60), 0xdeadbeef);
+  assert_int_equal(be32_at(buf), 0x00abcdef);
+  assert_int_equal(be32_at(buf + 28), 0xdeadbeef);
+  assert_int_equal(be32_at(buf + 40), SLOT);
   char err[256] = "";
-  assert_int_equal(gcoll_ib_addr_decode(buf, sizeof(buf), JOB_HASH, 7, 42, SLOT, &b, err,
-                                        sizeof(err)), 0);
-  assert_int_equal(b.rank, 7);
-  assert_int_equal(b.conn_id, 42);
-  assert_true(b.job_hash == JOB_HASH);
+  assert_int_equal(gcoll_ib_addr_decode(buf, SLOT, &b, err, sizeof(err)), 0);
   assert_int_equal(b.qp.qpn, 0x00abcdef);
   assert_int_equal(b.qp.psn, 0x123456);
   assert_int_equal(b.qp.lid, 0x1234);
@@ -83,9 +73,6 @@ static void test_addr_roundtrip(void **state) {
   assert_true(b.slots_addr == 0x7f0012345600ull);
   assert_int_equal(b.rkey, 0xdeadbeef);
   assert_int_equal(b.slot_bytes, SLOT);
-  assert_int_equal(b.family, 4);
-  assert_int_equal(b.port, 40000);
-  assert_memory_equal(b.ip, a.ip, 16);
 }
 
 /* Encodes a modified sample and expects decode to refuse it. */
@@ -95,17 +82,11 @@ static void expect_rejected(void (*change)(struct gcoll_ib_addr *), const char *
   unsigned char buf[GCOLL_IB_ADDR_BYTES];
   gcoll_ib_addr_encode(&a, buf);
   char err[256] = "";
-  assert_int_equal(gcoll_ib_addr_decode(buf, sizeof(buf), JOB_HASH, 7, 42, SLOT, &b, err,
-                                        sizeof(err)), -1);
+  assert_int_equal(gcoll_ib_addr_decode(buf, SLOT, &b, err, sizeof(err)), -1);
   expect_one_line(err, needle);
 }
 
-static void other_job(struct gcoll_ib_addr *a) { a->job_hash ^= 1; }
-static void other_rank(struct gcoll_ib_addr *a) { a->rank = 8; }
-static void other_conn(struct gcoll_ib_addr *a) { a->conn_id = 43; }
 static void other_slot(struct gcoll_ib_addr *a) { a->slot_bytes = SLOT * 2; }
-static void no_port(struct gcoll_ib_addr *a) { a->port = 0; }
-static void bad_family(struct gcoll_ib_addr *a) { a->family = 5; }
 static void qpn_zero(struct gcoll_ib_addr *a) { a->qp.qpn = 0; }
 static void qpn_wide(struct gcoll_ib_addr *a) { a->qp.qpn = 1u << 24; }
 static void psn_wide(struct gcoll_ib_addr *a) { a->qp.psn = 1u << 24; }
@@ -114,14 +95,11 @@ static void mtu_big(struct gcoll_ib_addr *a) { a->qp.mtu = 6; }
 static void bad_link(struct gcoll_ib_addr *a) { a->qp.link = 3; }
 static void no_slots(struct gcoll_ib_addr *a) { a->slots_addr = 0; }
 
+/* Rank, connection, job and listener checks are the generic net
+ * transport's (test_transport's bad addresses). */
 static void test_addr_rejects(void **state) {
   (void)state;
-  expect_rejected(other_job, "another job");
-  expect_rejected(other_rank, "rank 8");
-  expect_rejected(other_conn, "connection 43");
   expect_rejected(other_slot, "8192-byte slots");
-  expect_rejected(no_port, "side channel");
-  expect_rejected(bad_family, "side channel");
   expect_rejected(qpn_zero, "queue pair");
   expect_rejected(qpn_wide, "queue pair");
   expect_rejected(psn_wide, "queue pair");
@@ -129,67 +107,28 @@ static void test_addr_rejects(void **state) {
   expect_rejected(mtu_big, "queue pair");
   expect_rejected(bad_link, "queue pair");
   expect_rejected(no_slots, "queue pair");
-
-  struct gcoll_ib_addr a = sample_addr(), b;
-  unsigned char buf[GCOLL_IB_ADDR_BYTES + 1] = {0};
-  gcoll_ib_addr_encode(&a, buf);
-  char err[256] = "";
-  for (size_t len = 0; len <= GCOLL_IB_ADDR_BYTES + 1; len += GCOLL_IB_ADDR_BYTES / 4 + 1) {
-    if (len == GCOLL_IB_ADDR_BYTES) continue;
-    assert_int_equal(gcoll_ib_addr_decode(buf, len, JOB_HASH, 7, 42, SLOT, &b, err, sizeof(err)),
-                     -1);
-    expect_one_line(err, "bytes");
-  }
-  assert_int_equal(gcoll_ib_addr_decode(NULL, 0, JOB_HASH, 7, 42, SLOT, &b, err, sizeof(err)), -1);
-  buf[0] ^= 0x20; /* magic */
-  assert_int_equal(gcoll_ib_addr_decode(buf, GCOLL_IB_ADDR_BYTES, JOB_HASH, 7, 42, SLOT, &b, err,
-                                        sizeof(err)), -1);
-  expect_one_line(err, "not a gcoll net/ib address");
-  buf[0] ^= 0x20;
-  buf[5] ^= 0x01; /* version */
-  assert_int_equal(gcoll_ib_addr_decode(buf, GCOLL_IB_ADDR_BYTES, JOB_HASH, 7, 42, SLOT, &b, err,
-                                        sizeof(err)), -1);
-  expect_one_line(err, "version 3");
 }
 
 static void test_hello(void **state) {
   (void)state;
-  struct gcoll_ib_hello h = {.sender = 3, .receiver = 9, .conn_id = 17, .job_hash = JOB_HASH,
-                             .qp = {.qpn = 77, .psn = 5, .lid = 0, .mtu = 3, .link = 2}},
-                        g;
-  h.qp.gid[15] = 1;
+  struct gcoll_ib_qp_info q = {.qpn = 77, .psn = 5, .lid = 0, .mtu = 3, .link = 2}, g;
+  q.gid[15] = 1;
   unsigned char buf[GCOLL_IB_HELLO_BYTES];
-  gcoll_ib_hello_encode(&h, buf);
-  assert_int_equal(gcoll_ib_hello_decode(buf, JOB_HASH, 9, &g), 0);
-  assert_int_equal(g.sender, 3);
-  assert_int_equal(g.conn_id, 17);
-  assert_int_equal(g.qp.qpn, 77);
-  assert_int_equal(g.qp.psn, 5);
-  assert_int_equal(g.qp.mtu, 3);
-  assert_int_equal(g.qp.link, 2);
-  assert_int_equal(g.qp.gid[15], 1);
-  assert_int_equal(gcoll_ib_hello_decode(buf, JOB_HASH ^ 4, 9, &g), -1);  /* foreign job */
-  assert_int_equal(gcoll_ib_hello_decode(buf, JOB_HASH, 8, &g), -1);      /* not for us */
-  buf[1] ^= 1;
-  assert_int_equal(gcoll_ib_hello_decode(buf, JOB_HASH, 9, &g), -1);      /* magic */
-  buf[1] ^= 1;
-  h.qp.qpn = 0;
-  gcoll_ib_hello_encode(&h, buf);
-  assert_int_equal(gcoll_ib_hello_decode(buf, JOB_HASH, 9, &g), -1);      /* no QP */
-  h.qp.qpn = 77;
-  h.sender = -1;
-  gcoll_ib_hello_encode(&h, buf);
-  assert_int_equal(gcoll_ib_hello_decode(buf, JOB_HASH, 9, &g), -1);
-
-  unsigned char hdr[GCOLL_IB_HDR_BYTES];
-  gcoll_ib_hdr_encode(hdr, 0x1122334455667788ull, 9, GCOLL_IB_PROTO_BLAME);
-  assert_int_equal(hdr[0], 0x88); /* little-endian step */
-  uint64_t step;
-  uint32_t nb, proto;
-  gcoll_ib_hdr_decode(hdr, &step, &nb, &proto);
-  assert_true(step == 0x1122334455667788ull);
-  assert_int_equal(nb, 9);
-  assert_int_equal(proto, GCOLL_IB_PROTO_BLAME);
+  assert_true(32 + GCOLL_IB_HELLO_BYTES <= GCOLL_TCP_HELLO_MAX);
+  gcoll_ib_hello_encode(&q, buf);
+  assert_int_equal(gcoll_ib_hello_decode(buf, &g), 0);
+  assert_int_equal(g.qpn, 77);
+  assert_int_equal(g.psn, 5);
+  assert_int_equal(g.mtu, 3);
+  assert_int_equal(g.link, 2);
+  assert_int_equal(g.gid[15], 1);
+  q.qpn = 0;
+  gcoll_ib_hello_encode(&q, buf);
+  assert_int_equal(gcoll_ib_hello_decode(buf, &g), -1); /* no QP */
+  q.qpn = 77;
+  q.link = 0;
+  gcoll_ib_hello_encode(&q, buf);
+  assert_int_equal(gcoll_ib_hello_decode(buf, &g), -1);
 }
 
 static void test_slot_addr(void **state) {

@@ -47,7 +47,8 @@ static const char *const vars[] = {
     "NCCL_P2P_LEVEL",     "NCCL_IB_HCA",         "NCCL_IB_GID_INDEX",  "NCCL_IB_DISABLE",
     "NCCL_NET",           "NCCL_SOCKET_IFNAME",  "NCCL_CONF_FILE",     "NCCL_TIMEOUT",
     "GCOLL_MAX_GPU_CHANNELS", "GCOLL_MIN_GPU_CHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS",
-    "NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS", "GCOLL_TOPO_FILE", "NCCL_TOPO_FILE"};
+    "NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS", "GCOLL_TOPO_FILE", "NCCL_TOPO_FILE",
+    "GCOLL_NET", "GCOLL_NET_PLUGIN", "NCCL_NET_PLUGIN"};
 
 static void write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
@@ -378,6 +379,12 @@ static void test_translations(void **state) {
   expect_translation("NCCL_NET", "Socket", "GCOLL_IB_DISABLE", "1");
   expect_translation("NCCL_NET", "IB", "GCOLL_IB_DISABLE", NULL);
   expect_translation("NCCL_NET", "AWS Libfabric", "GCOLL_IB_DISABLE", NULL);
+  /* The network's name and the plugin library, as given (docs/net.md). */
+  expect_translation("NCCL_NET", "AWS Libfabric", "GCOLL_NET", "AWS Libfabric");
+  expect_translation("NCCL_NET", "Socket", "GCOLL_NET", "Socket");
+  expect_translation("NCCL_NET_PLUGIN", "aws-ofi", "GCOLL_NET_PLUGIN", "aws-ofi");
+  expect_translation("NCCL_NET_PLUGIN", "/opt/lib/libnccl-net.so", "GCOLL_NET_PLUGIN",
+                     "/opt/lib/libnccl-net.so");
   fresh();
   setenv("NCCL_IB_DISABLE", "0", 1);
   setenv("NCCL_NET", "socket", 1);
