@@ -215,6 +215,26 @@ check "SLURM_STEP_GPUS=5,6: the plan's ranks drive GPUs 5 and 6" \
 check "SLURM_STEP_GPUS=5,6: its rings enter and leave by their NICs" \
   grep -q 'ring  0: \[0 1\]  nic in mlx5_5 out mlx5_6' <<<"$out"
 
+# --- NCCL_TOPO_FILE (issue 21): the file a job names is merged on each node
+# with what detection finds there, the file winning where both speak, and
+# that merged node is what the plan was made from (the step's plan
+# directory keeps it). A CPU-only override: the test nodes have no GPU for
+# a cloud file's GPUs to match (their merge is refused, as it should be).
+use_plugin
+cat >"$tmp/cpu-override.xml" <<'XML'
+<system version="1">
+  <cpu numaid="0" affinity="ffffffff" arch="x86_64" vendor="AuthenticAMD" familyid="25" modelid="1"/>
+</system>
+XML
+chmod 644 "$tmp/cpu-override.xml"
+out=$(NCCL_TOPO_FILE=$tmp/cpu-override.xml GCOLL_DEBUG=INFO run_srun 60 --gcoll=plan -N2 -n2 \
+  bash -c '[ "$SLURM_PROCID" = 0 ] && cat "$(dirname "$GCOLL_PLAN")/topo/1.yaml"')
+check "NCCL_TOPO_FILE: node 1's topology in the plan directory is the file merged with detection" \
+  eval 'grep -q "^name: cpu-override$" <<<"$out" && grep -q "name: cpu0, cores: 32" <<<"$out"'
+sleep 0.5 # slurmd's log line may trail the step's end
+check "NCCL_TOPO_FILE: the plugin says on each node which file it merged" \
+  test "$(cat "$state"/log/slurmd-n*.log | grep -c "node [01]: .*cpu-override.xml.*(file from NCCL_TOPO_FILE)")" -ge 2
+
 # --- a later step of the same job reuses the plan ----------------------------
 use_plugin
 out=$(timeout 120 salloc -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 bash -c \
