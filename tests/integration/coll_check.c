@@ -406,6 +406,7 @@ static int queue_test(gcollComm_t comm, int n) {
 }
 #endif
 
+#ifdef HAVE_CUDA
 /* The capture and graph calls of the driver gcoll loads ($GCOLL_CUDA_DRIVER,
  * else libcuda.so.1): gcoll itself only asks whether a stream captures. */
 struct graph_api {
@@ -557,6 +558,7 @@ out:
   free(a), free(b), free(c), free(d), free(e), free(f), free(want_c), free(eager);
   return rc;
 }
+#endif
 
 /* Reproducibility: the bits of sums whose rounding depends on the order of
  * the additions. Inputs are random floats in [-1, 1) (or doubles, halves,
