@@ -159,6 +159,11 @@ struct gcoll_plan_input {
                                           * drives (a step that owns GPUs 5
                                           * and 6 of a node), or NULL: local
                                           * rank i drives GPU i */
+  const int *node_order;                 /* the order the global ring visits
+                                          * the nodes in (a permutation of
+                                          * 0..nnodes-1, e.g. a switch
+                                          * fabric's: fabric.h), or NULL: node
+                                          * order; domains still group */
   const int *node_domain;                /* per node its NVLink domain: equal
                                           * values >= 0 share one, -1 none
                                           * (gcoll-plan generate

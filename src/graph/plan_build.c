@@ -290,6 +290,57 @@ out:
   return plan;
 }
 
+/* The ring's node order from a given one (a switch fabric's), each NVLink
+ * domain's nodes still together, where the domain first comes, started at
+ * node 0. */
+static int ring_order_from(struct gcoll_plan *p, const int *base, char *err, size_t errlen) {
+  int n = p->nnodes, at = 0;
+  unsigned char *seen = calloc((size_t)n, 1);
+  if (seen == NULL) {
+    snprintf(err, errlen, "out of memory for the ring order of %d nodes", n);
+    return -1;
+  }
+  for (int i = 0; i < n; i++)
+    if (base[i] < 0 || base[i] >= n || seen[base[i]]++) {
+      snprintf(err, errlen, "the node order is not a permutation of 0..%d (entry %d is %d)",
+               n - 1, i, base[i]);
+      free(seen);
+      return -1;
+    }
+  memset(seen, 0, (size_t)n);
+  /* Quadratic only in the domains met: a domain's nodes are gathered once,
+   * when its first node comes. */
+  for (int i = 0; i < n; i++) {
+    int node = base[i];
+    if (seen[node]) continue;
+    int d = p->node_domain != NULL ? p->node_domain[node] : -1;
+    if (d < 0) {
+      seen[node] = 1;
+      p->ring_node_order[at++] = node;
+      continue;
+    }
+    for (int j = i; j < n; j++)
+      if (!seen[base[j]] && p->node_domain[base[j]] == d) {
+        seen[base[j]] = 1;
+        p->ring_node_order[at++] = base[j];
+      }
+  }
+  free(seen);
+  /* A ring is a cycle: started at node 0 it crosses the same links, and
+   * the first tree is rooted at node 0 as every plan's is. */
+  int zero = 0;
+  while (p->ring_node_order[zero] != 0) zero++;
+  int *rotated = malloc((size_t)n * sizeof(int));
+  if (rotated == NULL) {
+    snprintf(err, errlen, "out of memory for the ring order of %d nodes", n);
+    return -1;
+  }
+  for (int i = 0; i < n; i++) rotated[i] = p->ring_node_order[(zero + i) % n];
+  memcpy(p->ring_node_order, rotated, (size_t)n * sizeof(int));
+  free(rotated);
+  return 0;
+}
+
 struct gcoll_plan *gcoll_plan_build(const struct gcoll_plan_input *in, char *err, size_t errlen) {
   if (in != NULL && in->node_topo != NULL && in->node_gpus != NULL && in->nnodes >= 1 &&
       in->nnodes <= GCOLL_MAX_NODES)
@@ -322,7 +373,11 @@ struct gcoll_plan *gcoll_plan_build(const struct gcoll_plan_input *in, char *err
       fill_hosts(p, in->node_host, err, errlen) ||
       gcoll_plan_set_rank_order(p, in->rank_of_slot, err, errlen) || set_domains(p, in, err, errlen))
     goto fail;
-  gcoll_plan_domain_ring_order(p, p->ring_node_order);
+  if (in->node_order != NULL) {
+    if (ring_order_from(p, in->node_order, err, errlen) != 0) goto fail;
+  } else {
+    gcoll_plan_domain_ring_order(p, p->ring_node_order);
+  }
   if (gcoll_plan_build_trees(p) != 0) {
     snprintf(err, errlen, "out of memory for the trees of %d nodes", p->nnodes);
     goto fail;

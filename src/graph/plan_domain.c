@@ -227,12 +227,21 @@ int gcoll_plan_canonical_trees(const struct gcoll_plan *p, int *t1_parent, int *
                                int *t1_root, int *t2_root) {
   int n = p->nnodes, c0, c1;
   if (p->node_domain == NULL) {
-    *t1_root = 0;
-    *t2_root = 0;
+    /* Over ring positions, counted from node 0's (so node 0 is T1's root,
+     * as in every plan): btree.c keeps neighbouring positions close in the
+     * tree, so where the ring follows a switch fabric the trees do too (in
+     * node order, the positions are the nodes). */
+    const int *ring = p->ring_node_order;
+    int zero = 0;
+    while (zero < n - 1 && ring[zero] != 0) zero++;
     for (int i = 0; i < n; i++) {
-      gcoll_btree(n, i, &t1_parent[i], &c0, &c1);
-      gcoll_dtree_t2(n, i, &t2_parent[i], &c0, &c1);
-      if (t2_parent[i] < 0) *t2_root = i;
+      int p1, p2, v = ring[(zero + i) % n];
+      gcoll_btree(n, i, &p1, &c0, &c1);
+      gcoll_dtree_t2(n, i, &p2, &c0, &c1);
+      t1_parent[v] = p1 >= 0 ? ring[(zero + p1) % n] : -1;
+      t2_parent[v] = p2 >= 0 ? ring[(zero + p2) % n] : -1;
+      if (p1 < 0) *t1_root = v;
+      if (p2 < 0) *t2_root = v;
     }
     return 0;
   }

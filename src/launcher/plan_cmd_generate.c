@@ -7,13 +7,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "graph/fabric.h"
 #include "graph/tuning.h"
 #include "launcher/plan_cli.h"
 
 const char plan_usage_generate[] =
     "usage: gcoll-plan generate --topo TOPO[,TOPO...] [--nodes N] [--hosts LIST]\n"
     "                           [--ranks-per-node K[,K...]] [--channels C]\n"
-    "                           [--nvlink-domain N] [--job-id J] [--step-id S]\n"
+    "                           [--nvlink-domain N] [--fabric FILE]\n"
+    "                           [--job-id J] [--step-id S]\n"
     "                           [-q] -o FILE\n"
     "\n"
     "Computes the communication plan of a job and writes it atomically.\n"
@@ -48,6 +50,14 @@ const char plan_usage_generate[] =
     "                          NVLink (p2p), the network joins domains. Replaces\n"
     "                          the domains the topology files name (a node's\n"
     "                          nvlink_domain, as detection writes it)\n"
+    "  -F, --fabric FILE       the switch fabric in Slurm's topology.conf syntax\n"
+    "                          (SwitchName=... Switches=... Nodes=..., or\n"
+    "                          BlockName=... Nodes=...): the ring visits the\n"
+    "                          nodes leaf switch by leaf switch (block by\n"
+    "                          block) and the trees follow it, so fewer hops\n"
+    "                          cross upper levels. Matched by host name\n"
+    "                          (--hosts, else node00000, ...); nodes the file\n"
+    "                          does not name come last\n"
     "  -j, --job-id J          Slurm job id recorded in the plan\n"
     "  -s, --step-id S         Slurm step id recorded in the plan\n"
     "  -o, --output FILE       plan file to write ('-' for standard output)\n"
@@ -62,6 +72,7 @@ const char plan_usage_generate[] =
 
 struct generate_opts {
   const char *topo;
+  const char *fabric;        /* --fabric FILE, NULL: node order */
   long long nodes;           /* 0: unset */
   const char *hosts;
   long long ranks_per_node;  /* 0: default */
@@ -287,6 +298,7 @@ static int parse_opts(int argc, char **argv, struct generate_opts *o) {
       {"ranks-per-node", required_argument, NULL, 'k'},
       {"channels", required_argument, NULL, 'c'},
       {"nvlink-domain", required_argument, NULL, 'D'},
+      {"fabric", required_argument, NULL, 'F'},
       {"gpus", required_argument, NULL, 'g'},
       {"job-id", required_argument, NULL, 'j'},
       {"step-id", required_argument, NULL, 's'},
@@ -298,9 +310,10 @@ static int parse_opts(int argc, char **argv, struct generate_opts *o) {
   o->job_id = o->step_id = -1;
   cli_getopt_reset();
   int c;
-  while ((c = getopt_long(argc, argv, ":t:N:H:k:g:c:D:j:s:o:qh", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":t:N:H:k:g:c:D:F:j:s:o:qh", longopts, NULL)) != -1) {
     switch (c) {
     case 't': o->topo = optarg; break;
+    case 'F': o->fabric = optarg; break;
     case 'N':
       if (cli_parse_long(CMD, "--nodes", optarg, 1, GCOLL_MAX_NODES, &o->nodes)) return 2;
       break;
@@ -378,6 +391,32 @@ static int resolve_node_count(const struct generate_opts *o, const char *dir,
   return 0;
 }
 
+/* --fabric: the ring's node order, by the nodes' host names (the plan's
+ * default names where --hosts gave none). *order is malloc'd. */
+static int fabric_order(const char *path, int nnodes, char **hosts, int **order) {
+  char err[PLAN_CLI_ERRLEN];
+  struct gcoll_fabric *f = gcoll_fabric_read_file(path, err, sizeof(err));
+  if (f == NULL) return cli_fail("--fabric: %s", err);
+  char (*names)[24] = hosts == NULL ? calloc((size_t)nnodes, sizeof(*names)) : NULL;
+  const char **h = calloc((size_t)nnodes, sizeof(*h));
+  *order = malloc((size_t)nnodes * sizeof(int));
+  int rc = h == NULL || *order == NULL || (hosts == NULL && names == NULL);
+  for (int i = 0; !rc && i < nnodes; i++) {
+    if (hosts == NULL) snprintf(names[i], sizeof(names[i]), "node%05d", i);
+    h[i] = hosts != NULL ? hosts[i] : names[i];
+  }
+  if (!rc) rc = gcoll_fabric_order(f, h, nnodes, *order) != 0;
+  if (rc) {
+    free(*order);
+    *order = NULL;
+    cli_fail("out of memory for the fabric order of %d nodes", nnodes);
+  }
+  gcoll_fabric_free(f);
+  free(names);
+  free(h);
+  return rc ? PLAN_EXIT_FAIL : 0;
+}
+
 static int build_and_write(const struct generate_opts *o, const struct topo_set *s,
                            char **hosts) {
   char err[PLAN_CLI_ERRLEN];
@@ -385,7 +424,8 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
   const struct gcoll_topo **node_topo = calloc((size_t)s->nnodes, sizeof(*node_topo));
   int *node_ranks = o->node_ranks ? calloc((size_t)s->nnodes, sizeof(*node_ranks)) : NULL;
   struct gcoll_plan *plan = NULL;
-  int *node_gpus = NULL, *node_domain = NULL;
+  int *node_gpus = NULL, *node_domain = NULL, *node_order = NULL;
+  if (o->fabric != NULL && fabric_order(o->fabric, s->nnodes, hosts, &node_order) != 0) goto out;
   if (o->nvlink_domain > 0 && (node_domain = malloc((size_t)s->nnodes * sizeof(int))) == NULL) {
     cli_fail("out of memory for %d nodes", s->nnodes);
     goto out;
@@ -434,6 +474,7 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
       .node_ranks = node_ranks,
       .node_gpus = node_gpus,
       .node_domain = node_domain,
+      .node_order = node_order,
   };
   plan = gcoll_plan_build(&in, err, sizeof(err));
   if (plan == NULL) {
@@ -462,6 +503,7 @@ out:
   gcoll_plan_free(plan);
   free(node_gpus);
   free(node_domain);
+  free(node_order);
   free(node_ranks);
   free(node_topo);
   return rc;

@@ -235,6 +235,34 @@ sleep 0.5 # slurmd's log line may trail the step's end
 check "NCCL_TOPO_FILE: the plugin says on each node which file it merged" \
   test "$(cat "$state"/log/slurmd-n*.log | grep -c "node [01]: .*cpu-override.xml.*(file from NCCL_TOPO_FILE)")" -ge 2
 
+# --- the switch fabric (issue 23 part 2): Slurm's topology.conf syntax, from
+# the job (GCOLL_FABRIC_FILE) or the administrator (fabric=); the ring visits
+# the nodes leaf by leaf, started at node 0: n1 n3 under one leaf, n2 n4
+# under the other, so the node order 0 1 2 3 becomes 0 2 1 3.
+cat >"$tmp/fabric.conf" <<'CONF'
+SwitchName=spine Switches=leaf[0-1]
+SwitchName=leaf0 Nodes=n[2,4]
+SwitchName=leaf1 Nodes=n[1,3]
+CONF
+chmod 644 "$tmp/fabric.conf"
+fabric_step() {
+  run_srun 60 --gcoll=plan -w 'n[1-4]' -N4 -n4 bash -c \
+    '[ "$SLURM_PROCID" = 0 ] && grep "node_order" "$GCOLL_PLAN"; echo "task plan=${GCOLL_PLAN:-unset}"'
+}
+out=$(GCOLL_FABRIC_FILE=$tmp/fabric.conf fabric_step)
+check "GCOLL_FABRIC_FILE: the ring visits the nodes leaf by leaf" \
+  grep -q "node_order: '0,2,1,3'" <<<"$out"
+use_plugin "fabric=$tmp/fabric.conf"
+out=$(fabric_step)
+check "plugstack fabric=: the same order for a job that names none" \
+  grep -q "node_order: '0,2,1,3'" <<<"$out"
+printf 'SwitchName=leaf0 Switches=nope\n' >"$tmp/bad-fabric.conf"
+chmod 644 "$tmp/bad-fabric.conf"
+out=$(GCOLL_FABRIC_FILE=$tmp/bad-fabric.conf fabric_step)
+check "a malformed fabric file: the step runs without a plan, one line says where" \
+  eval 'grep -q "bad-fabric.conf:1: switch nope is not defined" <<<"$out" &&
+        [ "$(grep -c "^task plan=unset$" <<<"$out")" = 4 ]'
+
 # --- a later step of the same job reuses the plan ----------------------------
 use_plugin
 out=$(timeout 120 salloc -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 bash -c \

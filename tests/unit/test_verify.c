@@ -147,25 +147,33 @@ static void test_uneven_plans_verify(void **state) {
       p->ring_node_order[i] = p->ring_node_order[j];
       p->ring_node_order[j] = t;
     }
+    /* The trees follow the ring's node order (plan-format.md). */
+    assert_int_equal(gcoll_plan_build_trees(p), 0);
     assert_verifies(p, "64 uneven nodes, permuted node order");
   }
   gcoll_plan_free(p);
 }
 
-/* Permuting the ring's node order keeps a valid plan: any permutation is
- * one cycle. */
+/* Permuting the ring's node order keeps a valid plan once the trees follow
+ * it (any permutation is one cycle); trees left over node order are then
+ * refused, since the trees are placed along the ring (plan-format.md). */
 static void test_permuted_node_order_verifies(void **state) {
   (void)state;
   unsigned long long seed = 42;
   struct gcoll_plan *p = build_mixed(23);
+  char err[512];
+  int refused = 0;
   for (int round = 0; round < 50; round++) {
     for (int i = p->nnodes - 1; i > 0; i--) {
       int j = (int)(test_rand(&seed) % (unsigned)(i + 1)), t = p->ring_node_order[i];
       p->ring_node_order[i] = p->ring_node_order[j];
       p->ring_node_order[j] = t;
     }
+    refused += gcoll_plan_verify(p, err, sizeof(err)) != 0 && strstr(err, "tree t") != NULL;
+    assert_int_equal(gcoll_plan_build_trees(p), 0);
     assert_verifies(p, "permuted node order");
   }
+  assert_true(refused >= 45);   /* a permutation that keeps the trees is rare */
   gcoll_plan_free(p);
 }
 

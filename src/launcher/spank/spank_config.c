@@ -59,6 +59,12 @@ int gcoll_spank_config_parse(struct gcoll_spank_config *cfg, int argc, char **ar
         snprintf(err, errlen, "topo_file=%.64s must be an absolute path", v);
         return -1;
       }
+    } else if (klen == 6 && strncmp(arg, "fabric", 6) == 0) {
+      if (copy_path(cfg->fabric, sizeof(cfg->fabric), "fabric", v, err, errlen) != 0) return -1;
+      if (v[0] != '/') {
+        snprintf(err, errlen, "fabric=%.64s must be an absolute path", v);
+        return -1;
+      }
     } else if (klen == 7 && strncmp(arg, "timeout", 7) == 0) {
       char *end;
       errno = 0;
@@ -75,7 +81,7 @@ int gcoll_spank_config_parse(struct gcoll_spank_config *cfg, int argc, char **ar
       }
     } else {
       snprintf(err, errlen, "unknown plugstack argument '%.*s' (known: plandir, topo, topo_file, "
-                            "timeout, cache)", (int)(klen > 64 ? 64 : klen), arg);
+                            "fabric, timeout, cache)", (int)(klen > 64 ? 64 : klen), arg);
       return -1;
     }
   }

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "graph/plan.h"
+#include "graph/fabric.h"
 #include "graph/topo.h"
 #include "graph/topo_lookup.h"
 #include "graph/yaml_doc.h"
@@ -363,8 +364,8 @@ static uint64_t fnv64(uint64_t h, const void *p, size_t n) {
 }
 
 /* What a plan depends on: node names in order, their topologies, the task
- * ids of each node. */
-static uint64_t cache_key(const struct gathered *g) {
+ * ids of each node, the ring's node order a fabric gives (NULL: none). */
+static uint64_t cache_key(const struct gathered *g, const int *order) {
   uint64_t h = 14695981039346656037ull;
   h = fnv64(h, &g->nnodes, sizeof(g->nnodes));
   for (int i = 0; i < g->nnodes; i++) {
@@ -376,6 +377,7 @@ static uint64_t cache_key(const struct gathered *g) {
   for (int i = 0; i < g->nnodes; i++) total += g->tasks[i];
   h = fnv64(h, g->rank_of_slot, sizeof(int) * (size_t)total);
   if (g->have_gpus) h = fnv64(h, g->gpu_of_slot, sizeof(int) * (size_t)total);
+  if (order != NULL) h = fnv64(h, order, sizeof(int) * (size_t)g->nnodes);
   return h;
 }
 
@@ -413,8 +415,38 @@ static int all_gpu_nodes(const struct gathered *g) {
   return 1;
 }
 
-static struct gcoll_plan *compute(const struct gathered *g, const struct gcoll_gather_node *me,
-                                  char *err, size_t errlen) {
+/* The ring's node order from the switch fabric the job (GCOLL_FABRIC_FILE)
+ * or the administrator (fabric=) names, by Slurm node name; *order stays
+ * NULL without one. A named file that cannot be read fails the plan, as a
+ * topology file does. */
+static int fabric_order(const struct gcoll_spank_config *cfg, const struct gathered *g,
+                        const struct gcoll_gather_node *me, int **order, char *err,
+                        size_t errlen) {
+  const char *path = me->job_fabric_file[0] != '\0' ? me->job_fabric_file : cfg->fabric;
+  *order = NULL;
+  if (path[0] == '\0') return 0;
+  char why[GCOLL_SPANK_ERRLEN];
+  struct gcoll_fabric *f = gcoll_fabric_read_file(path, why, sizeof(why));
+  if (f == NULL) {
+    snprintf(err, errlen, "fabric (from %s): %.400s",
+             me->job_fabric_file[0] != '\0' ? "GCOLL_FABRIC_FILE" : "plugstack fabric=", why);
+    return -1;
+  }
+  *order = malloc((size_t)g->nnodes * sizeof(int));
+  int rc = *order == NULL || gcoll_fabric_order(f, (const char *const *)g->host, g->nnodes,
+                                                *order) != 0;
+  gcoll_fabric_free(f);
+  if (rc) {
+    free(*order);
+    *order = NULL;
+    snprintf(err, errlen, "out of memory for the fabric order of %d nodes", g->nnodes);
+    return -1;
+  }
+  return 0;
+}
+
+static struct gcoll_plan *compute(const struct gathered *g, const int *order,
+                                  const struct gcoll_gather_node *me, char *err, size_t errlen) {
   struct gcoll_plan_input in = {
       .nnodes = g->nnodes,
       .node_topo = (const struct gcoll_topo **)g->topo,
@@ -424,6 +456,7 @@ static struct gcoll_plan *compute(const struct gathered *g, const struct gcoll_g
       .node_gpus = g->have_gpus && all_gpu_nodes(g) ? g->gpu_of_slot : NULL,
       .job_id = me->job,
       .step_id = me->step,
+      .node_order = order,
   };
   struct gcoll_plan *plan = gcoll_plan_build(&in, err, errlen);
   if (plan != NULL && gcoll_plan_verify(plan, err, errlen) != 0) {
@@ -449,12 +482,12 @@ static int node0_plan(const struct gcoll_spank_config *cfg, const struct stepdir
                       struct gcoll_gather_result *out, char *err, size_t errlen) {
   struct gathered g = {0};
   struct gcoll_plan *plan = NULL;
-  int cdir = -1, rc = -1;
+  int cdir = -1, rc = -1, *order = NULL;
   char cname[64], centry[40], why[GCOLL_SPANK_ERRLEN];
   if (wait_topologies(d, (int)me->nnodes, deadline, err, errlen) != 0 ||
-      gather(d, me, &g, err, errlen) != 0)
+      gather(d, me, &g, err, errlen) != 0 || fabric_order(cfg, &g, me, &order, err, errlen) != 0)
     goto out;
-  snprintf(centry, sizeof(centry), "%016llx.yaml", (unsigned long long)cache_key(&g));
+  snprintf(centry, sizeof(centry), "%016llx.yaml", (unsigned long long)cache_key(&g, order));
   snprintf(cname, sizeof(cname), "%u.cache", me->job);
   /* The cache is an optimisation: if its directory is unusable the plan is
    * computed, never refused. */
@@ -462,7 +495,7 @@ static int node0_plan(const struct gcoll_spank_config *cfg, const struct stepdir
       gcoll_jobdir_open_private(d->user, cname, 1, me->uid, me->gid, &cdir, why, sizeof(why)) == 0)
     plan = cache_lookup(cdir, centry, &g, me);
   out->from_cache = plan != NULL;
-  if (plan == NULL && (plan = compute(&g, me, err, errlen)) == NULL) goto out;
+  if (plan == NULL && (plan = compute(&g, order, me, err, errlen)) == NULL) goto out;
   if (write_key(d, err, errlen) != 0 ||
       write_yaml(d->step, "plan.yaml", plan_writer, plan, err, errlen) != 0)
     goto out;
@@ -473,6 +506,7 @@ out:
   if (cdir >= 0) close(cdir);
   gcoll_plan_free(plan);
   gathered_free(&g);
+  free(order);
   return rc;
 }
 

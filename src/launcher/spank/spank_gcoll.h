@@ -32,6 +32,7 @@ struct gcoll_spank_config {
   char plandir[GCOLL_SPANK_PATH_MAX];  /* required */
   char topo[GCOLL_SPANK_PATH_MAX];     /* "auto" or a topology file/name */
   char topo_file[GCOLL_SPANK_PATH_MAX]; /* topo_file=: merged with detection; "" none */
+  char fabric[GCOLL_SPANK_PATH_MAX];    /* fabric=: Slurm's topology.conf; "" none */
   int timeout_s;                       /* every wait of the plan phase */
   int cache;                           /* reuse plans across steps of a job */
 };
@@ -133,6 +134,8 @@ struct gcoll_gather_node {
   /* The job's GCOLL_TOPO_FILE / NCCL_TOPO_FILE ("" when unset). */
   char job_topo_file[GCOLL_SPANK_PATH_MAX];
   char job_nccl_topo_file[GCOLL_SPANK_PATH_MAX];
+  /* The job's GCOLL_FABRIC_FILE ("" when unset): wins over fabric=. */
+  char job_fabric_file[GCOLL_SPANK_PATH_MAX];
   /* The step's GPUs on this node (SLURM_STEP_GPUS: Slurm's GPU indices,
    * the node topology's numbering), "" when the step has none named. */
   char step_gpus[256];

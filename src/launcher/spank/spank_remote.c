@@ -155,6 +155,7 @@ int gcoll_spank_remote_user_init(spank_t sp) {
   if (rc == 0) {
     job_env(sp, "GCOLL_TOPO_FILE", me.job_topo_file, (int)sizeof(me.job_topo_file));
     job_env(sp, "NCCL_TOPO_FILE", me.job_nccl_topo_file, (int)sizeof(me.job_nccl_topo_file));
+    job_env(sp, "GCOLL_FABRIC_FILE", me.job_fabric_file, (int)sizeof(me.job_fabric_file));
     job_env(sp, "SLURM_STEP_GPUS", me.step_gpus, (int)sizeof(me.step_gpus));
   }
   if (rc == 0 && st->setup_err[0] != '\0') {
