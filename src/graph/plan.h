@@ -33,6 +33,13 @@ struct gcoll_intra_channel {
   /* NIC names ("" when none): what plan files carry, since a plan read from
    * a file has no gcoll_topo to resolve the indices above against. */
   char ring_nic_in_name[32], ring_nic_out_name[32], chain_nic_name[32];
+  /* The NICs' rails (gcoll_topo_nic_rail; -1: no NIC, or a plan file
+   * written before rails, where NIC names stand in for rails). */
+  int ring_rail_in, ring_rail_out, chain_rail;
+  /* PXN: the local rank whose GPU the ring's last rank sends through to
+   * ring_nic_out over NVLink (that GPU is next to the NIC, the last one is
+   * not); -1 when it sends directly. */
+  int ring_pxn;
 };
 
 /* Result of the search for one topology class. */

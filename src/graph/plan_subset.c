@@ -145,21 +145,51 @@ static void child_class_name(const struct gcoll_plan *child, const struct gcoll_
 
 /* The NIC the parent pairs with local rank `at` where it enters (what 0),
  * leaves (1) a ring, or ends a chain (2): the first parent channel that
- * does so at that GPU; `keep` when none does. */
-static void paired_nic(const struct gcoll_plan_class *pc, int S, int what, int at, int keep_index,
-                       const char *keep_name, int *index, char *name) {
+ * does so at that GPU; `keep` when none does. Returns that channel, or -1. */
+static int paired_nic(const struct gcoll_plan_class *pc, int S, int what, int at, int keep_index,
+                      const char *keep_name, int keep_rail, int *index, char *name, int *rail) {
   *index = keep_index;
+  *rail = keep_rail;
   snprintf(name, 32, "%s", keep_name);
   for (int s = 0; s < S; s++) {
     const struct gcoll_intra_channel *ch = &pc->graph.ch[s];
     int end = what == 0 ? ch->ring[0] : what == 1 ? ch->ring[pc->nlocal - 1] : ch->chain[0];
     if (end != at) continue;
     *index = what == 0 ? ch->ring_nic_in : what == 1 ? ch->ring_nic_out : ch->chain_nic;
+    *rail = what == 0 ? ch->ring_rail_in : what == 1 ? ch->ring_rail_out : ch->chain_rail;
     snprintf(name, 32, "%s", what == 0   ? ch->ring_nic_in_name
                              : what == 1 ? ch->ring_nic_out_name
                                          : ch->chain_nic_name);
+    return s;
+  }
+  return -1;
+}
+
+/* The child ring leaves by the NIC it enters by when the parent's ring
+ * through that NIC does (a rail-aligned parent), so the child stays on one
+ * rail; the exit then reaches the NIC as the parent's did: through the GPU
+ * the parent sent through (PXN), which is the entry GPU next to the NIC,
+ * when the child has it and does not end there, else directly. A
+ * cross-rail parent keeps the exit GPU's own pairing. */
+static void child_ring_out(const struct gcoll_plan_class *pc, int S, const int *sel,
+                           const int *inv, int from, struct gcoll_intra_channel *ch, int nsel,
+                           const struct gcoll_intra_channel *pch) {
+  const struct gcoll_intra_channel *src = from >= 0 ? &pc->graph.ch[from] : pch;
+  int aligned = src->ring_nic_in >= 0 && src->ring_nic_out >= 0 &&
+                (src->ring_rail_in >= 0 && src->ring_rail_out >= 0
+                     ? src->ring_rail_in == src->ring_rail_out
+                     : strcmp(src->ring_nic_in_name, src->ring_nic_out_name) == 0);
+  ch->ring_pxn = -1;
+  if (!aligned) {
+    paired_nic(pc, S, 1, sel[ch->ring[nsel - 1]], pch->ring_nic_out, pch->ring_nic_out_name,
+               pch->ring_rail_out, &ch->ring_nic_out, ch->ring_nic_out_name, &ch->ring_rail_out);
     return;
   }
+  ch->ring_nic_out = ch->ring_nic_in;
+  ch->ring_rail_out = ch->ring_rail_in;
+  snprintf(ch->ring_nic_out_name, sizeof(ch->ring_nic_out_name), "%s", ch->ring_nic_in_name);
+  if (src->ring_pxn >= 0 && inv[src->ring_pxn] >= 0 && inv[src->ring_pxn] != ch->ring[nsel - 1])
+    ch->ring_pxn = inv[src->ring_pxn];
 }
 
 static void restrict_order(const int *order, int nlocal, const int *inv, int *out) {
@@ -190,13 +220,14 @@ static void derive_class(struct gcoll_plan *child, int k, const struct gcoll_pla
     restrict_order(pch->ring, pc->nlocal, inv, ch->ring);
     restrict_order(pch->chain, pc->nlocal, inv, ch->chain);
     ch->ring_nic_in = ch->ring_nic_out = ch->chain_nic = -1;
+    ch->ring_rail_in = ch->ring_rail_out = ch->chain_rail = ch->ring_pxn = -1;
     if (!multi_node) continue;  /* as a one-node search: no NICs */
-    paired_nic(pc, S, 0, sel[ch->ring[0]], pch->ring_nic_in, pch->ring_nic_in_name,
-               &ch->ring_nic_in, ch->ring_nic_in_name);
-    paired_nic(pc, S, 1, sel[ch->ring[nsel - 1]], pch->ring_nic_out, pch->ring_nic_out_name,
-               &ch->ring_nic_out, ch->ring_nic_out_name);
-    paired_nic(pc, S, 2, sel[ch->chain[0]], pch->chain_nic, pch->chain_nic_name, &ch->chain_nic,
-               ch->chain_nic_name);
+    int from = paired_nic(pc, S, 0, sel[ch->ring[0]], pch->ring_nic_in, pch->ring_nic_in_name,
+                          pch->ring_rail_in, &ch->ring_nic_in, ch->ring_nic_in_name,
+                          &ch->ring_rail_in);
+    child_ring_out(pc, S, sel, inv, from, ch, nsel, pch);
+    paired_nic(pc, S, 2, sel[ch->chain[0]], pch->chain_nic, pch->chain_nic_name, pch->chain_rail,
+               &ch->chain_nic, ch->chain_nic_name, &ch->chain_rail);
   }
   for (int h = 0; h < pc->graph.nvls_nheads; h++)
     if (inv[pc->graph.nvls_heads[h]] >= 0)

@@ -69,7 +69,10 @@ struct gcoll_topo_dev {
   union {
     struct { int cores; int numa; } cpu;      /* cores 0: unknown */
     struct { int sms; int cc; /* compute capability*10: 90; 0: unknown */ } gpu;
-    struct { int port; double gbps; /* line rate; 0: unknown */ } nic;
+    /* rail: the leaf switch (rail) of a rail-optimised fabric this port is
+     * cabled to, -1 when the topology does not say (then its NIC index:
+     * NIC k of every node on leaf k, as DGX and HGX clusters are cabled). */
+    struct { int port; double gbps; /* line rate; 0: unknown */ int rail; } nic;
     struct { int multicast; /* NVLS capable (NVSwitch gen3+) */ } nvs;
   } u;
   int nlinks, links_cap;
@@ -136,6 +139,9 @@ int gcoll_topo_add_link(struct gcoll_topo *topo, int a, int b,
                         enum gcoll_link_type type, int count, double bw,
                         char *err, size_t errlen);
 int gcoll_topo_find(const struct gcoll_topo *topo, const char *name);
+/* The rail of NIC k (index into topo->nic): its `rail`, else k. */
+#define GCOLL_TOPO_MAX_RAIL 1023
+int gcoll_topo_nic_rail(const struct gcoll_topo *topo, int k);
 
 /* Computes every pair's path; must be called after the last add. */
 int gcoll_topo_compute_paths(struct gcoll_topo *topo, char *err, size_t errlen);

@@ -234,10 +234,11 @@ static int read_gpu(struct reader *r, const struct ydoc_node *e, const char *ctx
 }
 
 static int read_nic(struct reader *r, const struct ydoc_node *e, const char *ctx) {
-  static const char *const keys[] = {"name", "busid", "parent", "port", "gbps", NULL};
-  int port;
+  static const char *const keys[] = {"name", "busid", "parent", "port", "gbps", "rail", NULL};
+  int port, rail;
   double gbps;
-  if (check_keys(r, e, ctx, keys) || get_opt_int(r, e, ctx, "port", 1, 255, 1, &port))
+  if (check_keys(r, e, ctx, keys) || get_opt_int(r, e, ctx, "port", 1, 255, 1, &port) ||
+      get_opt_int(r, e, ctx, "rail", 0, GCOLL_TOPO_MAX_RAIL, -1, &rail))
     return -1;
   gbps = 0; /* absent: unknown (gcoll_topo_missing names it) */
   if (ydoc_get(e, "gbps") != NULL && get_double(r, e, ctx, "gbps", 0.001, 100000.0, &gbps))
@@ -246,6 +247,7 @@ static int read_nic(struct reader *r, const struct ydoc_node *e, const char *ctx
   if (idx < 0) return -1;
   r->t->dev[idx].u.nic.port = port;
   r->t->dev[idx].u.nic.gbps = gbps;
+  r->t->dev[idx].u.nic.rail = rail;
   return 0;
 }
 
