@@ -62,6 +62,13 @@ struct gcoll_intra_graph {
 int gcoll_search_intra(const struct gcoll_topo *topo, int nlocal, int multi_node,
                        int max_channels, struct gcoll_intra_graph *out,
                        char *err, size_t errlen);
+/* The same; rings leave each node by the rail they entered by (PXN where
+ * needed) whenever such rings exist. cross_rail (fabrics without rails,
+ * gcoll-plan generate --allow-cross-rail) takes rings that change rails
+ * instead when they carry more bandwidth. */
+int gcoll_search_intra_rails(const struct gcoll_topo *topo, int nlocal, int multi_node,
+                             int max_channels, int cross_rail, struct gcoll_intra_graph *out,
+                             char *err, size_t errlen);
 
 /* ---- trees (btree.c) --------------------------------------------------- */
 
@@ -171,6 +178,10 @@ struct gcoll_plan_input {
                                           * (gcoll-plan generate
                                           * --nvlink-domain), or NULL: from
                                           * each topology's nvl_domain */
+  int cross_rail;                        /* 1: rings may change rails where
+                                          * that carries more (fabrics
+                                          * without rails); 0: rails kept
+                                          * wherever a node allows */
 };
 
 struct gcoll_plan *gcoll_plan_new(void);

@@ -164,13 +164,13 @@ static int assign_classes(struct gcoll_plan *p, const struct gcoll_plan_input *i
 }
 
 static int search_classes(struct gcoll_plan *p, const struct class_src *src, int max_channels,
-                          char *err, size_t errlen) {
+                          int cross_rail, char *err, size_t errlen) {
   int S = GCOLL_MAX_SEARCH_CHANNELS;
   for (int k = 0; k < p->nclasses; k++) {
     struct gcoll_plan_class *c = &p->classes[k];
     char why[256];
-    if (gcoll_search_intra(src[k].topo, c->nlocal, p->nnodes > 1, max_channels, &c->graph, why,
-                           sizeof(why)) != 0) {
+    if (gcoll_search_intra_rails(src[k].topo, c->nlocal, p->nnodes > 1, max_channels, cross_rail,
+                                 &c->graph, why, sizeof(why)) != 0) {
       snprintf(err, errlen, "topology '%s': %s", c->name, why);
       return -1;
     }
@@ -318,7 +318,7 @@ struct gcoll_plan *gcoll_plan_build(const struct gcoll_plan_input *in, char *err
     snprintf(err, errlen, "out of memory for %d nodes", in->nnodes);
     goto fail;
   }
-  if (assign_classes(p, in, src, err, errlen) || search_classes(p, src, in->max_channels, err, errlen) ||
+  if (assign_classes(p, in, src, err, errlen) || search_classes(p, src, in->max_channels, in->cross_rail, err, errlen) ||
       fill_hosts(p, in->node_host, err, errlen) ||
       gcoll_plan_set_rank_order(p, in->rank_of_slot, err, errlen) || set_domains(p, in, err, errlen))
     goto fail;

@@ -680,10 +680,22 @@ static int search_gpus_mode(const struct gcoll_topo *t, int n, int multi_node, i
  * of every node on leaf k), where a cross-rail hop crosses the spine. Only
  * a node on which no such ring exists at all gets cross-rail rings. */
 static int search_gpus(const struct gcoll_topo *t, int n, int multi_node, int max_channels,
-                       struct gcoll_intra_graph *out, char *err, size_t errlen) {
+                       int cross_rail, struct gcoll_intra_graph *out, char *err, size_t errlen) {
   if (multi_node && t->nnic > 0 &&
-      search_gpus_mode(t, n, multi_node, max_channels, 1, out, err, errlen) == 0)
+      search_gpus_mode(t, n, multi_node, max_channels, 1, out, err, errlen) == 0) {
+    if (!cross_rail) return 0;
+    /* Fabrics without rails: the cross-rail rings when they carry more. */
+    struct gcoll_intra_graph *free_g = calloc(1, sizeof(*free_g));
+    char why[256];
+    if (free_g != NULL) {
+      free_g->nlocal = out->nlocal;
+      if (search_gpus_mode(t, n, multi_node, max_channels, 0, free_g, why, sizeof(why)) == 0 &&
+          free_g->nchannels * free_g->ring_bw > out->nchannels * out->ring_bw * (1 + 1e-9))
+        *out = *free_g;
+      free(free_g);
+    }
     return 0;
+  }
   memset(out->ch, 0, sizeof(out->ch));
   out->nchannels = 0;
   return search_gpus_mode(t, n, multi_node, max_channels, 0, out, err, errlen);
@@ -775,6 +787,12 @@ static int search_cpus(const struct gcoll_topo *t, int n, int multi_node, int ma
 
 int gcoll_search_intra(const struct gcoll_topo *topo, int nlocal, int multi_node, int max_channels,
                        struct gcoll_intra_graph *out, char *err, size_t errlen) {
+  return gcoll_search_intra_rails(topo, nlocal, multi_node, max_channels, 0, out, err, errlen);
+}
+
+int gcoll_search_intra_rails(const struct gcoll_topo *topo, int nlocal, int multi_node,
+                             int max_channels, int cross_rail, struct gcoll_intra_graph *out,
+                             char *err, size_t errlen) {
   if (topo == NULL || out == NULL) {
     snprintf(err, errlen, "no topology to search");
     return -1;
@@ -800,5 +818,5 @@ int gcoll_search_intra(const struct gcoll_topo *topo, int nlocal, int multi_node
              topo->ngpu);
     return -1;
   }
-  return search_gpus(topo, nlocal, multi_node, max_channels, out, err, errlen);
+  return search_gpus(topo, nlocal, multi_node, max_channels, cross_rail, out, err, errlen);
 }

@@ -143,8 +143,12 @@ static void check_dgx_nics(const struct gcoll_plan *c) {
       int in = ch->ring[0], out = ch->ring[cls->nlocal - 1], end = ch->chain[0];
       snprintf(want, sizeof(want), "mlx5_%d", cls->has_gpu_map ? cls->gpu[in] : in);
       assert_string_equal(ch->ring_nic_in_name, want);
-      snprintf(want, sizeof(want), "mlx5_%d", cls->has_gpu_map ? cls->gpu[out] : out);
+      /* Rail-aligned: the ring leaves by the NIC it entered by, the exit
+       * GPU sending through the entry GPU next to that NIC (PXN). */
+      snprintf(want, sizeof(want), "mlx5_%d", cls->has_gpu_map ? cls->gpu[in] : in);
       assert_string_equal(ch->ring_nic_out_name, want);
+      assert_int_equal(ch->ring_rail_out, ch->ring_rail_in);
+      assert_int_equal(ch->ring_pxn, out == in ? -1 : in);
       snprintf(want, sizeof(want), "mlx5_%d", cls->has_gpu_map ? cls->gpu[end] : end);
       assert_string_equal(ch->chain_nic_name, want);
     }
