@@ -284,6 +284,18 @@ struct gcoll_plan *gcoll_plan_read_mem(const char *buf, size_t len, const char *
 /* Checks every invariant; returns 0 or -1 with the first broken one. */
 int gcoll_plan_verify(const struct gcoll_plan *plan, char *err, size_t errlen);
 
+/* Rails (plan_rails.c). Inter-node (net) edges of the searched channels'
+ * rings and of both trees, and how many change rails: on a rail-optimised
+ * fabric each such edge crosses the spine. */
+struct gcoll_rail_counts {
+  int ring_edges, ring_cross;
+  int tree_edges, tree_cross;
+};
+void gcoll_plan_rail_counts(const struct gcoll_plan *plan, struct gcoll_rail_counts *out);
+/* 0 when every inter-node edge stays on one rail; else -1 naming the first
+ * edge that does not, its nodes, NICs and rails. */
+int gcoll_plan_verify_rails(const struct gcoll_plan *plan, char *err, size_t errlen);
+
 /* Slurm-style host lists (hostlist.c): "n[001-004],gpu7" <-> names. */
 int gcoll_hostlist_expand(const char *list, char ***hosts, int *nhosts,
                           char *err, size_t errlen);

@@ -14,7 +14,7 @@ const char plan_usage_generate[] =
     "usage: gcoll-plan generate --topo TOPO[,TOPO...] [--nodes N] [--hosts LIST]\n"
     "                           [--ranks-per-node K[,K...]] [--channels C]\n"
     "                           [--nvlink-domain N] [--job-id J] [--step-id S]\n"
-    "                           [-q] -o FILE\n"
+    "                           [--allow-cross-rail] [-q] -o FILE\n"
     "\n"
     "Computes the communication plan of a job and writes it atomically.\n"
     "\n"
@@ -48,6 +48,13 @@ const char plan_usage_generate[] =
     "                          NVLink (p2p), the network joins domains. Replaces\n"
     "                          the domains the topology files name (a node's\n"
     "                          nvlink_domain, as detection writes it)\n"
+    "      --allow-cross-rail  for fabrics without rails (one switch, a full fat\n"
+    "                          tree): rings may leave a node by another rail\n"
+    "                          than they enter the next by, where that carries\n"
+    "                          more. Default: every ring leaves each node on\n"
+    "                          the rail (NIC index, or the topology's `rail`)\n"
+    "                          it enters the next by, through an NVLink peer's\n"
+    "                          NIC (PXN) where needed\n"
     "  -j, --job-id J          Slurm job id recorded in the plan\n"
     "  -s, --step-id S         Slurm step id recorded in the plan\n"
     "  -o, --output FILE       plan file to write ('-' for standard output)\n"
@@ -74,6 +81,7 @@ struct generate_opts {
   long long job_id, step_id; /* -1: unset */
   const char *output;
   int quiet;
+  int cross_rail;
 };
 
 /* Distinct topologies and which one each node uses: nodes with identical
@@ -292,6 +300,7 @@ static int parse_opts(int argc, char **argv, struct generate_opts *o) {
       {"step-id", required_argument, NULL, 's'},
       {"output", required_argument, NULL, 'o'},
       {"quiet", no_argument, NULL, 'q'},
+      {"allow-cross-rail", no_argument, NULL, 'R'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   memset(o, 0, sizeof(*o));
@@ -343,6 +352,7 @@ static int parse_opts(int argc, char **argv, struct generate_opts *o) {
       break;
     case 'o': o->output = optarg; break;
     case 'q': o->quiet = 1; break;
+    case 'R': o->cross_rail = 1; break;
     case 'h': return -1;
     default: return cli_bad_option(CMD, c, argv);
     }
@@ -434,6 +444,7 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
       .node_ranks = node_ranks,
       .node_gpus = node_gpus,
       .node_domain = node_domain,
+      .cross_rail = o->cross_rail,
   };
   plan = gcoll_plan_build(&in, err, sizeof(err));
   if (plan == NULL) {
