@@ -184,7 +184,9 @@ static void write_nets(struct xw *w, int first, int depth) {
     indent(f, depth + 1);
     fprintf(f, "<net name=\"%s\" dev=\"%d\"", d->name, d->index);
     if (d->u.nic.gbps > 0) fprintf(f, " speed=\"%s\"", num(b, sizeof(b), d->u.nic.gbps * 1000.0));
-    fprintf(f, " port=\"%d\"/>\n", d->u.nic.port);
+    fprintf(f, " port=\"%d\"", d->u.nic.port);
+    if (d->u.nic.rail >= 0) fprintf(f, " gcoll_rail=\"%d\"", d->u.nic.rail);
+    fprintf(f, "/>\n");
   }
   indent(f, depth);
   fprintf(f, "</nic>\n");
@@ -225,7 +227,9 @@ static int write_pci_dev(struct xw *w, int i, int depth) {
         indent(f, depth + 1);
         fprintf(f, "<net name=\"%s\" dev=\"%d\"", d->name, d->index);
         if (d->u.nic.gbps > 0) fprintf(f, " speed=\"%s\"", num(b, sizeof(b), d->u.nic.gbps * 1000.0));
-        fprintf(f, " port=\"%d\"/>\n", d->u.nic.port);
+        fprintf(f, " port=\"%d\"", d->u.nic.port);
+        if (d->u.nic.rail >= 0) fprintf(f, " gcoll_rail=\"%d\"", d->u.nic.rail);
+        fprintf(f, "/>\n");
         indent(f, depth);
         fprintf(f, "</nic>\n");
         return 0;
