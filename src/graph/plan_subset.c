@@ -242,6 +242,65 @@ static void derive_class(struct gcoll_plan *child, int k, const struct gcoll_pla
   child_class_name(child, pc, c, sel, k, c->name);
 }
 
+/* Rails across the child's classes. Each class pairs its channel ends
+ * with the NICs next to its own GPUs, so nodes that keep different GPUs
+ * (GPUs 0, 2, 4, 6 of one node, all of another) may enter and leave a
+ * channel on different rails, which crosses the spine between them. Where
+ * the child's classes disagree on a channel's rail, every class takes the
+ * parent's NIC for it instead (the parent is rail-aligned, so they then
+ * agree): reading a NIC that is not next to the entry GPU costs less than
+ * a spine crossing on every hop. */
+static int ring_rail_key(const struct gcoll_intra_channel *ch, int in) {
+  return in ? ch->ring_rail_in : ch->ring_rail_out;
+}
+
+static void take_parent_nics(struct gcoll_intra_channel *ch, const struct gcoll_intra_channel *pch,
+                             const int *sel, int nsel, int parent_nlocal, int ring) {
+  if (!ring) {
+    ch->chain_nic = pch->chain_nic;
+    ch->chain_rail = pch->chain_rail;
+    memcpy(ch->chain_nic_name, pch->chain_nic_name, sizeof(ch->chain_nic_name));
+    return;
+  }
+  int inv[GCOLL_MAX_LOCAL_RANKS];
+  for (int i = 0; i < parent_nlocal; i++) inv[i] = -1;
+  for (int j = 0; j < nsel; j++) inv[sel[j]] = j;
+  ch->ring_nic_in = pch->ring_nic_in;
+  ch->ring_nic_out = pch->ring_nic_out;
+  ch->ring_rail_in = pch->ring_rail_in;
+  ch->ring_rail_out = pch->ring_rail_out;
+  memcpy(ch->ring_nic_in_name, pch->ring_nic_in_name, sizeof(ch->ring_nic_in_name));
+  memcpy(ch->ring_nic_out_name, pch->ring_nic_out_name, sizeof(ch->ring_nic_out_name));
+  ch->ring_pxn = pch->ring_pxn >= 0 && inv[pch->ring_pxn] >= 0 &&
+                         inv[pch->ring_pxn] != ch->ring[nsel - 1]
+                     ? inv[pch->ring_pxn]
+                     : -1;
+}
+
+static void align_rails(struct subset *s, struct gcoll_plan *child, int S) {
+  if (s->nnodes < 2 || child->nclasses < 2) return;
+  for (int c = 0; c < S; c++)
+    for (int ring = 0; ring < 2; ring++) {
+      int agree = 1;
+      for (int k = 0; k < child->nclasses && agree; k++) {
+        const struct gcoll_intra_channel *a = &child->classes[k].graph.ch[c];
+        const struct gcoll_intra_channel *b = &child->classes[0].graph.ch[c];
+        if (ring)
+          agree = ring_rail_key(a, 0) == ring_rail_key(b, 0) &&
+                  ring_rail_key(a, 1) == ring_rail_key(b, 1) &&
+                  strcmp(a->ring_nic_in_name, b->ring_nic_in_name) == 0;
+        else
+          agree = a->chain_rail == b->chain_rail &&
+                  strcmp(a->chain_nic_name, b->chain_nic_name) == 0;
+      }
+      for (int k = 0; k < child->nclasses && !agree; k++) {
+        const struct gcoll_plan_class *pc = &s->parent->classes[s->cls[k].parent_class];
+        take_parent_nics(&child->classes[k].graph.ch[c], &pc->graph.ch[c], s->cls[k].sel,
+                         s->cls[k].nsel, pc->nlocal, ring);
+      }
+    }
+}
+
 /* The child class of child node `node`, made on first use. */
 static int class_for(struct subset *s, struct gcoll_plan *child, int node, int S,
                      int multi_node) {
@@ -273,6 +332,7 @@ static int fill_nodes(struct subset *s, struct gcoll_plan *child) {
                   "split)", s->node_parent[i]);
     if ((child->node_host[i] = strdup(host)) == NULL) return fail(s, "out of memory");
   }
+  align_rails(s, child, S);
   int at = 0;
   for (int i = 0; i < p->nnodes; i++) {
     int c = s->child_of_parent[p->ring_node_order[i]];

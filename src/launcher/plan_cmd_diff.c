@@ -82,6 +82,15 @@ static void diff_list(struct differ *d, const char *what, const int *a, int na, 
   say(d, "%s: %s -> %s", what, fmt_list(a, na, ba, sizeof(ba)), fmt_list(b, nb, bb, sizeof(bb)));
 }
 
+/* A rail or PXN local rank, -1 printed as "none". */
+static void diff_opt(struct differ *d, const char *what, int a, int b) {
+  if (a == b) return;
+  char ba[16] = "none", bb[16] = "none";
+  if (a >= 0) snprintf(ba, sizeof(ba), "%d", a);
+  if (b >= 0) snprintf(bb, sizeof(bb), "%d", b);
+  say(d, "%s: %s -> %s", what, ba, bb);
+}
+
 static void diff_channel(struct differ *d, const char *cname, int s, int nla, int nlb,
                          const struct gcoll_intra_channel *a,
                          const struct gcoll_intra_channel *b) {
@@ -92,10 +101,18 @@ static void diff_channel(struct differ *d, const char *cname, int s, int nla, in
   diff_str(d, what, a->ring_nic_in_name, b->ring_nic_in_name);
   snprintf(what, sizeof(what), "class %s: ring %d nic_out", cname, s);
   diff_str(d, what, a->ring_nic_out_name, b->ring_nic_out_name);
+  snprintf(what, sizeof(what), "class %s: ring %d rail_in", cname, s);
+  diff_opt(d, what, a->ring_rail_in, b->ring_rail_in);
+  snprintf(what, sizeof(what), "class %s: ring %d rail_out", cname, s);
+  diff_opt(d, what, a->ring_rail_out, b->ring_rail_out);
+  snprintf(what, sizeof(what), "class %s: ring %d pxn", cname, s);
+  diff_opt(d, what, a->ring_pxn, b->ring_pxn);
   snprintf(what, sizeof(what), "class %s: tree %d chain", cname, s);
   diff_list(d, what, a->chain, nla, b->chain, nlb);
   snprintf(what, sizeof(what), "class %s: tree %d nic", cname, s);
   diff_str(d, what, a->chain_nic_name, b->chain_nic_name);
+  snprintf(what, sizeof(what), "class %s: tree %d rail", cname, s);
+  diff_opt(d, what, a->chain_rail, b->chain_rail);
 }
 
 static void diff_class(struct differ *d, const struct gcoll_plan_class *a,
