@@ -62,13 +62,22 @@ struct gcoll_intra_graph {
 int gcoll_search_intra(const struct gcoll_topo *topo, int nlocal, int multi_node,
                        int max_channels, struct gcoll_intra_graph *out,
                        char *err, size_t errlen);
-/* The same; rings leave each node by the rail they entered by (PXN where
- * needed) whenever such rings exist. cross_rail (fabrics without rails,
- * gcoll-plan generate --allow-cross-rail) takes rings that change rails
- * instead when they carry more bandwidth. */
+/* The same with rail options. Rings leave each node by the rail they
+ * entered by (PXN where needed) whenever such rings exist. cross_rail
+ * (fabrics without rails, gcoll-plan generate --allow-cross-rail) takes
+ * rings that change rails instead when they carry more bandwidth.
+ * want_rail[c] (nwant entries, -1: any), when set, is the rail channel c
+ * must enter by: another class's rail for it, so that nodes of different
+ * classes meet on one rail; channels that cannot are not found. */
+struct gcoll_search_opts {
+  int cross_rail;
+  const int *want_rail;
+  int nwant;
+  int min_channels;   /* levels that find fewer channels are passed over */
+};
 int gcoll_search_intra_rails(const struct gcoll_topo *topo, int nlocal, int multi_node,
-                             int max_channels, int cross_rail, struct gcoll_intra_graph *out,
-                             char *err, size_t errlen);
+                             int max_channels, const struct gcoll_search_opts *opts,
+                             struct gcoll_intra_graph *out, char *err, size_t errlen);
 
 /* ---- trees (btree.c) --------------------------------------------------- */
 

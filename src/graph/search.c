@@ -392,6 +392,8 @@ struct level_ctx {
   const struct gcoll_topo *t;
   int n, multi_node, max_channels;
   int rails;   /* rings leave each node on the rail they entered by */
+  const int *want_rail;   /* per channel, the rail it must enter by (-1: any) */
+  int nwant;
   long total_budget;
   int start_uses[GCOLL_TOPO_MAX_GPUS];
 };
@@ -422,9 +424,10 @@ static int find_ring(struct level_ctx *lc, struct capacity *cap, int c, double s
                           &ch->ring_nic_out, &ch->ring_pxn);
   }
   /* Round robin over NICs so the first nnic channels all enter by different NICs. */
+  int want = lc->want_rail != NULL && c < lc->nwant ? lc->want_rail[c] : -1;
   for (int i = 0; i < t->nnic; i++) {
     int k = (c + i) % t->nnic;
-    if (!fits(cap->nic_in[k], s)) continue;
+    if (!fits(cap->nic_in[k], s) || (want >= 0 && gcoll_topo_nic_rail(t, k) != want)) continue;
     int start = closest_gpu(lc, k);
     if (search_channel(t, cap, DFS_NET, lc->n, s, k, lc->rails, start, &lc->total_budget,
                        ch->ring, &ch->ring_nic_out, &ch->ring_pxn) == 0) {
@@ -616,7 +619,8 @@ static int default_max_channels(const struct gcoll_topo *t, int n, int multi_nod
 }
 
 static int search_gpus_mode(const struct gcoll_topo *t, int n, int multi_node, int max_channels,
-                            int rails, struct gcoll_intra_graph *out, char *err, size_t errlen) {
+                            int rails, const struct gcoll_search_opts *o,
+                            struct gcoll_intra_graph *out, char *err, size_t errlen) {
   for (int a = 0; a < n; a++)
     for (int b = 0; b < n; b++)
       if (a != b && gpu_path(t, a, b)->type == GCOLL_PATH_DIS) {
@@ -625,6 +629,7 @@ static int search_gpus_mode(const struct gcoll_topo *t, int n, int multi_node, i
         return -1;
       }
   struct level_ctx lc = {.t = t, .n = n, .multi_node = multi_node, .rails = rails,
+                         .want_rail = o->want_rail, .nwant = o->nwant,
                          .total_budget = SEARCH_TOTAL_BUDGET};
   lc.max_channels = max_channels > 0 ? max_channels : default_max_channels(t, n, multi_node);
   if (lc.max_channels > GCOLL_MAX_SEARCH_CHANNELS) lc.max_channels = GCOLL_MAX_SEARCH_CHANNELS;
@@ -639,7 +644,7 @@ static int search_gpus_mode(const struct gcoll_topo *t, int n, int multi_node, i
   for (int i = 0; i < nlv; i++) {
     if (levels[i] * lc.max_channels <= best_total * (1 + 1e-9)) break;
     int found = search_level(&lc, levels[i], trial);
-    if (found > 0 && found * levels[i] > best_total * (1 + 1e-9)) {
+    if (found > 0 && found >= o->min_channels && found * levels[i] > best_total * (1 + 1e-9)) {
       best_total = found * levels[i];
       best_s = levels[i];
       out->nchannels = found;
@@ -680,16 +685,17 @@ static int search_gpus_mode(const struct gcoll_topo *t, int n, int multi_node, i
  * of every node on leaf k), where a cross-rail hop crosses the spine. Only
  * a node on which no such ring exists at all gets cross-rail rings. */
 static int search_gpus(const struct gcoll_topo *t, int n, int multi_node, int max_channels,
-                       int cross_rail, struct gcoll_intra_graph *out, char *err, size_t errlen) {
+                       const struct gcoll_search_opts *o, struct gcoll_intra_graph *out,
+                       char *err, size_t errlen) {
   if (multi_node && t->nnic > 0 &&
-      search_gpus_mode(t, n, multi_node, max_channels, 1, out, err, errlen) == 0) {
-    if (!cross_rail) return 0;
+      search_gpus_mode(t, n, multi_node, max_channels, 1, o, out, err, errlen) == 0) {
+    if (!o->cross_rail) return 0;
     /* Fabrics without rails: the cross-rail rings when they carry more. */
     struct gcoll_intra_graph *free_g = calloc(1, sizeof(*free_g));
     char why[256];
     if (free_g != NULL) {
       free_g->nlocal = out->nlocal;
-      if (search_gpus_mode(t, n, multi_node, max_channels, 0, free_g, why, sizeof(why)) == 0 &&
+      if (search_gpus_mode(t, n, multi_node, max_channels, 0, o, free_g, why, sizeof(why)) == 0 &&
           free_g->nchannels * free_g->ring_bw > out->nchannels * out->ring_bw * (1 + 1e-9))
         *out = *free_g;
       free(free_g);
@@ -698,7 +704,7 @@ static int search_gpus(const struct gcoll_topo *t, int n, int multi_node, int ma
   }
   memset(out->ch, 0, sizeof(out->ch));
   out->nchannels = 0;
-  return search_gpus_mode(t, n, multi_node, max_channels, 0, out, err, errlen);
+  return search_gpus_mode(t, n, multi_node, max_channels, 0, o, out, err, errlen);
 }
 
 /* ---- CPU-only nodes ----------------------------------------------------- */
@@ -787,12 +793,13 @@ static int search_cpus(const struct gcoll_topo *t, int n, int multi_node, int ma
 
 int gcoll_search_intra(const struct gcoll_topo *topo, int nlocal, int multi_node, int max_channels,
                        struct gcoll_intra_graph *out, char *err, size_t errlen) {
-  return gcoll_search_intra_rails(topo, nlocal, multi_node, max_channels, 0, out, err, errlen);
+  struct gcoll_search_opts none = {0, NULL, 0, 0};
+  return gcoll_search_intra_rails(topo, nlocal, multi_node, max_channels, &none, out, err, errlen);
 }
 
 int gcoll_search_intra_rails(const struct gcoll_topo *topo, int nlocal, int multi_node,
-                             int max_channels, int cross_rail, struct gcoll_intra_graph *out,
-                             char *err, size_t errlen) {
+                             int max_channels, const struct gcoll_search_opts *opts,
+                             struct gcoll_intra_graph *out, char *err, size_t errlen) {
   if (topo == NULL || out == NULL) {
     snprintf(err, errlen, "no topology to search");
     return -1;
@@ -818,5 +825,5 @@ int gcoll_search_intra_rails(const struct gcoll_topo *topo, int nlocal, int mult
              topo->ngpu);
     return -1;
   }
-  return search_gpus(topo, nlocal, multi_node, max_channels, cross_rail, out, err, errlen);
+  return search_gpus(topo, nlocal, multi_node, max_channels, opts, out, err, errlen);
 }

@@ -227,12 +227,35 @@ static void test_subset_keeps_rails(void **state) {
   gcoll_topo_free(t);
 }
 
+/* Nodes of one topology holding different rank counts are different
+ * classes, each searched alone; the builder makes them meet on one rail
+ * for every count pair. */
+static void test_classes_meet_on_rails(void **state) {
+  (void)state;
+  struct gcoll_topo *t = test_topo_load("dgx-h100");
+  const struct gcoll_topo *topos[2] = {t, t};
+  char err[512];
+  for (int a = 1; a <= 8; a++)
+    for (int b = 1; b <= 8; b++) {
+      int counts[2] = {a, b};
+      struct gcoll_plan_input in = {.nnodes = 2, .node_topo = topos, .job_id = -1,
+                                    .step_id = -1, .node_ranks = counts};
+      struct gcoll_plan *p = gcoll_plan_build(&in, err, sizeof(err));
+      if (p == NULL) fail_msg("%d,%d: %s", a, b, err);
+      if (gcoll_plan_verify(p, err, sizeof(err)) != 0) fail_msg("%d,%d: %s", a, b, err);
+      if (gcoll_plan_verify_rails(p, err, sizeof(err)) != 0) fail_msg("%d,%d: %s", a, b, err);
+      gcoll_plan_free(p);
+    }
+  gcoll_topo_free(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dgx_h100_rail_aligned),
       cmocka_unit_test(test_every_topology),
       cmocka_unit_test(test_cross_rail_counted),
       cmocka_unit_test(test_subset_keeps_rails),
+      cmocka_unit_test(test_classes_meet_on_rails),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -267,7 +267,7 @@ static void test_multi_node_uses_every_nic(void **state) {
      * two rings of 16 GB/s beat one rail-aligned ring of 20) uses both. */
     int cross = strcmp(names[i], "pcie-2s-4gpu") == 0;
     memset(g, 0xA5, sizeof(*g));
-    assert_int_equal(gcoll_search_intra_rails(t, t->ngpu, 1, 0, cross, g, err, sizeof(err)), 0);
+    assert_int_equal(gcoll_search_intra_rails(t, t->ngpu, 1, 0, &(struct gcoll_search_opts){cross, NULL, 0, 0}, g, err, sizeof(err)), 0);
     check_graph(t, t->ngpu, 1, 0, g);
     int used[GCOLL_TOPO_MAX_NODES] = {0}, entered[GCOLL_TOPO_MAX_NODES] = {0};
     for (int c = 0; c < g->nchannels; c++) {
@@ -364,14 +364,14 @@ static void test_cross_rail(void **state) {
   struct gcoll_topo *t = test_topo_load("pcie-2s-4gpu");
   struct gcoll_intra_graph *g = graph_new(), *r = graph_new();
   char err[256];
-  assert_int_equal(gcoll_search_intra_rails(t, t->ngpu, 1, 0, 0, r, err, sizeof(err)), 0);
-  assert_int_equal(gcoll_search_intra_rails(t, t->ngpu, 1, 0, 1, g, err, sizeof(err)), 0);
+  assert_int_equal(gcoll_search_intra_rails(t, t->ngpu, 1, 0, &(struct gcoll_search_opts){0, NULL, 0, 0}, r, err, sizeof(err)), 0);
+  assert_int_equal(gcoll_search_intra_rails(t, t->ngpu, 1, 0, &(struct gcoll_search_opts){1, NULL, 0, 0}, g, err, sizeof(err)), 0);
   check_graph(t, t->ngpu, 1, 0, g);
   assert_true(g->nchannels * g->ring_bw > r->nchannels * r->ring_bw);
   for (int c = 0; c < g->nchannels; c++) assert_int_not_equal(g->ch[c].ring_rail_in, g->ch[c].ring_rail_out);
   /* Where rails cost nothing they stay. */
   struct gcoll_topo *h = test_topo_load("dgx-h100");
-  assert_int_equal(gcoll_search_intra_rails(h, h->ngpu, 1, 0, 1, g, err, sizeof(err)), 0);
+  assert_int_equal(gcoll_search_intra_rails(h, h->ngpu, 1, 0, &(struct gcoll_search_opts){1, NULL, 0, 0}, g, err, sizeof(err)), 0);
   for (int c = 0; c < g->nchannels; c++) assert_int_equal(g->ch[c].ring_rail_in, g->ch[c].ring_rail_out);
   free(g);
   free(r);
