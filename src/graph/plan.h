@@ -18,6 +18,7 @@
 #define GCOLL_MAX_GPU_INDEX 1023    /* largest GPU index a class's gpu map holds */
 #define GCOLL_MAX_RANKS (1 << 24)
 #define GCOLL_MAX_NODES (1 << 20)
+#define GCOLL_MAX_LEFT_OUT 32       /* NICs a class lists as left out */
 
 /* ---- intra-node search (search.c) ------------------------------------- */
 
@@ -52,6 +53,11 @@ struct gcoll_intra_graph {
   struct gcoll_intra_channel ch[GCOLL_MAX_SEARCH_CHANNELS];
   int nvls_nheads;             /* 0 when no NVSwitch multicast */
   int nvls_heads[GCOLL_MAX_NVLS_HEADS];  /* local ranks */
+  /* NICs of the node the plan does not use: port down ("down") or below
+   * its line rate ("slow") when the node's topology was taken. Multi-node
+   * plans only; past GCOLL_MAX_LEFT_OUT only counted. */
+  int nleft_out, left_out_more;
+  struct { char nic[32]; char why[8]; } left_out[GCOLL_MAX_LEFT_OUT];
 };
 
 /* Searches channels for `nlocal` local ranks on `topo` (paths computed).

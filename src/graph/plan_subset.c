@@ -214,6 +214,12 @@ static void derive_class(struct gcoll_plan *child, int k, const struct gcoll_pla
   g->ring_bw = pc->graph.ring_bw;
   g->net_bw = multi_node ? pc->graph.net_bw : 0;
   g->ring_worst_path = pc->graph.ring_worst_path;
+  /* The node's NICs that are down stay down for its groups. */
+  if (multi_node) {
+    g->nleft_out = pc->graph.nleft_out;
+    g->left_out_more = pc->graph.left_out_more;
+    memcpy(g->left_out, pc->graph.left_out, sizeof(g->left_out));
+  }
   for (int s = 0; s < S; s++) {
     const struct gcoll_intra_channel *pch = &pc->graph.ch[s];
     struct gcoll_intra_channel *ch = &g->ch[s];

@@ -243,6 +243,17 @@ static void write_class(struct emit *e, const struct gcoll_plan_class *c, int ns
     int_list(e, g->nvls_heads, g->nvls_nheads);
     map_end(e);
   }
+  if (g->nleft_out > 0) {
+    scalar(e, "nics_left_out");
+    seq_start(e, 0);
+    for (int i = 0; i < g->nleft_out; i++) {
+      map_start(e, 1);
+      key_str(e, "nic", g->left_out[i].nic);
+      key_str(e, "reason", g->left_out[i].why);
+      map_end(e);
+    }
+    seq_end(e);
+  }
   map_end(e);
 }
 

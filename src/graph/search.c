@@ -88,6 +88,19 @@ static uint64_t hop_weight(enum gcoll_path_type type) {
 static int gpu_dev(const struct gcoll_topo *t, int g) { return t->gpu[g]; }
 static int nic_dev(const struct gcoll_topo *t, int k) { return t->nic[k]; }
 
+/* NICs a plan may use: a port that is down or trained below its line rate
+ * is left out (the class lists it), so a node with a bad cable plans
+ * around it instead of running every channel at the slow port's pace. */
+static int nic_ok(const struct gcoll_topo *t, int k) {
+  return gcoll_topo_nic_usable(t, k, NULL, NULL, 0);
+}
+
+static int usable_nics(const struct gcoll_topo *t) {
+  int n = 0;
+  for (int k = 0; k < t->nnic; k++) n += nic_ok(t, k);
+  return n;
+}
+
 static double nic_rate(const struct gcoll_topo *t, int k) {
   double gbps = t->dev[nic_dev(t, k)].u.nic.gbps;
   return gbps > 0 ? gbps / 8.0 : UNLIMITED;
@@ -121,7 +134,8 @@ static struct capacity *capacity_new(const struct gcoll_topo *t) {
     c->base[d] = at;
     for (int l = 0; l < t->dev[d].nlinks; l++) c->link[at++] = t->dev[d].links[l].bw;
   }
-  for (int k = 0; k < t->nnic; k++) c->nic_in[k] = c->nic_out[k] = nic_rate(t, k);
+  /* -1: not even a search that reserves nothing (s = 0) fits. */
+  for (int k = 0; k < t->nnic; k++) c->nic_in[k] = c->nic_out[k] = nic_ok(t, k) ? nic_rate(t, k) : -1;
   return c;
 }
 
@@ -416,7 +430,7 @@ static int closest_gpu(const struct level_ctx *lc, int k) {
 static int find_ring(struct level_ctx *lc, struct capacity *cap, int c, double s,
                      struct gcoll_intra_channel *ch) {
   const struct gcoll_topo *t = lc->t;
-  if (!lc->multi_node || t->nnic == 0) {
+  if (!lc->multi_node || usable_nics(t) == 0) {
     enum dfs_mode mode = lc->multi_node ? DFS_NET : DFS_CYCLE;
     int start = lc->multi_node ? c % lc->n : 0;
     ch->ring_nic_in = ch->ring_nic_out = -1;
@@ -469,9 +483,10 @@ static int make_levels(const struct gcoll_topo *t, int n, int multi_node, double
     for (int b = 0; b < n; b++)
       if (a != b && gpu_path(t, a, b)->bw > pair) pair = gpu_path(t, a, b)->bw;
   if (n > 1 && pair < top) top = pair;
-  if (multi_node && t->nnic > 0) {
+  if (multi_node && usable_nics(t) > 0) {
     double net = 0;
     for (int k = 0; k < t->nnic; k++) {
+      if (!nic_ok(t, k)) continue;
       double r = nic_rate(t, k);
       for (int g = 0; g < n; g++) {
         double b = gcoll_topo_path(t, nic_dev(t, k), gpu_dev(t, g))->bw;
@@ -485,7 +500,7 @@ static int make_levels(const struct gcoll_topo *t, int n, int multi_node, double
     for (int l = 0; l < t->dev[d].nlinks; l++)
       for (int k = 1; k <= n + 2; k++) nlv = add_level(lv, nlv, t->dev[d].links[l].bw / k, top);
   for (int i = 0; i < t->nnic; i++)
-    for (int k = 1; k <= n + 2; k++) nlv = add_level(lv, nlv, nic_rate(t, i) / k, top);
+    for (int k = 1; k <= n + 2 && nic_ok(t, i); k++) nlv = add_level(lv, nlv, nic_rate(t, i) / k, top);
   qsort(lv, (size_t)nlv, sizeof(double), cmp_desc);
   int m = 0;
   for (int i = 0; i < nlv; i++)
@@ -607,7 +622,7 @@ static void find_nvls_heads(const struct gcoll_topo *t, int n, struct gcoll_intr
 }
 
 static int default_max_channels(const struct gcoll_topo *t, int n, int multi_node) {
-  if (multi_node) return t->nnic > 1 ? t->nnic : 1;
+  if (multi_node) return usable_nics(t) > 1 ? usable_nics(t) : 1;
   double out = 0;
   const struct gcoll_topo_dev *g0 = &t->dev[gpu_dev(t, 0)];
   for (int l = 0; l < g0->nlinks; l++) out += g0->links[l].bw;
@@ -672,7 +687,7 @@ static int search_gpus_mode(const struct gcoll_topo *t, int n, int multi_node, i
     best_s = ring_alone_bw(t, &out->ch[0], n, !multi_node);
   }
   out->ring_bw = best_s;
-  out->net_bw = multi_node && t->nnic > 0 ? best_s : 0;
+  out->net_bw = multi_node && usable_nics(t) > 0 ? best_s : 0;
   out->ring_worst_path = worst_ring_hop(t, out, !multi_node);
   search_chains(&lc, out, best_s);
   for (int c = 0; c < out->nchannels; c++) fill_names(t, &out->ch[c]);
@@ -687,7 +702,7 @@ static int search_gpus_mode(const struct gcoll_topo *t, int n, int multi_node, i
 static int search_gpus(const struct gcoll_topo *t, int n, int multi_node, int max_channels,
                        const struct gcoll_search_opts *o, struct gcoll_intra_graph *out,
                        char *err, size_t errlen) {
-  if (multi_node && t->nnic > 0 &&
+  if (multi_node && usable_nics(t) > 0 &&
       search_gpus_mode(t, n, multi_node, max_channels, 1, o, out, err, errlen) == 0) {
     if (!o->cross_rail) return 0;
     /* Fabrics without rails: the cross-rail rings when they carry more. */
@@ -771,7 +786,9 @@ static int search_cpus(const struct gcoll_topo *t, int n, int multi_node, int ma
     }
     free(count);
   }
-  int nic = multi_node && t->nnic > 0 ? 0 : -1;
+  int nic = -1;
+  for (int k = 0; multi_node && k < t->nnic && nic < 0; k++)
+    if (nic_ok(t, k)) nic = k;
   out->ring_bw = bw;
   out->net_bw = 0;
   if (nic >= 0) {
@@ -789,6 +806,22 @@ static int search_cpus(const struct gcoll_topo *t, int n, int multi_node, int ma
   }
   out->nvls_nheads = 0;
   return 0;
+}
+
+/* The NICs a multi-node plan leaves out, as the class records them. */
+static void note_left_out(const struct gcoll_topo *t, int multi_node, struct gcoll_intra_graph *g) {
+  g->nleft_out = 0;
+  for (int k = 0; multi_node && k < t->nnic; k++) {
+    const char *why;
+    if (gcoll_topo_nic_usable(t, k, &why, NULL, 0)) continue;
+    if (g->nleft_out == GCOLL_MAX_LEFT_OUT) {
+      g->left_out_more++;
+      continue;
+    }
+    snprintf(g->left_out[g->nleft_out].nic, sizeof(g->left_out[0].nic), "%s",
+             t->dev[t->nic[k]].name);
+    snprintf(g->left_out[g->nleft_out++].why, sizeof(g->left_out[0].why), "%s", why);
+  }
 }
 
 int gcoll_search_intra(const struct gcoll_topo *topo, int nlocal, int multi_node, int max_channels,
@@ -819,11 +852,18 @@ int gcoll_search_intra_rails(const struct gcoll_topo *topo, int nlocal, int mult
     return -1;
   }
   out->nlocal = nlocal;
-  if (topo->ngpu == 0) return search_cpus(topo, nlocal, multi_node, max_channels, out, err, errlen);
+  int rc;
+  if (topo->ngpu == 0) {
+    rc = search_cpus(topo, nlocal, multi_node, max_channels, out, err, errlen);
+    note_left_out(topo, multi_node, out);
+    return rc;
+  }
   if (nlocal > topo->ngpu) {
     snprintf(err, errlen, "topology '%s': %d local ranks but only %d GPUs", topo->name, nlocal,
              topo->ngpu);
     return -1;
   }
-  return search_gpus(topo, nlocal, multi_node, max_channels, opts, out, err, errlen);
+  rc = search_gpus(topo, nlocal, multi_node, max_channels, opts, out, err, errlen);
+  note_left_out(topo, multi_node, out);
+  return rc;
 }

@@ -105,6 +105,24 @@ int gcoll_topo_nic_rail(const struct gcoll_topo *topo, int k) {
   return r >= 0 ? r : k;
 }
 
+int gcoll_topo_nic_usable(const struct gcoll_topo *topo, int k, const char **why, char *detail,
+                          size_t detaillen) {
+  const struct gcoll_topo_dev *d = &topo->dev[topo->nic[k]];
+  const char *w = NULL;
+  char buf[64] = "";
+  if (d->u.nic.down) {
+    w = "down";
+    snprintf(buf, sizeof(buf), "port down");
+  } else if (d->u.nic.active_gbps > 0 && d->u.nic.gbps > 0 &&
+             d->u.nic.active_gbps < d->u.nic.gbps * (1 - 1e-9)) {
+    w = "slow";
+    snprintf(buf, sizeof(buf), "%g of %g Gb/s", d->u.nic.active_gbps, d->u.nic.gbps);
+  }
+  if (why != NULL) *why = w;
+  if (detail != NULL && detaillen > 0) snprintf(detail, detaillen, "%s", buf);
+  return w == NULL;
+}
+
 /* Appends `idx` to the per-type index list, respecting its capacity. */
 static int index_list_add(struct gcoll_topo *t, enum gcoll_dev_type type, int idx,
                           char *err, size_t errlen) {
@@ -267,6 +285,10 @@ uint32_t gcoll_topo_hash(const struct gcoll_topo *topo) {
         /* Only a rail the file names: topologies written before rails
          * existed keep their hashes, and so do the plans made from them. */
         if (d->u.nic.rail >= 0) h = fnv_int(h, 0x7261696cLL + d->u.nic.rail);
+        /* Likewise the health of a port: a healthy node keeps its hash, a
+         * degraded one gets a class of its own. */
+        if (d->u.nic.down) h = fnv_int(h, 0x646f776eLL);
+        if (d->u.nic.active_gbps > 0) h = fnv_bw(h, d->u.nic.active_gbps + 1e6);
         break;
       case GCOLL_DEV_NVS: h = fnv_int(h, d->u.nvs.multicast); break;
       default: break;

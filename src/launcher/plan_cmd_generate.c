@@ -287,6 +287,29 @@ bad:
                          "with K in 1..%d", s, GCOLL_MAX_LOCAL_RANKS);
 }
 
+/* One INFO line per NIC a class leaves out (down, or below its line rate),
+ * naming its first node and how many more share that topology. */
+static void report_left_out(const struct gcoll_plan *plan, const struct gcoll_topo **node_topo) {
+  for (int k = 0; k < plan->nclasses; k++) {
+    const struct gcoll_intra_graph *g = &plan->classes[k].graph;
+    int first = -1, count = 0;
+    for (int n = 0; n < plan->nnodes; n++)
+      if (plan->node_class[n] == k && count++ == 0) first = n;
+    if (g->nleft_out == 0 || first < 0) continue;
+    const struct gcoll_topo *t = node_topo[first];
+    for (int i = 0; i < g->nleft_out; i++) {
+      char detail[64] = "";
+      int d = gcoll_topo_find(t, g->left_out[i].nic);
+      if (d >= 0 && t->dev[d].type == GCOLL_DEV_NIC)
+        gcoll_topo_nic_usable(t, t->dev[d].index, NULL, detail, sizeof(detail));
+      fprintf(stderr, "gcoll-plan: INFO: %s of node %d (%s%s) left out of the plan: %s\n",
+              g->left_out[i].nic, first, plan->node_host[first],
+              count > 1 ? ", and the other nodes of its topology" : "",
+              detail[0] ? detail : g->left_out[i].why);
+    }
+  }
+}
+
 static int parse_opts(int argc, char **argv, struct generate_opts *o) {
   static const struct option longopts[] = {
       {"topo", required_argument, NULL, 't'},
@@ -467,6 +490,7 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
     char summary[256];
     cli_plan_summary(plan, summary, sizeof(summary));
     fprintf(stderr, "%s: %s\n", cli_path_name(o->output), summary);
+    report_left_out(plan, node_topo);
   }
   rc = PLAN_EXIT_OK;
 out:

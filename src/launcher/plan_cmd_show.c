@@ -91,6 +91,10 @@ static void print_class(const struct gcoll_plan *plan, int k) {
     if (ch->chain_rail >= 0) printf(" (rail %d)", ch->chain_rail);
     printf("\n");
   }
+  for (int i = 0; i < g->nleft_out; i++)
+    printf("    NIC %s left out: %s\n", g->left_out[i].nic,
+           strcmp(g->left_out[i].why, "down") == 0 ? "port down" : "below its line rate");
+  if (g->left_out_more > 0) printf("    ... and %d more NICs left out\n", g->left_out_more);
   if (g->nvls_nheads > 0) {
     printf("    nvls heads: ");
     print_perm(g->nvls_heads, g->nvls_nheads);

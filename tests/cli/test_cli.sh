@@ -637,6 +637,39 @@ expect_rc "rails: named rails verify" 0 "$BIN" verify -q "$tmp/railed-plan.yaml"
 sed 's/rail: 13}/rail: -1}/' "$tmp/railed.yaml" > "$tmp/railbad.yaml"
 expect_err_prefix "rails: a bad rail" 1 "gcoll-plan: $tmp/railbad.yaml:" "$BIN" topo "$tmp/railbad.yaml"
 
+# ---- degraded links: a port down or below its line rate ---------------------------
+# As detection writes them (no RDMA device here to detect one for real).
+sed -e 's/\({name: mlx5_3,.*gbps: 400\)}/\1, state: down}/' \
+  -e 's/\({name: mlx5_5,.*gbps: 400\)}/\1, active_gbps: 200}/' "$TOPOS/dgx-h100.yaml" > "$tmp/sick.yaml"
+expect_rc "degraded: a topology with a port down" 0 "$BIN" topo "$tmp/sick.yaml"
+check "degraded: the topology keeps the marks" grep -q "name: mlx5_3, .*state: down" "$tmp/out"
+expect_rc "degraded: generate" 0 "$BIN" generate --topo dgx-h100,"$tmp/sick.yaml" --nodes 2 -o "$tmp/sick-plan.yaml"
+check "degraded: one INFO line for the port down" \
+  grep -qx "gcoll-plan: INFO: mlx5_3 of node 1 (node00001) left out of the plan: port down" "$tmp/err"
+check "degraded: one INFO line for the slow port" \
+  grep -qx "gcoll-plan: INFO: mlx5_5 of node 1 (node00001) left out of the plan: 200 of 400 Gb/s" "$tmp/err"
+check "degraded: two INFO lines" [ "$(grep -c INFO "$tmp/err")" -eq 2 ]
+check "degraded: the plan says so" grep -q "{nic: mlx5_3, reason: down}" "$tmp/sick-plan.yaml"
+check "degraded: no ring or chain uses them" \
+  [ "$(grep -v reason "$tmp/sick-plan.yaml" | grep -cE 'nic_(in|out): mlx5_[35]|nic: mlx5_[35]')" -eq 0 ]
+expect_rc "degraded: verify" 0 "$BIN" verify -q "$tmp/sick-plan.yaml"
+expect_rc "degraded: show" 0 "$BIN" show "$tmp/sick-plan.yaml"
+check "degraded: show names the port" grep -qx "    NIC mlx5_5 left out: below its line rate" "$tmp/out"
+"$BIN" generate -q --topo dgx-h100 --nodes 2 -o "$tmp/well-plan.yaml"
+expect_rc "degraded: diff against a healthy plan" 1 "$BIN" diff "$tmp/well-plan.yaml" "$tmp/sick-plan.yaml"
+check "diff: the degraded class and its ports" \
+  grep -q "^+ class dgx-h100-2 (hash [0-9a-f]*, 8 local ranks, NICs left out: mlx5_3 (down), mlx5_5 (slow))" "$tmp/out"
+check "diff: the node that changed" grep -q "^node class: 1 node differs: 1 (dgx-h100 -> dgx-h100-2)" "$tmp/out"
+expect_rc "degraded: -q prints nothing" 0 "$BIN" generate -q --topo "$tmp/sick.yaml" --nodes 2 -o "$tmp/sick2.yaml"
+check "degraded: -q is quiet" [ ! -s "$tmp/err" ]
+expect_rc "degraded: NCCL XML keeps the marks" 0 "$BIN" topo "$tmp/sick.yaml" --to-nccl -o "$tmp/sick.xml"
+h1=$("$BIN" topo "$tmp/sick.yaml" --hash); h2=$("$BIN" topo "$tmp/sick.xml" --hash)
+check "degraded: same hash through NCCL XML" [ "$h1" = "$h2" ]
+sed 's/state: down/state: off/' "$tmp/sick.yaml" > "$tmp/sick-bad.yaml"
+expect_err "degraded: a bad state" 1 \
+  "gcoll-plan: $tmp/sick-bad.yaml:33: field 'nics[3].state': expected up or down, found 'off'" \
+  "$BIN" topo "$tmp/sick-bad.yaml"
+
 # ---- paths that are not regular files ----------------------------------------
 # A FIFO used to block the open forever; each reader must refuse it at once
 # (timeout turns a hang into status 124).
