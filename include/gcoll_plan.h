@@ -58,6 +58,14 @@ struct gcoll_ring_link {
   enum gcoll_edge prev_edge, next_edge;
   char nic_in[32];                /* NIC the channel enters this node by, "" if none */
   char nic_out[32];
+  /* Rails (leaf switches) of nic_in / nic_out, -1 when unnamed or the plan
+   * predates rails (NICs of equal names then share a rail). */
+  int rail_in, rail_out;
+  /* PXN: the rank of this node whose GPU, next to nic_out, this rank's
+   * data goes through over NVLink to reach nic_out; -1 when it sends
+   * directly. A runtime without PXN may send directly through nic_out: the
+   * edge stays the same edge. */
+  int nic_out_via;
 };
 
 struct gcoll_tree_link {
@@ -68,6 +76,7 @@ struct gcoll_tree_link {
   enum gcoll_edge parent_edge;
   enum gcoll_edge child_edge[GCOLL_MAX_TREE_ARITY];
   char nic[32];
+  int rail;                       /* nic's rail, -1 as for ring links */
 };
 
 /* Everything one rank needs from the plan. */

@@ -203,6 +203,7 @@ static void fill_ring(const struct gcoll_plan *p, int node, int ring_pos, int s,
    * tray over NVLink: no NIC is involved then. */
   int cross_p2p_in = 0, cross_p2p_out = 0;
   memset(r, 0, sizeof(*r));
+  r->rail_in = r->rail_out = r->nic_out_via = -1;
   if (p->nranks == 1) {
     r->prev = r->next = v->rank;
     r->prev_edge = r->next_edge = GCOLL_EDGE_SELF;
@@ -228,9 +229,16 @@ static void fill_ring(const struct gcoll_plan *p, int node, int ring_pos, int s,
       cross_p2p_out = nn != node && r->next_edge == GCOLL_EDGE_P2P;
     }
   }
-  if (i == 0 && !cross_p2p_in) snprintf(r->nic_in, sizeof(r->nic_in), "%s", ch->ring_nic_in_name);
-  if (i == L - 1 && !cross_p2p_out)
+  if (i == 0 && !cross_p2p_in && ch->ring_nic_in_name[0]) {
+    snprintf(r->nic_in, sizeof(r->nic_in), "%s", ch->ring_nic_in_name);
+    r->rail_in = ch->ring_rail_in;
+  }
+  if (i == L - 1 && !cross_p2p_out && ch->ring_nic_out_name[0]) {
     snprintf(r->nic_out, sizeof(r->nic_out), "%s", ch->ring_nic_out_name);
+    r->rail_out = ch->ring_rail_out;
+    if (ch->ring_pxn >= 0 && ch->ring_pxn < L && ch->ring_pxn != v->local_rank)
+      r->nic_out_via = gcoll_plan_rank_at(p, F + ch->ring_pxn);
+  }
 }
 
 int gcoll_plan_ring_ranks(const struct gcoll_plan *plan, int channel, int *ranks) {
@@ -261,6 +269,7 @@ static void fill_tree(const struct gcoll_plan *p, int node, int s, int c, int S,
   int nkids = which == 1 ? nk1 : nk2;
   struct gcoll_tree_link *t = &v->tree[c];
   memset(t, 0, sizeof(*t));
+  t->rail = -1;
   t->tree = which;
   t->parent = -1;
   for (int j = 0; j < GCOLL_MAX_TREE_ARITY; j++) t->children[j] = -1;
@@ -285,8 +294,10 @@ static void fill_tree(const struct gcoll_plan *p, int node, int s, int c, int S,
       uses_net |= t->child_edge[t->nchildren] == GCOLL_EDGE_NET;
       t->children[t->nchildren++] = tree_endpoint(p, kids[j], s);
     }
-    if (uses_net || p->node_domain == NULL)
+    if ((uses_net || p->node_domain == NULL) && ch->chain_nic_name[0]) {
       snprintf(t->nic, sizeof(t->nic), "%s", ch->chain_nic_name);
+      t->rail = ch->chain_rail;
+    }
   }
 }
 

@@ -18,6 +18,7 @@
 #define GCOLL_MAX_GPU_INDEX 1023    /* largest GPU index a class's gpu map holds */
 #define GCOLL_MAX_RANKS (1 << 24)
 #define GCOLL_MAX_NODES (1 << 20)
+#define GCOLL_MAX_LEFT_OUT 32       /* NICs a class lists as left out */
 
 /* ---- intra-node search (search.c) ------------------------------------- */
 
@@ -33,6 +34,13 @@ struct gcoll_intra_channel {
   /* NIC names ("" when none): what plan files carry, since a plan read from
    * a file has no gcoll_topo to resolve the indices above against. */
   char ring_nic_in_name[32], ring_nic_out_name[32], chain_nic_name[32];
+  /* The NICs' rails (gcoll_topo_nic_rail; -1: no NIC, or a plan file
+   * written before rails, where NIC names stand in for rails). */
+  int ring_rail_in, ring_rail_out, chain_rail;
+  /* PXN: the local rank whose GPU the ring's last rank sends through to
+   * ring_nic_out over NVLink (that GPU is next to the NIC, the last one is
+   * not); -1 when it sends directly. */
+  int ring_pxn;
 };
 
 /* Result of the search for one topology class. */
@@ -45,6 +53,11 @@ struct gcoll_intra_graph {
   struct gcoll_intra_channel ch[GCOLL_MAX_SEARCH_CHANNELS];
   int nvls_nheads;             /* 0 when no NVSwitch multicast */
   int nvls_heads[GCOLL_MAX_NVLS_HEADS];  /* local ranks */
+  /* NICs of the node the plan does not use: port down ("down") or below
+   * its line rate ("slow") when the node's topology was taken. Multi-node
+   * plans only; past GCOLL_MAX_LEFT_OUT only counted. */
+  int nleft_out, left_out_more;
+  struct { char nic[32]; char why[8]; } left_out[GCOLL_MAX_LEFT_OUT];
 };
 
 /* Searches channels for `nlocal` local ranks on `topo` (paths computed).
@@ -55,6 +68,22 @@ struct gcoll_intra_graph {
 int gcoll_search_intra(const struct gcoll_topo *topo, int nlocal, int multi_node,
                        int max_channels, struct gcoll_intra_graph *out,
                        char *err, size_t errlen);
+/* The same with rail options. Rings leave each node by the rail they
+ * entered by (PXN where needed) whenever such rings exist. cross_rail
+ * (fabrics without rails, gcoll-plan generate --allow-cross-rail) takes
+ * rings that change rails instead when they carry more bandwidth.
+ * want_rail[c] (nwant entries, -1: any), when set, is the rail channel c
+ * must enter by: another class's rail for it, so that nodes of different
+ * classes meet on one rail; channels that cannot are not found. */
+struct gcoll_search_opts {
+  int cross_rail;
+  const int *want_rail;
+  int nwant;
+  int min_channels;   /* levels that find fewer channels are passed over */
+};
+int gcoll_search_intra_rails(const struct gcoll_topo *topo, int nlocal, int multi_node,
+                             int max_channels, const struct gcoll_search_opts *opts,
+                             struct gcoll_intra_graph *out, char *err, size_t errlen);
 
 /* ---- trees (btree.c) --------------------------------------------------- */
 
@@ -169,6 +198,10 @@ struct gcoll_plan_input {
                                           * (gcoll-plan generate
                                           * --nvlink-domain), or NULL: from
                                           * each topology's nvl_domain */
+  int cross_rail;                        /* 1: rings may change rails where
+                                          * that carries more (fabrics
+                                          * without rails); 0: rails kept
+                                          * wherever a node allows */
 };
 
 struct gcoll_plan *gcoll_plan_new(void);
@@ -270,6 +303,18 @@ struct gcoll_plan *gcoll_plan_read_mem(const char *buf, size_t len, const char *
 
 /* Checks every invariant; returns 0 or -1 with the first broken one. */
 int gcoll_plan_verify(const struct gcoll_plan *plan, char *err, size_t errlen);
+
+/* Rails (plan_rails.c). Inter-node (net) edges of the searched channels'
+ * rings and of both trees, and how many change rails: on a rail-optimised
+ * fabric each such edge crosses the spine. */
+struct gcoll_rail_counts {
+  int ring_edges, ring_cross;
+  int tree_edges, tree_cross;
+};
+void gcoll_plan_rail_counts(const struct gcoll_plan *plan, struct gcoll_rail_counts *out);
+/* 0 when every inter-node edge stays on one rail; else -1 naming the first
+ * edge that does not, its nodes, NICs and rails. */
+int gcoll_plan_verify_rails(const struct gcoll_plan *plan, char *err, size_t errlen);
 
 /* Slurm-style host lists (hostlist.c): "n[001-004],gpu7" <-> names. */
 int gcoll_hostlist_expand(const char *list, char ***hosts, int *nhosts,

@@ -163,19 +163,61 @@ static int assign_classes(struct gcoll_plan *p, const struct gcoll_plan_input *i
   return 0;
 }
 
+/* 1 when searched channel s of classes a and b enter, leave and hang
+ * their chains on the same rails. */
+static int same_rails(const struct gcoll_intra_channel *a, const struct gcoll_intra_channel *b) {
+  return a->ring_rail_in == b->ring_rail_in && a->ring_rail_out == b->ring_rail_out &&
+         a->chain_rail == b->chain_rail;
+}
+
+/* Nodes of different classes meet on one rail only if their classes give
+ * each channel the same rails; each class searched alone picks its own
+ * (a node using 4 of its GPUs may find no room on NIC 6 for channel 6 and
+ * take NIC 2). The class with the fewest channels, which sets the plan's
+ * count, is the reference; a class that differs from it is searched
+ * again for the plan's channel count, entering each channel by the
+ * reference's rail, and keeps that result if it has every rail, even at
+ * a lower rate per channel (a spine crossing on every hop costs more). */
+static void align_class_rails(struct gcoll_plan *p, const struct class_src *src, int S) {
+  int ref = 0;
+  for (int k = 1; k < p->nclasses; k++)
+    if (p->classes[k].graph.nchannels < p->classes[ref].graph.nchannels) ref = k;
+  int want[GCOLL_MAX_SEARCH_CHANNELS];
+  for (int s = 0; s < S; s++) want[s] = p->classes[ref].graph.ch[s].ring_rail_in;
+  struct gcoll_search_opts o = {0, want, S, S};
+  struct gcoll_intra_graph *g = malloc(sizeof(*g));
+  for (int k = 0; g != NULL && k < p->nclasses; k++) {
+    struct gcoll_plan_class *c = &p->classes[k];
+    int differs = 0;
+    for (int s = 0; s < S; s++)
+      differs |= !same_rails(&c->graph.ch[s], &p->classes[ref].graph.ch[s]);
+    char why[256];
+    if (!differs || src[k].topo->ngpu == 0 ||
+        gcoll_search_intra_rails(src[k].topo, c->nlocal, 1, S, &o, g, why, sizeof(why)) != 0 ||
+        g->nchannels < S)
+      continue;
+    int all = 1;
+    for (int s = 0; s < S; s++) all &= same_rails(&g->ch[s], &p->classes[ref].graph.ch[s]);
+    if (all) c->graph = *g;
+  }
+  free(g);
+}
+
 static int search_classes(struct gcoll_plan *p, const struct class_src *src, int max_channels,
-                          char *err, size_t errlen) {
+                          int cross_rail, char *err, size_t errlen) {
   int S = GCOLL_MAX_SEARCH_CHANNELS;
+  struct gcoll_search_opts o = {cross_rail, NULL, 0, 0};
   for (int k = 0; k < p->nclasses; k++) {
     struct gcoll_plan_class *c = &p->classes[k];
     char why[256];
-    if (gcoll_search_intra(src[k].topo, c->nlocal, p->nnodes > 1, max_channels, &c->graph, why,
-                           sizeof(why)) != 0) {
+    if (gcoll_search_intra_rails(src[k].topo, c->nlocal, p->nnodes > 1, max_channels, &o,
+                                 &c->graph, why, sizeof(why)) != 0) {
       snprintf(err, errlen, "topology '%s': %s", c->name, why);
       return -1;
     }
     if (c->graph.nchannels < S) S = c->graph.nchannels;
   }
+  if (p->nnodes > 1 && p->nclasses > 1 && !cross_rail) align_class_rails(p, src, S);
   /* Every rank runs every channel, so all classes use the smallest count. */
   for (int k = 0; k < p->nclasses; k++) p->classes[k].graph.nchannels = S;
   p->nchannels = 2 * S;
@@ -369,7 +411,7 @@ struct gcoll_plan *gcoll_plan_build(const struct gcoll_plan_input *in, char *err
     snprintf(err, errlen, "out of memory for %d nodes", in->nnodes);
     goto fail;
   }
-  if (assign_classes(p, in, src, err, errlen) || search_classes(p, src, in->max_channels, err, errlen) ||
+  if (assign_classes(p, in, src, err, errlen) || search_classes(p, src, in->max_channels, in->cross_rail, err, errlen) ||
       fill_hosts(p, in->node_host, err, errlen) ||
       gcoll_plan_set_rank_order(p, in->rank_of_slot, err, errlen) || set_domains(p, in, err, errlen))
     goto fail;

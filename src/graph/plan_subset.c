@@ -145,21 +145,51 @@ static void child_class_name(const struct gcoll_plan *child, const struct gcoll_
 
 /* The NIC the parent pairs with local rank `at` where it enters (what 0),
  * leaves (1) a ring, or ends a chain (2): the first parent channel that
- * does so at that GPU; `keep` when none does. */
-static void paired_nic(const struct gcoll_plan_class *pc, int S, int what, int at, int keep_index,
-                       const char *keep_name, int *index, char *name) {
+ * does so at that GPU; `keep` when none does. Returns that channel, or -1. */
+static int paired_nic(const struct gcoll_plan_class *pc, int S, int what, int at, int keep_index,
+                      const char *keep_name, int keep_rail, int *index, char *name, int *rail) {
   *index = keep_index;
+  *rail = keep_rail;
   snprintf(name, 32, "%s", keep_name);
   for (int s = 0; s < S; s++) {
     const struct gcoll_intra_channel *ch = &pc->graph.ch[s];
     int end = what == 0 ? ch->ring[0] : what == 1 ? ch->ring[pc->nlocal - 1] : ch->chain[0];
     if (end != at) continue;
     *index = what == 0 ? ch->ring_nic_in : what == 1 ? ch->ring_nic_out : ch->chain_nic;
+    *rail = what == 0 ? ch->ring_rail_in : what == 1 ? ch->ring_rail_out : ch->chain_rail;
     snprintf(name, 32, "%s", what == 0   ? ch->ring_nic_in_name
                              : what == 1 ? ch->ring_nic_out_name
                                          : ch->chain_nic_name);
+    return s;
+  }
+  return -1;
+}
+
+/* The child ring leaves by the NIC it enters by when the parent's ring
+ * through that NIC does (a rail-aligned parent), so the child stays on one
+ * rail; the exit then reaches the NIC as the parent's did: through the GPU
+ * the parent sent through (PXN), which is the entry GPU next to the NIC,
+ * when the child has it and does not end there, else directly. A
+ * cross-rail parent keeps the exit GPU's own pairing. */
+static void child_ring_out(const struct gcoll_plan_class *pc, int S, const int *sel,
+                           const int *inv, int from, struct gcoll_intra_channel *ch, int nsel,
+                           const struct gcoll_intra_channel *pch) {
+  const struct gcoll_intra_channel *src = from >= 0 ? &pc->graph.ch[from] : pch;
+  int aligned = src->ring_nic_in >= 0 && src->ring_nic_out >= 0 &&
+                (src->ring_rail_in >= 0 && src->ring_rail_out >= 0
+                     ? src->ring_rail_in == src->ring_rail_out
+                     : strcmp(src->ring_nic_in_name, src->ring_nic_out_name) == 0);
+  ch->ring_pxn = -1;
+  if (!aligned) {
+    paired_nic(pc, S, 1, sel[ch->ring[nsel - 1]], pch->ring_nic_out, pch->ring_nic_out_name,
+               pch->ring_rail_out, &ch->ring_nic_out, ch->ring_nic_out_name, &ch->ring_rail_out);
     return;
   }
+  ch->ring_nic_out = ch->ring_nic_in;
+  ch->ring_rail_out = ch->ring_rail_in;
+  snprintf(ch->ring_nic_out_name, sizeof(ch->ring_nic_out_name), "%s", ch->ring_nic_in_name);
+  if (src->ring_pxn >= 0 && inv[src->ring_pxn] >= 0 && inv[src->ring_pxn] != ch->ring[nsel - 1])
+    ch->ring_pxn = inv[src->ring_pxn];
 }
 
 static void restrict_order(const int *order, int nlocal, const int *inv, int *out) {
@@ -184,19 +214,26 @@ static void derive_class(struct gcoll_plan *child, int k, const struct gcoll_pla
   g->ring_bw = pc->graph.ring_bw;
   g->net_bw = multi_node ? pc->graph.net_bw : 0;
   g->ring_worst_path = pc->graph.ring_worst_path;
+  /* The node's NICs that are down stay down for its groups. */
+  if (multi_node) {
+    g->nleft_out = pc->graph.nleft_out;
+    g->left_out_more = pc->graph.left_out_more;
+    memcpy(g->left_out, pc->graph.left_out, sizeof(g->left_out));
+  }
   for (int s = 0; s < S; s++) {
     const struct gcoll_intra_channel *pch = &pc->graph.ch[s];
     struct gcoll_intra_channel *ch = &g->ch[s];
     restrict_order(pch->ring, pc->nlocal, inv, ch->ring);
     restrict_order(pch->chain, pc->nlocal, inv, ch->chain);
     ch->ring_nic_in = ch->ring_nic_out = ch->chain_nic = -1;
+    ch->ring_rail_in = ch->ring_rail_out = ch->chain_rail = ch->ring_pxn = -1;
     if (!multi_node) continue;  /* as a one-node search: no NICs */
-    paired_nic(pc, S, 0, sel[ch->ring[0]], pch->ring_nic_in, pch->ring_nic_in_name,
-               &ch->ring_nic_in, ch->ring_nic_in_name);
-    paired_nic(pc, S, 1, sel[ch->ring[nsel - 1]], pch->ring_nic_out, pch->ring_nic_out_name,
-               &ch->ring_nic_out, ch->ring_nic_out_name);
-    paired_nic(pc, S, 2, sel[ch->chain[0]], pch->chain_nic, pch->chain_nic_name, &ch->chain_nic,
-               ch->chain_nic_name);
+    int from = paired_nic(pc, S, 0, sel[ch->ring[0]], pch->ring_nic_in, pch->ring_nic_in_name,
+                          pch->ring_rail_in, &ch->ring_nic_in, ch->ring_nic_in_name,
+                          &ch->ring_rail_in);
+    child_ring_out(pc, S, sel, inv, from, ch, nsel, pch);
+    paired_nic(pc, S, 2, sel[ch->chain[0]], pch->chain_nic, pch->chain_nic_name, pch->chain_rail,
+               &ch->chain_nic, ch->chain_nic_name, &ch->chain_rail);
   }
   for (int h = 0; h < pc->graph.nvls_nheads; h++)
     if (inv[pc->graph.nvls_heads[h]] >= 0)
@@ -209,6 +246,65 @@ static void derive_class(struct gcoll_plan *child, int k, const struct gcoll_pla
       memcpy(c->gpu_busid[j], pc->gpu_busid[sel[j]], sizeof(c->gpu_busid[j]));
   }
   child_class_name(child, pc, c, sel, k, c->name);
+}
+
+/* Rails across the child's classes. Each class pairs its channel ends
+ * with the NICs next to its own GPUs, so nodes that keep different GPUs
+ * (GPUs 0, 2, 4, 6 of one node, all of another) may enter and leave a
+ * channel on different rails, which crosses the spine between them. Where
+ * the child's classes disagree on a channel's rail, every class takes the
+ * parent's NIC for it instead (the parent is rail-aligned, so they then
+ * agree): reading a NIC that is not next to the entry GPU costs less than
+ * a spine crossing on every hop. */
+static int ring_rail_key(const struct gcoll_intra_channel *ch, int in) {
+  return in ? ch->ring_rail_in : ch->ring_rail_out;
+}
+
+static void take_parent_nics(struct gcoll_intra_channel *ch, const struct gcoll_intra_channel *pch,
+                             const int *sel, int nsel, int parent_nlocal, int ring) {
+  if (!ring) {
+    ch->chain_nic = pch->chain_nic;
+    ch->chain_rail = pch->chain_rail;
+    memcpy(ch->chain_nic_name, pch->chain_nic_name, sizeof(ch->chain_nic_name));
+    return;
+  }
+  int inv[GCOLL_MAX_LOCAL_RANKS];
+  for (int i = 0; i < parent_nlocal; i++) inv[i] = -1;
+  for (int j = 0; j < nsel; j++) inv[sel[j]] = j;
+  ch->ring_nic_in = pch->ring_nic_in;
+  ch->ring_nic_out = pch->ring_nic_out;
+  ch->ring_rail_in = pch->ring_rail_in;
+  ch->ring_rail_out = pch->ring_rail_out;
+  memcpy(ch->ring_nic_in_name, pch->ring_nic_in_name, sizeof(ch->ring_nic_in_name));
+  memcpy(ch->ring_nic_out_name, pch->ring_nic_out_name, sizeof(ch->ring_nic_out_name));
+  ch->ring_pxn = pch->ring_pxn >= 0 && inv[pch->ring_pxn] >= 0 &&
+                         inv[pch->ring_pxn] != ch->ring[nsel - 1]
+                     ? inv[pch->ring_pxn]
+                     : -1;
+}
+
+static void align_rails(struct subset *s, struct gcoll_plan *child, int S) {
+  if (s->nnodes < 2 || child->nclasses < 2) return;
+  for (int c = 0; c < S; c++)
+    for (int ring = 0; ring < 2; ring++) {
+      int agree = 1;
+      for (int k = 0; k < child->nclasses && agree; k++) {
+        const struct gcoll_intra_channel *a = &child->classes[k].graph.ch[c];
+        const struct gcoll_intra_channel *b = &child->classes[0].graph.ch[c];
+        if (ring)
+          agree = ring_rail_key(a, 0) == ring_rail_key(b, 0) &&
+                  ring_rail_key(a, 1) == ring_rail_key(b, 1) &&
+                  strcmp(a->ring_nic_in_name, b->ring_nic_in_name) == 0;
+        else
+          agree = a->chain_rail == b->chain_rail &&
+                  strcmp(a->chain_nic_name, b->chain_nic_name) == 0;
+      }
+      for (int k = 0; k < child->nclasses && !agree; k++) {
+        const struct gcoll_plan_class *pc = &s->parent->classes[s->cls[k].parent_class];
+        take_parent_nics(&child->classes[k].graph.ch[c], &pc->graph.ch[c], s->cls[k].sel,
+                         s->cls[k].nsel, pc->nlocal, ring);
+      }
+    }
 }
 
 /* The child class of child node `node`, made on first use. */
@@ -242,6 +338,7 @@ static int fill_nodes(struct subset *s, struct gcoll_plan *child) {
                   "split)", s->node_parent[i]);
     if ((child->node_host[i] = strdup(host)) == NULL) return fail(s, "out of memory");
   }
+  align_rails(s, child, S);
   int at = 0;
   for (int i = 0; i < p->nnodes; i++) {
     int c = s->child_of_parent[p->ring_node_order[i]];

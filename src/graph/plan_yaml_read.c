@@ -107,6 +107,21 @@ static int nic_field(struct rd *r, const struct ydoc_node *map, const char *key,
   return 0;
 }
 
+/* Optional integer `key` of an entry that names the NIC `nic` ("" when it
+ * names none): a rail, or a PXN local rank. -1 when absent. */
+static int opt_nic_int(struct rd *r, const struct ydoc_node *map, const char *key,
+                       const char *field, const char *nic, const char *nic_key, int64_t max,
+                       int *out) {
+  const struct ydoc_node *n = ydoc_get(map, key);
+  int64_t v;
+  *out = -1;
+  if (n == NULL) return 0;
+  if (nic[0] == '\0') return rd_err(r, n, field, "given without '%s'", nic_key);
+  if (ydoc_int(r->doc, n, field, 0, max, &v, r->err, r->errlen)) return -1;
+  *out = (int)v;
+  return 0;
+}
+
 static int parse_hash(struct rd *r, const struct ydoc_node *n, const char *field,
                       uint32_t *out) {
   if (ydoc_expect(r->doc, n, YDOC_SCALAR, field, r->err, r->errlen)) return -1;
@@ -126,8 +141,9 @@ static int parse_hash(struct rd *r, const struct ydoc_node *n, const char *field
 
 static int parse_channels(struct rd *r, const struct ydoc_node *cls, const char *cname,
                           struct gcoll_plan_class *c, int nsearch) {
-  static const char *const ring_keys[] = {"order", "nic_in", "nic_out", NULL};
-  static const char *const tree_keys[] = {"chain", "nic", NULL};
+  static const char *const ring_keys[] = {"order", "nic_in", "nic_out", "rail_in", "rail_out",
+                                          "pxn", NULL};
+  static const char *const tree_keys[] = {"chain", "nic", "rail", NULL};
   const struct ydoc_node *ring, *tree;
   char f[160];
   int nnics = 0;
@@ -156,6 +172,21 @@ static int parse_channels(struct rd *r, const struct ydoc_node *cls, const char 
     snprintf(f, sizeof(f), "topologies.%s.ring[%d].nic_out", cname, s);
     if (nic_field(r, e, "nic_out", f, ch->ring_nic_out_name, &ch->ring_nic_out, &nnics))
       return -1;
+    snprintf(f, sizeof(f), "topologies.%s.ring[%d].rail_in", cname, s);
+    if (opt_nic_int(r, e, "rail_in", f, ch->ring_nic_in_name, "nic_in", GCOLL_TOPO_MAX_RAIL,
+                    &ch->ring_rail_in))
+      return -1;
+    snprintf(f, sizeof(f), "topologies.%s.ring[%d].rail_out", cname, s);
+    if (opt_nic_int(r, e, "rail_out", f, ch->ring_nic_out_name, "nic_out", GCOLL_TOPO_MAX_RAIL,
+                    &ch->ring_rail_out))
+      return -1;
+    snprintf(f, sizeof(f), "topologies.%s.ring[%d].pxn", cname, s);
+    if (opt_nic_int(r, e, "pxn", f, ch->ring_nic_out_name, "nic_out", c->nlocal - 1,
+                    &ch->ring_pxn))
+      return -1;
+    if (ch->ring_pxn >= 0 && ch->ring_pxn == ch->ring[c->nlocal - 1])
+      return rd_err(r, ydoc_get(e, "pxn"), f, "local rank %d is the ring's last: it sends "
+                    "through its own NIC", ch->ring_pxn);
 
     const struct ydoc_node *t = ydoc_item(tree, (size_t)s), *chain;
     snprintf(f, sizeof(f), "topologies.%s.tree[%d]", cname, s);
@@ -166,6 +197,10 @@ static int parse_channels(struct rd *r, const struct ydoc_node *cls, const char 
     if (perm_list(r, chain, f, c->nlocal, ch->chain)) return -1;
     snprintf(f, sizeof(f), "topologies.%s.tree[%d].nic", cname, s);
     if (nic_field(r, t, "nic", f, ch->chain_nic_name, &ch->chain_nic, &nnics)) return -1;
+    snprintf(f, sizeof(f), "topologies.%s.tree[%d].rail", cname, s);
+    if (opt_nic_int(r, t, "rail", f, ch->chain_nic_name, "nic", GCOLL_TOPO_MAX_RAIL,
+                    &ch->chain_rail))
+      return -1;
   }
   c->graph.nchannels = nsearch;
   return 0;
@@ -242,10 +277,47 @@ static int parse_gpu_busids(struct rd *r, const struct ydoc_node *cls, const cha
   return 0;
 }
 
+/* Optional: the node's NICs the plan leaves out, each {nic, reason}. */
+static int parse_left_out(struct rd *r, const struct ydoc_node *cls, const char *cname,
+                          struct gcoll_intra_graph *g) {
+  static const char *const keys[] = {"nic", "reason", NULL};
+  const struct ydoc_node *lo = ydoc_get(cls, "nics_left_out");
+  char f[160];
+  g->nleft_out = g->left_out_more = 0;
+  if (lo == NULL) return 0;
+  snprintf(f, sizeof(f), "topologies.%s.nics_left_out", cname);
+  if (ydoc_expect(r->doc, lo, YDOC_SEQ, f, r->err, r->errlen)) return -1;
+  if (ydoc_count(lo) < 1 || ydoc_count(lo) > GCOLL_MAX_LEFT_OUT)
+    return rd_err(r, lo, f, "has %zu entries, expected 1..%d", ydoc_count(lo), GCOLL_MAX_LEFT_OUT);
+  for (size_t i = 0; i < ydoc_count(lo); i++) {
+    const struct ydoc_node *e = ydoc_item(lo, i), *n;
+    snprintf(f, sizeof(f), "topologies.%s.nics_left_out[%zu]", cname, i);
+    if (ydoc_expect(r->doc, e, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, e, f, keys))
+      return -1;
+    snprintf(f, sizeof(f), "topologies.%s.nics_left_out[%zu].nic", cname, i);
+    if (ydoc_req(r->doc, e, "nic", &n, r->err, r->errlen) ||
+        ydoc_str(r->doc, n, f, g->left_out[i].nic, sizeof(g->left_out[i].nic), r->err, r->errlen))
+      return -1;
+    if (g->left_out[i].nic[0] == '\0') return rd_err(r, n, f, "empty NIC name");
+    snprintf(f, sizeof(f), "topologies.%s.nics_left_out[%zu].reason", cname, i);
+    if (ydoc_req(r->doc, e, "reason", &n, r->err, r->errlen) ||
+        ydoc_str(r->doc, n, f, g->left_out[i].why, sizeof(g->left_out[i].why), r->err, r->errlen))
+      return -1;
+    if (strcmp(g->left_out[i].why, "down") != 0 && strcmp(g->left_out[i].why, "slow") != 0)
+      return rd_err(r, n, f, "expected down or slow, found '%s'", g->left_out[i].why);
+    snprintf(f, sizeof(f), "topologies.%s.nics_left_out[%zu].nic", cname, i);
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(g->left_out[j].nic, g->left_out[i].nic) == 0)
+        return rd_err(r, e, f, "NIC '%s' is listed twice", g->left_out[i].nic);
+    g->nleft_out = (int)i + 1;
+  }
+  return 0;
+}
+
 static int parse_class(struct rd *r, const char *name, const struct ydoc_node *keynode,
                        const struct ydoc_node *cls, int nsearch, struct gcoll_plan_class *c) {
   static const char *const keys[] = {"hash", "local_ranks", "intra", "gpus", "gpu_busids",
-                                     "bandwidth", "ring", "tree", "nvls", NULL};
+                                     "bandwidth", "ring", "tree", "nvls", "nics_left_out", NULL};
   static const char *const bw_keys[] = {"ring", "net", NULL};
   const struct ydoc_node *n, *bw;
   char f[160];
@@ -284,7 +356,8 @@ static int parse_class(struct rd *r, const char *name, const struct ydoc_node *k
   if (ydoc_req(r->doc, bw, "net", &n, r->err, r->errlen) ||
       ydoc_double(r->doc, n, f, 0, 1e9, &c->graph.net_bw, r->err, r->errlen))
     return -1;
-  if (parse_channels(r, cls, name, c, nsearch)) return -1;
+  if (parse_channels(r, cls, name, c, nsearch) || parse_left_out(r, cls, name, &c->graph))
+    return -1;
   return parse_nvls(r, cls, name, c);
 }
 

@@ -217,6 +217,11 @@ static void write_class(struct emit *e, const struct gcoll_plan_class *c, int ns
     int_list(e, g->ch[s].ring, c->nlocal);
     if (g->ch[s].ring_nic_in_name[0]) key_str(e, "nic_in", g->ch[s].ring_nic_in_name);
     if (g->ch[s].ring_nic_out_name[0]) key_str(e, "nic_out", g->ch[s].ring_nic_out_name);
+    if (g->ch[s].ring_nic_in_name[0] && g->ch[s].ring_rail_in >= 0)
+      key_int(e, "rail_in", g->ch[s].ring_rail_in);
+    if (g->ch[s].ring_nic_out_name[0] && g->ch[s].ring_rail_out >= 0)
+      key_int(e, "rail_out", g->ch[s].ring_rail_out);
+    if (g->ch[s].ring_nic_out_name[0] && g->ch[s].ring_pxn >= 0) key_int(e, "pxn", g->ch[s].ring_pxn);
     map_end(e);
   }
   seq_end(e);
@@ -227,6 +232,7 @@ static void write_class(struct emit *e, const struct gcoll_plan_class *c, int ns
     scalar(e, "chain");
     int_list(e, g->ch[s].chain, c->nlocal);
     if (g->ch[s].chain_nic_name[0]) key_str(e, "nic", g->ch[s].chain_nic_name);
+    if (g->ch[s].chain_nic_name[0] && g->ch[s].chain_rail >= 0) key_int(e, "rail", g->ch[s].chain_rail);
     map_end(e);
   }
   seq_end(e);
@@ -236,6 +242,17 @@ static void write_class(struct emit *e, const struct gcoll_plan_class *c, int ns
     scalar(e, "heads");
     int_list(e, g->nvls_heads, g->nvls_nheads);
     map_end(e);
+  }
+  if (g->nleft_out > 0) {
+    scalar(e, "nics_left_out");
+    seq_start(e, 0);
+    for (int i = 0; i < g->nleft_out; i++) {
+      map_start(e, 1);
+      key_str(e, "nic", g->left_out[i].nic);
+      key_str(e, "reason", g->left_out[i].why);
+      map_end(e);
+    }
+    seq_end(e);
   }
   map_end(e);
 }

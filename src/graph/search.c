@@ -55,6 +55,7 @@ struct dfs {
   int n;
   double s;
   int nic_in;                 /* NIC index, -1 when none */
+  int rails;                  /* DFS_NET: leave by a NIC of nic_in's rail */
   int order[GCOLL_TOPO_MAX_GPUS];
   int depth;
   unsigned used;
@@ -63,6 +64,7 @@ struct dfs {
   uint64_t best_cost;
   int best_order[GCOLL_TOPO_MAX_GPUS];
   int best_nic_out;
+  int best_pxn;               /* GPU the exit sends through (PXN), -1: direct */
   long budget;
   long *total_budget;
   int done;
@@ -85,6 +87,19 @@ static uint64_t hop_weight(enum gcoll_path_type type) {
 
 static int gpu_dev(const struct gcoll_topo *t, int g) { return t->gpu[g]; }
 static int nic_dev(const struct gcoll_topo *t, int k) { return t->nic[k]; }
+
+/* NICs a plan may use: a port that is down or trained below its line rate
+ * is left out (the class lists it), so a node with a bad cable plans
+ * around it instead of running every channel at the slow port's pace. */
+static int nic_ok(const struct gcoll_topo *t, int k) {
+  return gcoll_topo_nic_usable(t, k, NULL, NULL, 0);
+}
+
+static int usable_nics(const struct gcoll_topo *t) {
+  int n = 0;
+  for (int k = 0; k < t->nnic; k++) n += nic_ok(t, k);
+  return n;
+}
 
 static double nic_rate(const struct gcoll_topo *t, int k) {
   double gbps = t->dev[nic_dev(t, k)].u.nic.gbps;
@@ -119,7 +134,8 @@ static struct capacity *capacity_new(const struct gcoll_topo *t) {
     c->base[d] = at;
     for (int l = 0; l < t->dev[d].nlinks; l++) c->link[at++] = t->dev[d].links[l].bw;
   }
-  for (int k = 0; k < t->nnic; k++) c->nic_in[k] = c->nic_out[k] = nic_rate(t, k);
+  /* -1: not even a search that reserves nothing (s = 0) fits. */
+  for (int k = 0; k < t->nnic; k++) c->nic_in[k] = c->nic_out[k] = nic_ok(t, k) ? nic_rate(t, k) : -1;
   return c;
 }
 
@@ -150,36 +166,79 @@ static int path_better(const struct gcoll_topo_path *a, const struct gcoll_topo_
 
 /* ---- one channel: depth-first search ---------------------------------- */
 
-/* NIC the ring leaves by: the closest to the last GPU that still has room. */
-static int pick_nic_out(struct dfs *d, int last, uint64_t *w) {
+/* How the ring's last GPU reaches the NIC it leaves by: its own PCIe path,
+ * or PXN, through the GPU next to that NIC over NVLink: NCCL's rule, taken
+ * only where the own path would cross a host bridge (PHB, SYS), which
+ * GPUDirect RDMA does badly, and the peer is within PCIe switches (PXB).
+ * Keeps rails aligned on nodes like a DGX, where a channel that enters
+ * by NIC k at GPU k must leave by NIC k from another GPU. */
+struct route {
+  uint64_t w;
+  int pxn;   /* GPU of the node, -1: direct */
+  const struct gcoll_topo_path *a, *b;  /* b NULL when direct */
+};
+
+static int route_to_nic(const struct dfs *d, int last, int k, struct route *out) {
   const struct gcoll_topo *t = d->t;
-  int best = -1;
-  for (int k = 0; k < t->nnic; k++) {
-    const struct gcoll_topo_path *p = gcoll_topo_path(t, gpu_dev(t, last), nic_dev(t, k));
-    if (!fits(d->cap->nic_out[k], d->s) || !path_fits(d->cap, p, d->s)) continue;
-    if (best < 0 || path_better(p, gcoll_topo_path(t, gpu_dev(t, last), nic_dev(t, best))))
-      best = k;
+  const struct gcoll_topo_path *p = gcoll_topo_path(t, gpu_dev(t, last), nic_dev(t, k));
+  int ok = path_fits(d->cap, p, d->s);
+  *out = (struct route){ok ? hop_weight(p->type) : UINT64_MAX, -1, p, NULL};
+  if (p->type <= GCOLL_PATH_PXB || !d->rails) return ok;
+  for (int g = 0; g < d->n; g++) {
+    const struct gcoll_topo_path *a = gpu_path(t, last, g);
+    const struct gcoll_topo_path *b = gcoll_topo_path(t, gpu_dev(t, g), nic_dev(t, k));
+    if (g == last || a->type != GCOLL_PATH_NVL || b->type > GCOLL_PATH_PXB) continue;
+    uint64_t w = hop_weight(a->type) + hop_weight(b->type);
+    if (w >= out->w || !path_fits(d->cap, a, d->s) || !path_fits(d->cap, b, d->s)) continue;
+    *out = (struct route){w, g, a, b};
+    ok = 1;
   }
-  if (best >= 0) *w = hop_weight(gcoll_topo_path(t, gpu_dev(t, last), nic_dev(t, best))->type);
+  return ok;
+}
+
+static void route_take(struct capacity *c, const struct route *r, double s) {
+  path_take(c, r->a, s);
+  if (r->b != NULL) path_take(c, r->b, s);
+}
+
+/* NIC the ring leaves by: the best reached that still has room; with
+ * rails, only NICs on the rail it entered by (so the hop to the next node
+ * stays on one leaf switch). */
+static int pick_nic_out(struct dfs *d, int last, struct route *best_route) {
+  const struct gcoll_topo *t = d->t;
+  int best = -1, rail = d->rails ? gcoll_topo_nic_rail(t, d->nic_in) : -1;
+  for (int k = 0; k < t->nnic; k++) {
+    struct route r;
+    if (rail >= 0 && gcoll_topo_nic_rail(t, k) != rail) continue;
+    if (!fits(d->cap->nic_out[k], d->s) || !route_to_nic(d, last, k, &r)) continue;
+    if (best < 0 || r.w < best_route->w ||
+        (r.w == best_route->w && r.pxn < 0 && best_route->pxn < 0 &&
+         path_better(r.a, best_route->a))) {
+      best = k;
+      *best_route = r;
+    }
+  }
   return best;
 }
 
 static void dfs_leaf(struct dfs *d) {
   int last = d->order[d->n - 1];
-  uint64_t cost = d->cost, w = 0;
+  uint64_t cost = d->cost;
   int nic_out = -1;
+  struct route r = {0, -1, NULL, NULL};
   if (d->mode == DFS_CYCLE && d->n > 1) {
     const struct gcoll_topo_path *p = gpu_path(d->t, last, d->order[0]);
     if (!path_fits(d->cap, p, d->s)) return;
     cost += hop_weight(p->type);
   } else if (d->mode == DFS_NET && d->nic_in >= 0) {
-    nic_out = pick_nic_out(d, last, &w);
+    nic_out = pick_nic_out(d, last, &r);
     if (nic_out < 0) return;
-    cost += w;
+    cost += r.w;
   }
   if (cost >= d->best_cost) return;
   d->best_cost = cost;
   d->best_nic_out = nic_out;
+  d->best_pxn = r.pxn;
   memcpy(d->best_order, d->order, sizeof(d->order));
   if (cost <= d->lower_bound) d->done = 1;
 }
@@ -267,10 +326,12 @@ static uint64_t intra_lower_bound(const struct gcoll_topo *t, int n, int closed)
   return (uint64_t)(hops - cross) * wmin + (uint64_t)cross * (cross ? w2 : 0);
 }
 
-static uint64_t best_nic_out_weight(const struct gcoll_topo *t, int n, int start) {
+/* With rails a PXN route may end at the start GPU's NIC path, so the
+ * start GPU counts too (a route never weighs less than its last segment). */
+static uint64_t best_nic_out_weight(const struct gcoll_topo *t, int n, int start, int rails) {
   uint64_t best = UINT64_MAX;
   for (int g = 0; g < n; g++) {
-    if (g == start && n > 1) continue;
+    if (g == start && n > 1 && !rails) continue;
     for (int k = 0; k < t->nnic; k++) {
       uint64_t w = hop_weight(gcoll_topo_path(t, gpu_dev(t, g), nic_dev(t, k))->type);
       if (w < best) best = w;
@@ -282,8 +343,8 @@ static uint64_t best_nic_out_weight(const struct gcoll_topo *t, int n, int start
 /* Searches one channel starting at GPU `start`; on success takes its
  * capacity and returns 0 with the order (and nic_out) filled. */
 static int search_channel(const struct gcoll_topo *t, struct capacity *cap, enum dfs_mode mode,
-                          int n, double s, int nic_in, int start, long *total_budget,
-                          int *order, int *nic_out) {
+                          int n, double s, int nic_in, int rails, int start, long *total_budget,
+                          int *order, int *nic_out, int *pxn) {
   struct dfs *d = calloc(1, sizeof(*d));
   if (d == NULL) return -1;
   d->t = t;
@@ -292,8 +353,10 @@ static int search_channel(const struct gcoll_topo *t, struct capacity *cap, enum
   d->n = n;
   d->s = s;
   d->nic_in = nic_in;
+  d->rails = rails && mode == DFS_NET && nic_in >= 0;
   d->best_cost = UINT64_MAX;
   d->best_nic_out = -1;
+  d->best_pxn = -1;
   d->budget = SEARCH_DFS_BUDGET;
   d->total_budget = total_budget;
   d->lower_bound = intra_lower_bound(t, n, mode == DFS_CYCLE);
@@ -305,7 +368,7 @@ static int search_channel(const struct gcoll_topo *t, struct capacity *cap, enum
       return -1;
     }
     d->lower_bound += hop_weight(in->type);
-    if (mode == DFS_NET) d->lower_bound += best_nic_out_weight(t, n, start);
+    if (mode == DFS_NET) d->lower_bound += best_nic_out_weight(t, n, start, rails);
     path_take(cap, in, s);
     d->cost = hop_weight(in->type);
   }
@@ -318,6 +381,7 @@ static int search_channel(const struct gcoll_topo *t, struct capacity *cap, enum
   if (ok) {
     memcpy(order, d->best_order, sizeof(int) * (size_t)n);
     *nic_out = d->best_nic_out;
+    *pxn = d->best_pxn;
     /* Commit: replay the chosen channel's capacity use. */
     if (in != NULL) {
       path_take(cap, in, s);
@@ -326,7 +390,9 @@ static int search_channel(const struct gcoll_topo *t, struct capacity *cap, enum
     for (int i = 0; i + 1 < n; i++) path_take(cap, gpu_path(t, order[i], order[i + 1]), s);
     if (mode == DFS_CYCLE && n > 1) path_take(cap, gpu_path(t, order[n - 1], order[0]), s);
     if (d->best_nic_out >= 0) {
-      path_take(cap, gcoll_topo_path(t, gpu_dev(t, order[n - 1]), nic_dev(t, d->best_nic_out)), s);
+      struct route r;
+      route_to_nic(d, order[n - 1], d->best_nic_out, &r);
+      route_take(cap, &r, s);
       cap->nic_out[d->best_nic_out] -= s;
     }
   }
@@ -339,6 +405,9 @@ static int search_channel(const struct gcoll_topo *t, struct capacity *cap, enum
 struct level_ctx {
   const struct gcoll_topo *t;
   int n, multi_node, max_channels;
+  int rails;   /* rings leave each node on the rail they entered by */
+  const int *want_rail;   /* per channel, the rail it must enter by (-1: any) */
+  int nwant;
   long total_budget;
   int start_uses[GCOLL_TOPO_MAX_GPUS];
 };
@@ -361,20 +430,21 @@ static int closest_gpu(const struct level_ctx *lc, int k) {
 static int find_ring(struct level_ctx *lc, struct capacity *cap, int c, double s,
                      struct gcoll_intra_channel *ch) {
   const struct gcoll_topo *t = lc->t;
-  if (!lc->multi_node || t->nnic == 0) {
+  if (!lc->multi_node || usable_nics(t) == 0) {
     enum dfs_mode mode = lc->multi_node ? DFS_NET : DFS_CYCLE;
     int start = lc->multi_node ? c % lc->n : 0;
     ch->ring_nic_in = ch->ring_nic_out = -1;
-    return search_channel(t, cap, mode, lc->n, s, -1, start, &lc->total_budget, ch->ring,
-                          &ch->ring_nic_out);
+    return search_channel(t, cap, mode, lc->n, s, -1, 0, start, &lc->total_budget, ch->ring,
+                          &ch->ring_nic_out, &ch->ring_pxn);
   }
   /* Round robin over NICs so the first nnic channels all enter by different NICs. */
+  int want = lc->want_rail != NULL && c < lc->nwant ? lc->want_rail[c] : -1;
   for (int i = 0; i < t->nnic; i++) {
     int k = (c + i) % t->nnic;
-    if (!fits(cap->nic_in[k], s)) continue;
+    if (!fits(cap->nic_in[k], s) || (want >= 0 && gcoll_topo_nic_rail(t, k) != want)) continue;
     int start = closest_gpu(lc, k);
-    if (search_channel(t, cap, DFS_NET, lc->n, s, k, start, &lc->total_budget, ch->ring,
-                       &ch->ring_nic_out) == 0) {
+    if (search_channel(t, cap, DFS_NET, lc->n, s, k, lc->rails, start, &lc->total_budget,
+                       ch->ring, &ch->ring_nic_out, &ch->ring_pxn) == 0) {
       ch->ring_nic_in = k;
       lc->start_uses[start]++;
       return 0;
@@ -413,9 +483,10 @@ static int make_levels(const struct gcoll_topo *t, int n, int multi_node, double
     for (int b = 0; b < n; b++)
       if (a != b && gpu_path(t, a, b)->bw > pair) pair = gpu_path(t, a, b)->bw;
   if (n > 1 && pair < top) top = pair;
-  if (multi_node && t->nnic > 0) {
+  if (multi_node && usable_nics(t) > 0) {
     double net = 0;
     for (int k = 0; k < t->nnic; k++) {
+      if (!nic_ok(t, k)) continue;
       double r = nic_rate(t, k);
       for (int g = 0; g < n; g++) {
         double b = gcoll_topo_path(t, nic_dev(t, k), gpu_dev(t, g))->bw;
@@ -429,7 +500,7 @@ static int make_levels(const struct gcoll_topo *t, int n, int multi_node, double
     for (int l = 0; l < t->dev[d].nlinks; l++)
       for (int k = 1; k <= n + 2; k++) nlv = add_level(lv, nlv, t->dev[d].links[l].bw / k, top);
   for (int i = 0; i < t->nnic; i++)
-    for (int k = 1; k <= n + 2; k++) nlv = add_level(lv, nlv, nic_rate(t, i) / k, top);
+    for (int k = 1; k <= n + 2 && nic_ok(t, i); k++) nlv = add_level(lv, nlv, nic_rate(t, i) / k, top);
   qsort(lv, (size_t)nlv, sizeof(double), cmp_desc);
   int m = 0;
   for (int i = 0; i < nlv; i++)
@@ -446,12 +517,17 @@ static double ring_alone_bw(const struct gcoll_topo *t, const struct gcoll_intra
   if (use == NULL) return SEARCH_CHANNEL_BW_MAX;
   for (int d = 0; d < t->ndev; d++)
     for (int l = 0; l < t->dev[d].nlinks; l++) use->link[use->base[d] + l] = 0;
-  const struct gcoll_topo_path *hops[GCOLL_TOPO_MAX_GPUS + 3];
+  const struct gcoll_topo_path *hops[GCOLL_TOPO_MAX_GPUS + 4];
   int nh = 0;
   for (int i = 0; i + 1 < n; i++) hops[nh++] = gpu_path(t, ch->ring[i], ch->ring[i + 1]);
   if (closed && n > 1) hops[nh++] = gpu_path(t, ch->ring[n - 1], ch->ring[0]);
   if (ch->ring_nic_in >= 0) hops[nh++] = gcoll_topo_path(t, nic_dev(t, ch->ring_nic_in), gpu_dev(t, ch->ring[0]));
-  if (ch->ring_nic_out >= 0) hops[nh++] = gcoll_topo_path(t, gpu_dev(t, ch->ring[n - 1]), nic_dev(t, ch->ring_nic_out));
+  if (ch->ring_nic_out >= 0 && ch->ring_pxn >= 0) {
+    hops[nh++] = gpu_path(t, ch->ring[n - 1], ch->ring_pxn);
+    hops[nh++] = gcoll_topo_path(t, gpu_dev(t, ch->ring_pxn), nic_dev(t, ch->ring_nic_out));
+  } else if (ch->ring_nic_out >= 0) {
+    hops[nh++] = gcoll_topo_path(t, gpu_dev(t, ch->ring[n - 1]), nic_dev(t, ch->ring_nic_out));
+  }
   double bw = UNLIMITED;
   for (int i = 0; i < nh; i++)
     for (int h = 0; h < hops[i]->nhops; h++)
@@ -480,11 +556,11 @@ static int search_chains(struct level_ctx *lc, struct gcoll_intra_graph *g, doub
     struct gcoll_intra_channel *ch = &g->ch[c];
     ch->chain_nic = ch->ring_nic_in;
     int start = ch->chain_nic >= 0 ? closest_gpu(lc, ch->chain_nic) : ch->ring[0];
-    int unused;
-    if (search_channel(t, cap, DFS_CHAIN, lc->n, s, ch->chain_nic, start, &lc->total_budget,
-                       ch->chain, &unused) != 0 &&
-        search_channel(t, cap, DFS_CHAIN, lc->n, 0, ch->chain_nic, start, &lc->total_budget,
-                       ch->chain, &unused) != 0) {
+    int unused, no_pxn;
+    if (search_channel(t, cap, DFS_CHAIN, lc->n, s, ch->chain_nic, 0, start, &lc->total_budget,
+                       ch->chain, &unused, &no_pxn) != 0 &&
+        search_channel(t, cap, DFS_CHAIN, lc->n, 0, ch->chain_nic, 0, start, &lc->total_budget,
+                       ch->chain, &unused, &no_pxn) != 0) {
       /* Budget exhausted on a huge node: the ring's order is a valid chain. */
       memcpy(ch->chain, ch->ring, sizeof(int) * (size_t)lc->n);
     }
@@ -498,6 +574,10 @@ static int search_chains(struct level_ctx *lc, struct gcoll_intra_graph *g, doub
 
 static void fill_names(const struct gcoll_topo *t, struct gcoll_intra_channel *ch) {
   ch->ring_nic_in_name[0] = ch->ring_nic_out_name[0] = ch->chain_nic_name[0] = '\0';
+  ch->ring_rail_in = ch->ring_nic_in >= 0 ? gcoll_topo_nic_rail(t, ch->ring_nic_in) : -1;
+  ch->ring_rail_out = ch->ring_nic_out >= 0 ? gcoll_topo_nic_rail(t, ch->ring_nic_out) : -1;
+  ch->chain_rail = ch->chain_nic >= 0 ? gcoll_topo_nic_rail(t, ch->chain_nic) : -1;
+  if (ch->ring_nic_out < 0) ch->ring_pxn = -1;
   if (ch->ring_nic_in >= 0)
     snprintf(ch->ring_nic_in_name, sizeof(ch->ring_nic_in_name), "%s", t->dev[nic_dev(t, ch->ring_nic_in)].name);
   if (ch->ring_nic_out >= 0)
@@ -542,7 +622,7 @@ static void find_nvls_heads(const struct gcoll_topo *t, int n, struct gcoll_intr
 }
 
 static int default_max_channels(const struct gcoll_topo *t, int n, int multi_node) {
-  if (multi_node) return t->nnic > 1 ? t->nnic : 1;
+  if (multi_node) return usable_nics(t) > 1 ? usable_nics(t) : 1;
   double out = 0;
   const struct gcoll_topo_dev *g0 = &t->dev[gpu_dev(t, 0)];
   for (int l = 0; l < g0->nlinks; l++) out += g0->links[l].bw;
@@ -553,8 +633,9 @@ static int default_max_channels(const struct gcoll_topo *t, int n, int multi_nod
   return c;
 }
 
-static int search_gpus(const struct gcoll_topo *t, int n, int multi_node, int max_channels,
-                       struct gcoll_intra_graph *out, char *err, size_t errlen) {
+static int search_gpus_mode(const struct gcoll_topo *t, int n, int multi_node, int max_channels,
+                            int rails, const struct gcoll_search_opts *o,
+                            struct gcoll_intra_graph *out, char *err, size_t errlen) {
   for (int a = 0; a < n; a++)
     for (int b = 0; b < n; b++)
       if (a != b && gpu_path(t, a, b)->type == GCOLL_PATH_DIS) {
@@ -562,7 +643,9 @@ static int search_gpus(const struct gcoll_topo *t, int n, int multi_node, int ma
                  t->dev[gpu_dev(t, a)].name, t->dev[gpu_dev(t, b)].name);
         return -1;
       }
-  struct level_ctx lc = {.t = t, .n = n, .multi_node = multi_node, .total_budget = SEARCH_TOTAL_BUDGET};
+  struct level_ctx lc = {.t = t, .n = n, .multi_node = multi_node, .rails = rails,
+                         .want_rail = o->want_rail, .nwant = o->nwant,
+                         .total_budget = SEARCH_TOTAL_BUDGET};
   lc.max_channels = max_channels > 0 ? max_channels : default_max_channels(t, n, multi_node);
   if (lc.max_channels > GCOLL_MAX_SEARCH_CHANNELS) lc.max_channels = GCOLL_MAX_SEARCH_CHANNELS;
   double levels[SEARCH_MAX_LEVELS];
@@ -576,7 +659,7 @@ static int search_gpus(const struct gcoll_topo *t, int n, int multi_node, int ma
   for (int i = 0; i < nlv; i++) {
     if (levels[i] * lc.max_channels <= best_total * (1 + 1e-9)) break;
     int found = search_level(&lc, levels[i], trial);
-    if (found > 0 && found * levels[i] > best_total * (1 + 1e-9)) {
+    if (found > 0 && found >= o->min_channels && found * levels[i] > best_total * (1 + 1e-9)) {
       best_total = found * levels[i];
       best_s = levels[i];
       out->nchannels = found;
@@ -604,12 +687,39 @@ static int search_gpus(const struct gcoll_topo *t, int n, int multi_node, int ma
     best_s = ring_alone_bw(t, &out->ch[0], n, !multi_node);
   }
   out->ring_bw = best_s;
-  out->net_bw = multi_node && t->nnic > 0 ? best_s : 0;
+  out->net_bw = multi_node && usable_nics(t) > 0 ? best_s : 0;
   out->ring_worst_path = worst_ring_hop(t, out, !multi_node);
   search_chains(&lc, out, best_s);
   for (int c = 0; c < out->nchannels; c++) fill_names(t, &out->ch[c]);
   find_nvls_heads(t, n, out);
   return 0;
+}
+
+/* Rails first: a ring that leaves every node on the rail it entered by
+ * stays on one leaf switch between nodes (rail-optimised fabrics put NIC k
+ * of every node on leaf k), where a cross-rail hop crosses the spine. Only
+ * a node on which no such ring exists at all gets cross-rail rings. */
+static int search_gpus(const struct gcoll_topo *t, int n, int multi_node, int max_channels,
+                       const struct gcoll_search_opts *o, struct gcoll_intra_graph *out,
+                       char *err, size_t errlen) {
+  if (multi_node && usable_nics(t) > 0 &&
+      search_gpus_mode(t, n, multi_node, max_channels, 1, o, out, err, errlen) == 0) {
+    if (!o->cross_rail) return 0;
+    /* Fabrics without rails: the cross-rail rings when they carry more. */
+    struct gcoll_intra_graph *free_g = calloc(1, sizeof(*free_g));
+    char why[256];
+    if (free_g != NULL) {
+      free_g->nlocal = out->nlocal;
+      if (search_gpus_mode(t, n, multi_node, max_channels, 0, o, free_g, why, sizeof(why)) == 0 &&
+          free_g->nchannels * free_g->ring_bw > out->nchannels * out->ring_bw * (1 + 1e-9))
+        *out = *free_g;
+      free(free_g);
+    }
+    return 0;
+  }
+  memset(out->ch, 0, sizeof(out->ch));
+  out->nchannels = 0;
+  return search_gpus_mode(t, n, multi_node, max_channels, 0, o, out, err, errlen);
 }
 
 /* ---- CPU-only nodes ----------------------------------------------------- */
@@ -676,7 +786,9 @@ static int search_cpus(const struct gcoll_topo *t, int n, int multi_node, int ma
     }
     free(count);
   }
-  int nic = multi_node && t->nnic > 0 ? 0 : -1;
+  int nic = -1;
+  for (int k = 0; multi_node && k < t->nnic && nic < 0; k++)
+    if (nic_ok(t, k)) nic = k;
   out->ring_bw = bw;
   out->net_bw = 0;
   if (nic >= 0) {
@@ -689,14 +801,38 @@ static int search_cpus(const struct gcoll_topo *t, int n, int multi_node, int ma
     struct gcoll_intra_channel *ch = &out->ch[c];
     for (int i = 0; i < n; i++) ch->ring[i] = ch->chain[i] = i;
     ch->ring_nic_in = ch->ring_nic_out = ch->chain_nic = nic;
+    ch->ring_pxn = -1;
     fill_names(t, ch);
   }
   out->nvls_nheads = 0;
   return 0;
 }
 
+/* The NICs a multi-node plan leaves out, as the class records them. */
+static void note_left_out(const struct gcoll_topo *t, int multi_node, struct gcoll_intra_graph *g) {
+  g->nleft_out = 0;
+  for (int k = 0; multi_node && k < t->nnic; k++) {
+    const char *why;
+    if (gcoll_topo_nic_usable(t, k, &why, NULL, 0)) continue;
+    if (g->nleft_out == GCOLL_MAX_LEFT_OUT) {
+      g->left_out_more++;
+      continue;
+    }
+    snprintf(g->left_out[g->nleft_out].nic, sizeof(g->left_out[0].nic), "%s",
+             t->dev[t->nic[k]].name);
+    snprintf(g->left_out[g->nleft_out++].why, sizeof(g->left_out[0].why), "%s", why);
+  }
+}
+
 int gcoll_search_intra(const struct gcoll_topo *topo, int nlocal, int multi_node, int max_channels,
                        struct gcoll_intra_graph *out, char *err, size_t errlen) {
+  struct gcoll_search_opts none = {0, NULL, 0, 0};
+  return gcoll_search_intra_rails(topo, nlocal, multi_node, max_channels, &none, out, err, errlen);
+}
+
+int gcoll_search_intra_rails(const struct gcoll_topo *topo, int nlocal, int multi_node,
+                             int max_channels, const struct gcoll_search_opts *opts,
+                             struct gcoll_intra_graph *out, char *err, size_t errlen) {
   if (topo == NULL || out == NULL) {
     snprintf(err, errlen, "no topology to search");
     return -1;
@@ -716,11 +852,18 @@ int gcoll_search_intra(const struct gcoll_topo *topo, int nlocal, int multi_node
     return -1;
   }
   out->nlocal = nlocal;
-  if (topo->ngpu == 0) return search_cpus(topo, nlocal, multi_node, max_channels, out, err, errlen);
+  int rc;
+  if (topo->ngpu == 0) {
+    rc = search_cpus(topo, nlocal, multi_node, max_channels, out, err, errlen);
+    note_left_out(topo, multi_node, out);
+    return rc;
+  }
   if (nlocal > topo->ngpu) {
     snprintf(err, errlen, "topology '%s': %d local ranks but only %d GPUs", topo->name, nlocal,
              topo->ngpu);
     return -1;
   }
-  return search_gpus(topo, nlocal, multi_node, max_channels, out, err, errlen);
+  rc = search_gpus(topo, nlocal, multi_node, max_channels, opts, out, err, errlen);
+  note_left_out(topo, multi_node, out);
+  return rc;
 }

@@ -100,6 +100,29 @@ int gcoll_topo_find(const struct gcoll_topo *topo, const char *name) {
   return -1;
 }
 
+int gcoll_topo_nic_rail(const struct gcoll_topo *topo, int k) {
+  int r = topo->dev[topo->nic[k]].u.nic.rail;
+  return r >= 0 ? r : k;
+}
+
+int gcoll_topo_nic_usable(const struct gcoll_topo *topo, int k, const char **why, char *detail,
+                          size_t detaillen) {
+  const struct gcoll_topo_dev *d = &topo->dev[topo->nic[k]];
+  const char *w = NULL;
+  char buf[64] = "";
+  if (d->u.nic.down) {
+    w = "down";
+    snprintf(buf, sizeof(buf), "port down");
+  } else if (d->u.nic.active_gbps > 0 && d->u.nic.gbps > 0 &&
+             d->u.nic.active_gbps < d->u.nic.gbps * (1 - 1e-9)) {
+    w = "slow";
+    snprintf(buf, sizeof(buf), "%g of %g Gb/s", d->u.nic.active_gbps, d->u.nic.gbps);
+  }
+  if (why != NULL) *why = w;
+  if (detail != NULL && detaillen > 0) snprintf(detail, detaillen, "%s", buf);
+  return w == NULL;
+}
+
 /* Appends `idx` to the per-type index list, respecting its capacity. */
 static int index_list_add(struct gcoll_topo *t, enum gcoll_dev_type type, int idx,
                           char *err, size_t errlen) {
@@ -149,6 +172,7 @@ int gcoll_topo_add_dev(struct gcoll_topo *topo, enum gcoll_dev_type type, const 
   d->type = type;
   d->index = sub;
   d->parent = parent;
+  if (type == GCOLL_DEV_NIC) d->u.nic.rail = -1;
   snprintf(d->name, sizeof(d->name), "%s", name);
   topo->ndev++;
   return idx;
@@ -255,7 +279,17 @@ uint32_t gcoll_topo_hash(const struct gcoll_topo *topo) {
     switch (d->type) {
       case GCOLL_DEV_CPU: h = fnv_int(h, d->u.cpu.cores); h = fnv_int(h, d->u.cpu.numa); break;
       case GCOLL_DEV_GPU: h = fnv_int(h, d->u.gpu.sms); h = fnv_int(h, d->u.gpu.cc); break;
-      case GCOLL_DEV_NIC: h = fnv_int(h, d->u.nic.port); h = fnv_bw(h, d->u.nic.gbps); break;
+      case GCOLL_DEV_NIC:
+        h = fnv_int(h, d->u.nic.port);
+        h = fnv_bw(h, d->u.nic.gbps);
+        /* Only a rail the file names: topologies written before rails
+         * existed keep their hashes, and so do the plans made from them. */
+        if (d->u.nic.rail >= 0) h = fnv_int(h, 0x7261696cLL + d->u.nic.rail);
+        /* Likewise the health of a port: a healthy node keeps its hash, a
+         * degraded one gets a class of its own. */
+        if (d->u.nic.down) h = fnv_int(h, 0x646f776eLL);
+        if (d->u.nic.active_gbps > 0) h = fnv_bw(h, d->u.nic.active_gbps + 1e6);
+        break;
       case GCOLL_DEV_NVS: h = fnv_int(h, d->u.nvs.multicast); break;
       default: break;
     }

@@ -69,7 +69,19 @@ struct gcoll_topo_dev {
   union {
     struct { int cores; int numa; } cpu;      /* cores 0: unknown */
     struct { int sms; int cc; /* compute capability*10: 90; 0: unknown */ } gpu;
-    struct { int port; double gbps; /* line rate; 0: unknown */ } nic;
+    /* rail: the leaf switch (rail) of a rail-optimised fabric this port is
+     * cabled to, -1 when the topology does not say (then its NIC index:
+     * NIC k of every node on leaf k, as DGX and HGX clusters are cabled).
+     * down: the port was not active at detection; active_gbps: the rate
+     * it trained to when below gbps (0: at gbps). Either leaves the NIC
+     * out of plans (gcoll_topo_nic_usable). */
+    struct {
+      int port;
+      double gbps; /* line rate; 0: unknown */
+      int rail;
+      int down;
+      double active_gbps;
+    } nic;
     struct { int multicast; /* NVLS capable (NVSwitch gen3+) */ } nvs;
   } u;
   int nlinks, links_cap;
@@ -136,6 +148,14 @@ int gcoll_topo_add_link(struct gcoll_topo *topo, int a, int b,
                         enum gcoll_link_type type, int count, double bw,
                         char *err, size_t errlen);
 int gcoll_topo_find(const struct gcoll_topo *topo, const char *name);
+/* The rail of NIC k (index into topo->nic): its `rail`, else k. */
+#define GCOLL_TOPO_MAX_RAIL 1023
+int gcoll_topo_nic_rail(const struct gcoll_topo *topo, int k);
+/* 1 when plans may use NIC k: its port is up and runs at its line rate.
+ * Otherwise 0, with why (may be NULL) set to "down" or "slow" and detail
+ * (may be NULL) to a phrase: "port down", "200 of 400 Gb/s". */
+int gcoll_topo_nic_usable(const struct gcoll_topo *topo, int k, const char **why, char *detail,
+                          size_t detaillen);
 
 /* Computes every pair's path; must be called after the last add. */
 int gcoll_topo_compute_paths(struct gcoll_topo *topo, char *err, size_t errlen);
@@ -215,6 +235,14 @@ struct gcoll_topo *gcoll_topo_merge(const struct gcoll_topo *file, const struct 
  * case, a domain of at least 4 digits). 0, or -1 when `in` is not
  * DOMAIN:BB:DD.F with a 1 to 8 digit domain. */
 int gcoll_busid_normalize(const char *in, char *out, size_t outlen);
+
+/* Line and active rates of a node's n RDMA ports (topo_detect_ports.c):
+ * rate[i] is the Gb/s port i trained to (0: unknown), active[i] whether
+ * its state is active. The line rate of every port is the fastest active
+ * port's (100 when none is active); active_gbps[i] is rate[i] where that is
+ * below it, else 0 (at line rate, or down: down ports are marked apart). */
+void gcoll_port_health(const double *rate, const int *active, int n, double *line_gbps,
+                       double *active_gbps);
 
 /* Detection of the running machine (topo_detect.c): hwloc for CPUs/NUMA/PCI,
  * the CUDA driver and NVML through dlopen, libibverbs when built with it,

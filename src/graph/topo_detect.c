@@ -67,6 +67,8 @@ struct det_nic {
   char busid[GCOLL_BUSID_MAX];
   int port;
   double gbps;
+  int down;            /* an RDMA port not active at detection */
+  double active_gbps;  /* trained below the line rate: the rate it runs at */
   struct det_place at;
 };
 
@@ -325,7 +327,9 @@ static void detect_verbs_device(struct det *dt, struct ibv_device *dev) {
     snprintf(link, sizeof(link), "%s/device", dev->ibdev_path);
     for (int port = 1; port <= attr.phys_port_cnt && port <= 255; port++) {
       struct ibv_port_attr pa;
-      if (ibv_query_port(ctx, (uint8_t)port, &pa) != 0 || pa.state != IBV_PORT_ACTIVE) continue;
+      /* A port that is not active stays, marked down, so the plan can say
+       * it was left out (gcoll_port_health). */
+      if (ibv_query_port(ctx, (uint8_t)port, &pa) != 0) continue;
       struct det_nic *n = new_nic(dt);
       if (n == NULL) break;
       /* Port 1 keeps the device name users put in NCCL_IB_HCA; other
@@ -334,8 +338,8 @@ static void detect_verbs_device(struct det *dt, struct ibv_device *dev) {
       else snprintf(n->name, sizeof(n->name), "%.27s:%u", name ? name : "ib",
                     (unsigned)port & 0xffu);
       n->port = port;
-      double gbps = ib_lane_gbps(pa.active_speed) * ib_width(pa.active_width);
-      n->gbps = gbps > 0 ? gbps : 100.0;
+      n->gbps = ib_lane_gbps(pa.active_speed) * ib_width(pa.active_width);
+      n->down = pa.state != IBV_PORT_ACTIVE;
       sysfs_busid(link, n->busid);
     }
   }
@@ -348,6 +352,25 @@ static void detect_verbs(struct det *dt) {
   if (list == NULL) return;
   for (int i = 0; i < n; i++) detect_verbs_device(dt, list[i]);
   ibv_free_device_list(list);
+  int m = dt->nnic;
+  double *rate = malloc(((size_t)m + 1) * 3 * sizeof(double));
+  int *active = malloc(((size_t)m + 1) * sizeof(int));
+  if (rate != NULL && active != NULL) {
+    for (int i = 0; i < m; i++) {
+      rate[i] = dt->nic[i].gbps;
+      active[i] = !dt->nic[i].down;
+    }
+    gcoll_port_health(rate, active, m, rate + m, rate + 2 * m);
+    for (int i = 0; i < m; i++) {
+      dt->nic[i].gbps = rate[m + i];
+      dt->nic[i].active_gbps = rate[2 * m + i];
+    }
+  } else {
+    for (int i = 0; i < m; i++)
+      if (!(dt->nic[i].gbps > 0)) dt->nic[i].gbps = 100.0;
+  }
+  free(rate);
+  free(active);
 }
 #endif
 
@@ -397,7 +420,11 @@ static void detect_nics(struct det *dt) {
 #ifdef HAVE_VERBS
   detect_verbs(dt);
 #endif
-  if (dt->nnic == 0) detect_tcp(dt);
+  /* Without an active RDMA port the network is TCP; ports that are down
+   * stay listed, so the plan says why it does not use them. */
+  int active = 0;
+  for (int i = 0; i < dt->nnic; i++) active += !dt->nic[i].down;
+  if (active == 0) detect_tcp(dt);
 }
 
 /* ---- hwloc: sockets and the PCI tree ------------------------------------- */
@@ -568,6 +595,8 @@ static int add_gpus_nics(struct gcoll_topo *t, const struct det *dt, char *err, 
     if (idx < 0) return -1;
     t->dev[idx].u.nic.port = dt->nic[i].port;
     t->dev[idx].u.nic.gbps = dt->nic[i].gbps;
+    t->dev[idx].u.nic.down = dt->nic[i].down;
+    t->dev[idx].u.nic.active_gbps = dt->nic[i].active_gbps;
   }
   return 0;
 }

@@ -268,6 +268,13 @@ struct gcoll_topo *gcoll_topo_merge(const struct gcoll_topo *file, const struct 
     if (nmap[i] < 0) continue;
     struct gcoll_topo_dev *n = &out->dev[out->nic[i]];
     const struct gcoll_topo_dev *bn = &base->dev[base->nic[nmap[i]]];
+    /* A rail is where the port is cabled: the base's, unless the file says. */
+    if (n->u.nic.rail < 0) n->u.nic.rail = bn->u.nic.rail;
+    /* Only detection knows whether a port is up: an override file cannot say. */
+    if (!n->u.nic.down && !(n->u.nic.active_gbps > 0)) {
+      n->u.nic.down = bn->u.nic.down;
+      n->u.nic.active_gbps = bn->u.nic.active_gbps;
+    }
     if (n->u.nic.gbps > 0 || !(bn->u.nic.gbps > 0)) continue;
     n->u.nic.gbps = bn->u.nic.gbps;
     nspeeds++;

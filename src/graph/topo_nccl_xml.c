@@ -90,6 +90,9 @@ struct xnic {
   double bw;
   char name[GCOLL_NAME_MAX];
   int named, port, net_dev;
+  int rail;            /* gcoll_rail="..." (gcoll's export), -1 when absent */
+  int down;            /* gcoll_down="1" (gcoll's export) */
+  double active_gbps;  /* gcoll_active_gbps="..." (gcoll's export), 0 when absent */
   double gbps;
   int dev;
 };
@@ -352,8 +355,8 @@ static int count_element(struct xr *r, xmlNode *n) {
 
 static int read_net(struct xr *r, xmlNode *net, const char *busid, struct xref parent, double bw) {
   char name[ATTR_MAX], b[48];
-  long port, dev;
-  double speed;
+  long port, dev, rail, down;
+  double speed, active;
   if (count_element(r, net)) return -1;
   if (r->nnic >= GCOLL_TOPO_MAX_NODES)
     return fail(r, xmlGetLineNo(net), "more than %d NICs", GCOLL_TOPO_MAX_NODES);
@@ -363,7 +366,10 @@ static int read_net(struct xr *r, xmlNode *net, const char *busid, struct xref p
   int has = attr(r, net, "name", name, sizeof(name));
   if (has < 0 || attr_num(r, net, "speed", 1e8, &speed) ||
       attr_int(r, net, "port", 1, 255, 1, &port) ||
-      attr_int(r, net, "dev", 0, 1 << 20, -1, &dev))
+      attr_int(r, net, "dev", 0, 1 << 20, -1, &dev) ||
+      attr_int(r, net, "gcoll_rail", 0, GCOLL_TOPO_MAX_RAIL, -1, &rail) ||
+      attr_int(r, net, "gcoll_down", 0, 1, 0, &down) ||
+      attr_num(r, net, "gcoll_active_gbps", 1e5, &active))
     return -1;
   if (has) {
     int ok = name[0] != '\0' && strlen(name) < GCOLL_NAME_MAX && isalnum((unsigned char)name[0]);
@@ -382,6 +388,9 @@ static int read_net(struct xr *r, xmlNode *net, const char *busid, struct xref p
   x->bw = bw;
   x->port = (int)port;
   x->net_dev = (int)dev;
+  x->rail = (int)rail;
+  x->down = (int)down;
+  x->active_gbps = active;
   x->gbps = speed / 1000.0; /* Mb/s */
   r->nnic++;
   return 0;
@@ -412,6 +421,7 @@ static int add_unnamed_nic(struct xr *r, long line, const char *busid, struct xr
   x->bw = bw;
   x->port = 1;
   x->net_dev = -1;
+  x->rail = -1;
   return 0;
 }
 
@@ -863,6 +873,9 @@ static int build(struct xr *r, struct gcoll_topo *t) {
       return -1;
     t->dev[x->dev].u.nic.port = x->port;
     t->dev[x->dev].u.nic.gbps = x->gbps;
+    t->dev[x->dev].u.nic.rail = x->rail;
+    t->dev[x->dev].u.nic.down = x->down;
+    t->dev[x->dev].u.nic.active_gbps = x->active_gbps < x->gbps ? x->active_gbps : 0;
   }
   int nvs = -1;
   if (any_nvs) {

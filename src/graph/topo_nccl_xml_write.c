@@ -37,6 +37,13 @@ struct xw {
 /* Integers as integers (NCCL reads bw, speed with atoi-like parsers), else
  * the shortest decimal that reads back as the same double ("370.8", not
  * "370.80000000000001"). */
+/* A port's health (gcoll_down, gcoll_active_gbps): NCCL's XML has no place
+ * for it, and reading the export back must give the same hash. */
+static void fprintf_health(FILE *f, const struct gcoll_topo_dev *d) {
+  if (d->u.nic.down) fprintf(f, " gcoll_down=\"1\"");
+  if (d->u.nic.active_gbps > 0) fprintf(f, " gcoll_active_gbps=\"%.17g\"", d->u.nic.active_gbps);
+}
+
 static const char *num(char *buf, size_t len, double v) {
   if (v == (double)(long long)v && v > -1e15 && v < 1e15) { /* NCCL reads integers */
     snprintf(buf, len, "%lld", (long long)v);
@@ -184,7 +191,10 @@ static void write_nets(struct xw *w, int first, int depth) {
     indent(f, depth + 1);
     fprintf(f, "<net name=\"%s\" dev=\"%d\"", d->name, d->index);
     if (d->u.nic.gbps > 0) fprintf(f, " speed=\"%s\"", num(b, sizeof(b), d->u.nic.gbps * 1000.0));
-    fprintf(f, " port=\"%d\"/>\n", d->u.nic.port);
+    fprintf(f, " port=\"%d\"", d->u.nic.port);
+    if (d->u.nic.rail >= 0) fprintf(f, " gcoll_rail=\"%d\"", d->u.nic.rail);
+    fprintf_health(f, d);
+    fprintf(f, "/>\n");
   }
   indent(f, depth);
   fprintf(f, "</nic>\n");
@@ -225,7 +235,10 @@ static int write_pci_dev(struct xw *w, int i, int depth) {
         indent(f, depth + 1);
         fprintf(f, "<net name=\"%s\" dev=\"%d\"", d->name, d->index);
         if (d->u.nic.gbps > 0) fprintf(f, " speed=\"%s\"", num(b, sizeof(b), d->u.nic.gbps * 1000.0));
-        fprintf(f, " port=\"%d\"/>\n", d->u.nic.port);
+        fprintf(f, " port=\"%d\"", d->u.nic.port);
+        if (d->u.nic.rail >= 0) fprintf(f, " gcoll_rail=\"%d\"", d->u.nic.rail);
+        fprintf_health(f, d);
+        fprintf(f, "/>\n");
         indent(f, depth);
         fprintf(f, "</nic>\n");
         return 0;

@@ -234,18 +234,41 @@ static int read_gpu(struct reader *r, const struct ydoc_node *e, const char *ctx
 }
 
 static int read_nic(struct reader *r, const struct ydoc_node *e, const char *ctx) {
-  static const char *const keys[] = {"name", "busid", "parent", "port", "gbps", NULL};
-  int port;
-  double gbps;
-  if (check_keys(r, e, ctx, keys) || get_opt_int(r, e, ctx, "port", 1, 255, 1, &port))
+  static const char *const keys[] = {"name",        "busid", "parent", "port", "gbps", "rail",
+                                     "active_gbps", "state", NULL};
+  int port, rail, down = 0;
+  double gbps, active = 0;
+  char f[FIELD_MAX];
+  if (check_keys(r, e, ctx, keys) || get_opt_int(r, e, ctx, "port", 1, 255, 1, &port) ||
+      get_opt_int(r, e, ctx, "rail", 0, GCOLL_TOPO_MAX_RAIL, -1, &rail))
     return -1;
   gbps = 0; /* absent: unknown (gcoll_topo_missing names it) */
   if (ydoc_get(e, "gbps") != NULL && get_double(r, e, ctx, "gbps", 0.001, 100000.0, &gbps))
     return -1;
+  const struct ydoc_node *st = ydoc_get(e, "state");
+  if (st != NULL) {
+    field_path(f, ctx, "state");
+    if (ydoc_expect(r->doc, st, YDOC_SCALAR, f, r->err, r->errlen)) return -1;
+    if (strcmp(st->scalar, "up") != 0 && strcmp(st->scalar, "down") != 0)
+      return ydoc_error(r->doc, st, f, r->err, r->errlen, "expected up or down, found '%.40s'",
+                        st->scalar);
+    down = strcmp(st->scalar, "down") == 0;
+  }
+  if (ydoc_get(e, "active_gbps") != NULL) {
+    if (get_double(r, e, ctx, "active_gbps", 0.001, 100000.0, &active)) return -1;
+    field_path(f, ctx, "active_gbps");
+    if (!(gbps > 0) || active > gbps)
+      return ydoc_error(r->doc, ydoc_get(e, "active_gbps"), f, r->err, r->errlen,
+                        "%g Gb/s needs a line rate 'gbps' at least as high", active);
+  }
   int idx = read_pci_common(r, e, ctx, GCOLL_DEV_NIC, keys);
   if (idx < 0) return -1;
   r->t->dev[idx].u.nic.port = port;
   r->t->dev[idx].u.nic.gbps = gbps;
+  r->t->dev[idx].u.nic.rail = rail;
+  r->t->dev[idx].u.nic.down = down;
+  /* At the line rate is no degradation: stored as 0 so it hashes as absent. */
+  r->t->dev[idx].u.nic.active_gbps = active < gbps ? active : 0;
   return 0;
 }
 

@@ -116,6 +116,9 @@ static void emit_device(struct writer *w, const struct gcoll_topo *t,
       emit_pci_fields(w, t, d);
       kv_int(w, "port", d->u.nic.port);
       if (d->u.nic.gbps > 0) kv_double(w, "gbps", d->u.nic.gbps);  /* 0: unknown */
+      if (d->u.nic.rail >= 0) kv_int(w, "rail", d->u.nic.rail);
+      if (d->u.nic.active_gbps > 0) kv_double(w, "active_gbps", d->u.nic.active_gbps);
+      if (d->u.nic.down) kv_str(w, "state", "down");
       break;
     case GCOLL_DEV_NVS:
       kv_str(w, "name", d->name);

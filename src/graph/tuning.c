@@ -80,12 +80,21 @@ const struct gcoll_tuning_model gcoll_tuning_defaults = {
    * 8 runs; best 7.4), the gather form's 3 took 6.3-6.8 (best 4.4), so a
    * step costs about 1 us, 0.9 more than on dedicated cores. */
   .shared_lat = 0.9,
+  /* Assumptions, not measurements (no multi-rail fabric here): two more
+   * switch hops and some queueing at the spine per crossing, and a spine
+   * that gives cross-rail traffic 3/4 of a NIC's rate. Calibrate with
+   * GCOLL_TUNING=spine_lat=...,spine_eff=... */
+  .spine_lat = 1.0,
+  .spine_eff = 0.75,
 };
 
 /* Facts about the job the model needs, taken from the plan. */
 struct job_shape {
   int nranks, nnodes, max_local, nchannels;
   double bw_ch;        /* GB/s per channel, the bottleneck of intra and net */
+  /* Per algorithm: bw_ch with the spine's share of cross-rail edges, and
+   * the extra latency per network step those edges add. */
+  double algo_bw[GCOLL_NALGOS], spine_lat[GCOLL_NALGOS];
   int nvls;            /* every node has NVLS heads and there is one node */
   enum gcoll_tune_exec exec;
 };
@@ -104,6 +113,27 @@ static struct job_shape shape_of(const struct gcoll_plan *p, const struct gcoll_
     if (g->nvls_nheads == 0) all_nvls = 0;
   }
   s.bw_ch = isfinite(bw) ? bw : m->default_bw;
+  /* Spine crossings: a share f of the inter-node edges at spine_eff of the
+   * rate slows the channel's network side to 1 / ((1 - f) + f / eff). */
+  double net = INFINITY, intra = INFINITY;
+  for (int k = 0; k < p->nclasses; k++) {
+    const struct gcoll_intra_graph *g = &p->classes[k].graph;
+    if (g->ring_bw > 0 && g->ring_bw < intra) intra = g->ring_bw;
+    if (p->nnodes > 1 && g->net_bw > 0 && g->net_bw < net) net = g->net_bw;
+  }
+  struct gcoll_rail_counts rc;
+  gcoll_plan_rail_counts(p, &rc);
+  for (int a = 0; a < GCOLL_NALGOS; a++) {
+    int edges = a == GCOLL_ALGO_TREE ? rc.tree_edges : rc.ring_edges;
+    int cross = a == GCOLL_ALGO_TREE ? rc.tree_cross : rc.ring_cross;
+    double f = edges > 0 && a != GCOLL_ALGO_NVLS ? (double)cross / edges : 0;
+    s.spine_lat[a] = f * m->spine_lat;
+    s.algo_bw[a] = s.bw_ch;
+    if (f > 0 && isfinite(net) && m->spine_eff > 0) {
+      double slowed = net / ((1 - f) + f / m->spine_eff);
+      s.algo_bw[a] = slowed < intra ? slowed : intra;
+    }
+  }
   s.exec = all_gpu ? GCOLL_TUNE_GPU : GCOLL_TUNE_HOST;
   s.nvls = all_gpu && all_nvls && p->nnodes == 1 && p->nranks > 1;
   return s;
@@ -215,8 +245,12 @@ static int same_choice(const struct gcoll_tuning_entry *a, const struct gcoll_tu
 /* The row count is bounded by GCOLL_MAX_TUNING: when the model flips more
  * often than that, the extra boundaries at the small end are merged into
  * their larger neighbour (the larger size's choice is the safer one). */
-static void tune_coll(struct gcoll_plan *plan, const struct gcoll_tuning_model *m,
+static void tune_coll(struct gcoll_plan *plan, const struct gcoll_tuning_model *model,
                       const struct job_shape *s, enum gcoll_coll coll) {
+  struct gcoll_tuning_model spine = *model;
+  for (int a = 0; a < GCOLL_NALGOS; a++)
+    for (int p = 0; p < GCOLL_NPROTOS; p++) spine.exec[s->exec].net_lat[a][p] += s->spine_lat[a];
+  const struct gcoll_tuning_model *m = &spine;
   const struct gcoll_tuning_exec *e = &m->exec[s->exec];
   struct gcoll_tuning_entry rows[64];
   int nrows = 0;
@@ -233,7 +267,7 @@ static void tune_coll(struct gcoll_plan *plan, const struct gcoll_tuning_model *
         if (!e->proto_ok[p] || (a == GCOLL_ALGO_NVLS && p != GCOLL_PROTO_SIMPLE)) continue;
         double t = gcoll_tuning_predict(m, s->exec, coll, (enum gcoll_algo)a,
                                         (enum gcoll_proto)p, s->nranks, s->nnodes,
-                                        s->max_local, nch, s->bw_ch, bytes);
+                                        s->max_local, nch, s->algo_bw[a], bytes);
         if (t < best_t) {
           best_t = t;
           best = (struct gcoll_tuning_entry){bytes, (enum gcoll_algo)a, (enum gcoll_proto)p, nch};
@@ -310,6 +344,15 @@ static int set_one(struct gcoll_tuning_model *m, char *item, char *err, size_t e
   if (np == 1 && strcmp(parts[0], "nvls_ratio") == 0) { m->nvls_ratio = v; return 0; }
   if (np == 1 && strcmp(parts[0], "default_bw") == 0) { m->default_bw = v; return 0; }
   if (np == 1 && strcmp(parts[0], "shared_lat") == 0) { m->shared_lat = v; return 0; }
+  if (np == 1 && strcmp(parts[0], "spine_lat") == 0) { m->spine_lat = v; return 0; }
+  if (np == 1 && strcmp(parts[0], "spine_eff") == 0) {
+    if (v <= 0 || v > 1) {
+      snprintf(err, errlen, "tuning override '%s': must be in (0, 1]", key);
+      return -1;
+    }
+    m->spine_eff = v;
+    return 0;
+  }
   int ex = np >= 2 ? (strcmp(parts[0], "gpu") == 0 ? GCOLL_TUNE_GPU
                       : strcmp(parts[0], "host") == 0 ? GCOLL_TUNE_HOST : -1) : -1;
   if (ex < 0) goto unknown;

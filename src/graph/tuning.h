@@ -33,6 +33,13 @@ struct gcoll_tuning_model {
    * channel threads) outnumber its cores: the scheduler must run the peer
    * first. Known at run time only, so only the gather-form limit uses it. */
   double shared_lat;
+  /* Edges between nodes that change rails go up to the spine and back:
+   * spine_lat us more per such step, and spine_eff of the NIC bandwidth
+   * (spines are often oversubscribed, and such traffic meets other rails'
+   * there). Applied in proportion to the share of a ring's or a tree's
+   * inter-node edges that cross (gcoll_plan_rail_counts). */
+  double spine_lat;
+  double spine_eff;
 };
 
 extern const struct gcoll_tuning_model gcoll_tuning_defaults;
@@ -61,7 +68,7 @@ uint64_t gcoll_tuning_gather_limit(const struct gcoll_tuning_model *m, enum gcol
 /* Applies overrides "key=value[,key=value...]" to m. Keys:
  *   gpu|host.ALGO.PROTO.base_lat|intra_lat|net_lat, gpu|host.ALGO.eff,
  *   gpu|host.PROTO.eff, gpu|host.min_channel_bytes, nvls_ratio, default_bw,
- *   shared_lat.
+ *   shared_lat, spine_lat, spine_eff.
  * Returns 0, or -1 with a one-line reason; m is unchanged up to the bad key. */
 int gcoll_tuning_set(struct gcoll_tuning_model *m, const char *spec, char *err, size_t errlen);
 

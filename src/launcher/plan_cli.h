@@ -67,6 +67,13 @@ void cli_print_tuning(FILE *out, const char *indent, const int ntuning[GCOLL_NCO
 /* Prints "0-7,9,8" (runs of +1 collapsed) for at most `max_items` numbers,
  * then " ... (N more)". */
 void cli_print_ranges(FILE *out, const int *v, int n, int max_items);
+/* plan_cmd_show_rails.c: each searched channel's NIC pairs on ring edges
+ * between nodes, and the counts of cross-rail edges; one edge's pair
+ * (label "in": theirs -> mine is printed as mine <- theirs), with the PXN
+ * rank when via >= 0. */
+void cli_print_rails(const struct gcoll_plan *plan);
+void cli_print_nic_pair(const char *label, const char *mine, int my_rail, const char *theirs,
+                        int their_rail, int via);
 /* Display name for an output path ("-" is stdout). */
 const char *cli_path_name(const char *path);
 /* Plan summary shared by generate and verify:

@@ -82,6 +82,15 @@ static void diff_list(struct differ *d, const char *what, const int *a, int na, 
   say(d, "%s: %s -> %s", what, fmt_list(a, na, ba, sizeof(ba)), fmt_list(b, nb, bb, sizeof(bb)));
 }
 
+/* A rail or PXN local rank, -1 printed as "none". */
+static void diff_opt(struct differ *d, const char *what, int a, int b) {
+  if (a == b) return;
+  char ba[16] = "none", bb[16] = "none";
+  if (a >= 0) snprintf(ba, sizeof(ba), "%d", a);
+  if (b >= 0) snprintf(bb, sizeof(bb), "%d", b);
+  say(d, "%s: %s -> %s", what, ba, bb);
+}
+
 static void diff_channel(struct differ *d, const char *cname, int s, int nla, int nlb,
                          const struct gcoll_intra_channel *a,
                          const struct gcoll_intra_channel *b) {
@@ -92,10 +101,30 @@ static void diff_channel(struct differ *d, const char *cname, int s, int nla, in
   diff_str(d, what, a->ring_nic_in_name, b->ring_nic_in_name);
   snprintf(what, sizeof(what), "class %s: ring %d nic_out", cname, s);
   diff_str(d, what, a->ring_nic_out_name, b->ring_nic_out_name);
+  snprintf(what, sizeof(what), "class %s: ring %d rail_in", cname, s);
+  diff_opt(d, what, a->ring_rail_in, b->ring_rail_in);
+  snprintf(what, sizeof(what), "class %s: ring %d rail_out", cname, s);
+  diff_opt(d, what, a->ring_rail_out, b->ring_rail_out);
+  snprintf(what, sizeof(what), "class %s: ring %d pxn", cname, s);
+  diff_opt(d, what, a->ring_pxn, b->ring_pxn);
   snprintf(what, sizeof(what), "class %s: tree %d chain", cname, s);
   diff_list(d, what, a->chain, nla, b->chain, nlb);
   snprintf(what, sizeof(what), "class %s: tree %d nic", cname, s);
   diff_str(d, what, a->chain_nic_name, b->chain_nic_name);
+  snprintf(what, sizeof(what), "class %s: tree %d rail", cname, s);
+  diff_opt(d, what, a->chain_rail, b->chain_rail);
+}
+
+/* "mlx5_3 (down), mlx5_5 (slow)", or "none". */
+static const char *fmt_left_out(const struct gcoll_intra_graph *g, char *buf, size_t len) {
+  size_t pos = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < g->nleft_out && pos < len; i++)
+    pos += (size_t)snprintf(buf + pos, len - pos, "%s%s (%s)", i ? ", " : "", g->left_out[i].nic,
+                            g->left_out[i].why);
+  if (g->left_out_more > 0 && pos < len)
+    snprintf(buf + pos, len - pos, " and %d more", g->left_out_more);
+  return buf[0] ? buf : "none";
 }
 
 static void diff_class(struct differ *d, const struct gcoll_plan_class *a,
@@ -137,6 +166,10 @@ static void diff_class(struct differ *d, const struct gcoll_plan_class *a,
     diff_channel(d, a->name, s, a->nlocal, b->nlocal, &ga->ch[s], &gb->ch[s]);
   snprintf(what, sizeof(what), "class %s: nvls heads", a->name);
   diff_list(d, what, ga->nvls_heads, ga->nvls_nheads, gb->nvls_heads, gb->nvls_nheads);
+  char la[1200], lb[1200];
+  fmt_left_out(ga, la, sizeof(la));
+  fmt_left_out(gb, lb, sizeof(lb));
+  if (strcmp(la, lb) != 0) say(d, "class %s: NICs left out: %s -> %s", a->name, la, lb);
 }
 
 static const struct gcoll_plan_class *find_class(const struct gcoll_plan *p, const char *name) {
@@ -149,15 +182,21 @@ static void diff_classes(struct differ *d, const struct gcoll_plan *a,
                          const struct gcoll_plan *b) {
   for (int k = 0; k < a->nclasses; k++) {
     const struct gcoll_plan_class *ca = &a->classes[k], *cb = find_class(b, ca->name);
+    char lo[1200];
     if (cb == NULL)
-      say(d, "- class %s (hash %08" PRIx32 ", %d local ranks)", ca->name, ca->hash, ca->nlocal);
+      say(d, "- class %s (hash %08" PRIx32 ", %d local ranks%s%s)", ca->name, ca->hash,
+          ca->nlocal, ca->graph.nleft_out ? ", NICs left out: " : "",
+          ca->graph.nleft_out ? fmt_left_out(&ca->graph, lo, sizeof(lo)) : "");
     else
       diff_class(d, ca, cb);
   }
   for (int k = 0; k < b->nclasses; k++) {
     const struct gcoll_plan_class *cb = &b->classes[k];
+    char lo[1200];
     if (find_class(a, cb->name) == NULL)
-      say(d, "+ class %s (hash %08" PRIx32 ", %d local ranks)", cb->name, cb->hash, cb->nlocal);
+      say(d, "+ class %s (hash %08" PRIx32 ", %d local ranks%s%s)", cb->name, cb->hash,
+          cb->nlocal, cb->graph.nleft_out ? ", NICs left out: " : "",
+          cb->graph.nleft_out ? fmt_left_out(&cb->graph, lo, sizeof(lo)) : "");
   }
 }
 

@@ -16,7 +16,7 @@ const char plan_usage_generate[] =
     "                           [--ranks-per-node K[,K...]] [--channels C]\n"
     "                           [--nvlink-domain N] [--fabric FILE]\n"
     "                           [--job-id J] [--step-id S]\n"
-    "                           [-q] -o FILE\n"
+    "                           [--allow-cross-rail] [-q] -o FILE\n"
     "\n"
     "Computes the communication plan of a job and writes it atomically.\n"
     "\n"
@@ -58,6 +58,13 @@ const char plan_usage_generate[] =
     "                          cross upper levels. Matched by host name\n"
     "                          (--hosts, else node00000, ...); nodes the file\n"
     "                          does not name come last\n"
+    "      --allow-cross-rail  for fabrics without rails (one switch, a full fat\n"
+    "                          tree): rings may leave a node by another rail\n"
+    "                          than they enter the next by, where that carries\n"
+    "                          more. Default: every ring leaves each node on\n"
+    "                          the rail (NIC index, or the topology's `rail`)\n"
+    "                          it enters the next by, through an NVLink peer's\n"
+    "                          NIC (PXN) where needed\n"
     "  -j, --job-id J          Slurm job id recorded in the plan\n"
     "  -s, --step-id S         Slurm step id recorded in the plan\n"
     "  -o, --output FILE       plan file to write ('-' for standard output)\n"
@@ -85,6 +92,7 @@ struct generate_opts {
   long long job_id, step_id; /* -1: unset */
   const char *output;
   int quiet;
+  int cross_rail;
 };
 
 /* Distinct topologies and which one each node uses: nodes with identical
@@ -290,6 +298,29 @@ bad:
                          "with K in 1..%d", s, GCOLL_MAX_LOCAL_RANKS);
 }
 
+/* One INFO line per NIC a class leaves out (down, or below its line rate),
+ * naming its first node and how many more share that topology. */
+static void report_left_out(const struct gcoll_plan *plan, const struct gcoll_topo **node_topo) {
+  for (int k = 0; k < plan->nclasses; k++) {
+    const struct gcoll_intra_graph *g = &plan->classes[k].graph;
+    int first = -1, count = 0;
+    for (int n = 0; n < plan->nnodes; n++)
+      if (plan->node_class[n] == k && count++ == 0) first = n;
+    if (g->nleft_out == 0 || first < 0) continue;
+    const struct gcoll_topo *t = node_topo[first];
+    for (int i = 0; i < g->nleft_out; i++) {
+      char detail[64] = "";
+      int d = gcoll_topo_find(t, g->left_out[i].nic);
+      if (d >= 0 && t->dev[d].type == GCOLL_DEV_NIC)
+        gcoll_topo_nic_usable(t, t->dev[d].index, NULL, detail, sizeof(detail));
+      fprintf(stderr, "gcoll-plan: INFO: %s of node %d (%s%s) left out of the plan: %s\n",
+              g->left_out[i].nic, first, plan->node_host[first],
+              count > 1 ? ", and the other nodes of its topology" : "",
+              detail[0] ? detail : g->left_out[i].why);
+    }
+  }
+}
+
 static int parse_opts(int argc, char **argv, struct generate_opts *o) {
   static const struct option longopts[] = {
       {"topo", required_argument, NULL, 't'},
@@ -304,6 +335,7 @@ static int parse_opts(int argc, char **argv, struct generate_opts *o) {
       {"step-id", required_argument, NULL, 's'},
       {"output", required_argument, NULL, 'o'},
       {"quiet", no_argument, NULL, 'q'},
+      {"allow-cross-rail", no_argument, NULL, 'R'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   memset(o, 0, sizeof(*o));
@@ -356,6 +388,7 @@ static int parse_opts(int argc, char **argv, struct generate_opts *o) {
       break;
     case 'o': o->output = optarg; break;
     case 'q': o->quiet = 1; break;
+    case 'R': o->cross_rail = 1; break;
     case 'h': return -1;
     default: return cli_bad_option(CMD, c, argv);
     }
@@ -475,6 +508,7 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
       .node_gpus = node_gpus,
       .node_domain = node_domain,
       .node_order = node_order,
+      .cross_rail = o->cross_rail,
   };
   plan = gcoll_plan_build(&in, err, sizeof(err));
   if (plan == NULL) {
@@ -497,6 +531,7 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
     char summary[256];
     cli_plan_summary(plan, summary, sizeof(summary));
     fprintf(stderr, "%s: %s\n", cli_path_name(o->output), summary);
+    report_left_out(plan, node_topo);
   }
   rc = PLAN_EXIT_OK;
 out:

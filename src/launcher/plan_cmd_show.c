@@ -15,7 +15,11 @@ const char plan_usage_show[] =
     "with their per-channel ring orders and NICs, trees, tuning table).\n"
     "With --rank R: prints rank R's view, loaded the way the runtime loads it\n"
     "(gcoll_plan_load_rank_view): its node, and per channel its ring neighbours\n"
-    "and tree parent/children with the edge kind of each link.\n"
+    "and tree parent/children with the edge kind of each link; an edge to\n"
+    "another node shows its NIC pair (this rank's NIC -> the peer's, with\n"
+    "rails, 'cross-rail' where they differ, and the rank whose GPU a PXN send\n"
+    "goes through). The summary counts the edges between nodes that change\n"
+    "rails and lists each channel's NIC pairs.\n"
     "\n"
     "  -r, --rank R   show rank R's view (0 <= R < ranks)\n"
     "  -h, --help     this help\n"
@@ -74,6 +78,9 @@ static void print_class(const struct gcoll_plan *plan, int k) {
     if (ch->ring_nic_in_name[0] || ch->ring_nic_out_name[0])
       printf("  nic in %s out %s", ch->ring_nic_in_name[0] ? ch->ring_nic_in_name : "-",
              ch->ring_nic_out_name[0] ? ch->ring_nic_out_name : "-");
+    if (ch->ring_rail_in >= 0 || ch->ring_rail_out >= 0)
+      printf(" (rails %d/%d)", ch->ring_rail_in, ch->ring_rail_out);
+    if (ch->ring_pxn >= 0) printf(" last sends via local rank %d (PXN)", ch->ring_pxn);
     printf("\n");
   }
   for (int s = 0; s < g->nchannels; s++) {
@@ -81,8 +88,13 @@ static void print_class(const struct gcoll_plan *plan, int k) {
     printf("    tree %2d: chain ", s);
     print_perm(ch->chain, cls->nlocal);
     if (ch->chain_nic_name[0]) printf("  nic %s", ch->chain_nic_name);
+    if (ch->chain_rail >= 0) printf(" (rail %d)", ch->chain_rail);
     printf("\n");
   }
+  for (int i = 0; i < g->nleft_out; i++)
+    printf("    NIC %s left out: %s\n", g->left_out[i].nic,
+           strcmp(g->left_out[i].why, "down") == 0 ? "port down" : "below its line rate");
+  if (g->left_out_more > 0) printf("    ... and %d more NICs left out\n", g->left_out_more);
   if (g->nvls_nheads > 0) {
     printf("    nvls heads: ");
     print_perm(g->nvls_heads, g->nvls_nheads);
@@ -194,6 +206,7 @@ static void print_summary(const char *path, const struct gcoll_plan *plan) {
   printf("tree:      double binary, t1 root node %d, t2 root node %d (%s construction)\n",
          plan->t1_root, plan->t2_root,
          plan->t2_construction == GCOLL_T2_MIRROR ? "mirror" : "shift");
+  cli_print_rails(plan);
   printf("tuning:\n");
   cli_print_tuning(stdout, "  ", plan->ntuning, plan->tuning);
 }
@@ -205,7 +218,40 @@ static void print_edge_rank(int rank, enum gcoll_edge e) {
     printf("%d (%s)", rank, gcoll_edge_name(e));
 }
 
-static void print_rank_view(const struct gcoll_rank_view *v) {
+/* Views of the ranks at the other end of this rank's edges to other
+ * nodes, loaded as the runtime loads its own: a handful per rank. */
+#define PEER_CACHE 8
+struct peers {
+  const char *path;
+  int n, rank[PEER_CACHE];
+  struct gcoll_rank_view *view[PEER_CACHE];
+};
+
+static const struct gcoll_rank_view *peer_view(struct peers *p, int rank) {
+  for (int i = 0; i < p->n; i++)
+    if (p->rank[i] == rank) return p->view[i];
+  char err[PLAN_CLI_ERRLEN];
+  struct gcoll_rank_view *v = calloc(1, sizeof(*v));
+  if (v == NULL || gcoll_plan_load_rank_view(p->path, rank, v, err, sizeof(err)) != 0) {
+    free(v);
+    return NULL;
+  }
+  if (p->n == PEER_CACHE) {
+    free(p->view[0]);
+    memmove(p->view, p->view + 1, (PEER_CACHE - 1) * sizeof(p->view[0]));
+    memmove(p->rank, p->rank + 1, (PEER_CACHE - 1) * sizeof(p->rank[0]));
+    p->n--;
+  }
+  p->rank[p->n] = rank;
+  p->view[p->n++] = v;
+  return v;
+}
+
+static void peers_free(struct peers *p) {
+  for (int i = 0; i < p->n; i++) free(p->view[i]);
+}
+
+static void print_rank_view(const struct gcoll_rank_view *v, struct peers *peers) {
   printf("rank %d of %d\n", v->rank, v->nranks);
   printf("node:      %d of %d, host %s\n", v->node, v->nnodes, v->host);
   printf("local:     rank %d of %d", v->local_rank, v->local_nranks);
@@ -229,8 +275,17 @@ static void print_rank_view(const struct gcoll_rank_view *v) {
     print_edge_rank(r->prev, r->prev_edge);
     printf(" -> %d -> next ", v->rank);
     print_edge_rank(r->next, r->next_edge);
-    if (r->nic_in[0]) printf("  nic_in %s", r->nic_in);
-    if (r->nic_out[0]) printf("  nic_out %s", r->nic_out);
+    const struct gcoll_rank_view *pv;
+    if (r->nic_in[0] && r->prev_edge == GCOLL_EDGE_NET && (pv = peer_view(peers, r->prev)))
+      cli_print_nic_pair("in", r->nic_in, r->rail_in, pv->ring[c].nic_out, pv->ring[c].rail_out,
+                         -1);
+    else if (r->nic_in[0])
+      printf("  nic_in %s", r->nic_in);
+    if (r->nic_out[0] && r->next_edge == GCOLL_EDGE_NET && (pv = peer_view(peers, r->next)))
+      cli_print_nic_pair("out", r->nic_out, r->rail_out, pv->ring[c].nic_in, pv->ring[c].rail_in,
+                         r->nic_out_via);
+    else if (r->nic_out[0])
+      printf("  nic_out %s", r->nic_out);
     printf("\n");
   }
   for (int c = 0; c < v->nchannels && c < GCOLL_MAX_CHANNELS; c++) {
@@ -243,7 +298,12 @@ static void print_rank_view(const struct gcoll_rank_view *v) {
       print_edge_rank(t->children[i], t->child_edge[i]);
     }
     printf("]");
-    if (t->nic[0]) printf("  nic %s", t->nic);
+    const struct gcoll_rank_view *pv;
+    if (t->nic[0] && t->parent >= 0 && t->parent_edge == GCOLL_EDGE_NET &&
+        (pv = peer_view(peers, t->parent)))
+      cli_print_nic_pair("up", t->nic, t->rail, pv->tree[c].nic, pv->tree[c].rail, -1);
+    else if (t->nic[0])
+      printf("  nic %s", t->nic);
     printf("\n");
   }
   if (v->nvls_nheads > 0) {
@@ -284,7 +344,9 @@ int plan_cmd_show(int argc, char **argv) {
     struct gcoll_rank_view *view = calloc(1, sizeof(*view));
     if (view == NULL) return cli_fail("out of memory");
     int rc = gcoll_plan_load_rank_view(path, (int)rank, view, err, sizeof(err));
-    if (rc == 0) print_rank_view(view);
+    struct peers peers = {.path = path};
+    if (rc == 0) print_rank_view(view, &peers);
+    peers_free(&peers);
     free(view);
     return rc == 0 ? PLAN_EXIT_OK : cli_fail("%s", err);
   }

@@ -8,17 +8,21 @@
 #include "launcher/plan_cli.h"
 
 const char plan_usage_verify[] =
-    "usage: gcoll-plan verify PLAN [--nodes N] [--ranks R] [--hosts LIST]\n"
+    "usage: gcoll-plan verify PLAN [--nodes N] [--ranks R] [--hosts LIST] [--allow-cross-rail]\n"
     "\n"
     "Reads PLAN and checks every invariant of the plan format (each ring\n"
     "channel is one cycle through all ranks, both trees span all nodes, every\n"
-    "rank belongs to one node, ...). The options also check that the plan fits\n"
+    "rank belongs to one node, ...) and that every edge between nodes stays on\n"
+    "one rail (leaves a node by a NIC on the leaf switch the next node's NIC\n"
+    "is on). The options also check that the plan fits\n"
     "a job, e.g. in a batch script:\n"
     "  gcoll-plan verify plan.yaml --hosts \"$SLURM_JOB_NODELIST\" --ranks \"$SLURM_NTASKS\"\n"
     "\n"
     "  -N, --nodes N      the job has N nodes\n"
     "  -n, --ranks R      the job has R ranks\n"
     "  -H, --hosts LIST   the job's nodes, in node order, as a Slurm host list\n"
+    "      --allow-cross-rail  edges between nodes may change rails (fabrics\n"
+    "                     without rails: one switch, or a full fat tree)\n"
     "  -q, --quiet        print nothing on success\n"
     "  -h, --help         this help\n"
     "\n"
@@ -31,6 +35,7 @@ struct verify_opts {
   long long nodes, ranks;   /* 0: unchecked */
   const char *hosts;
   int quiet;
+  int cross_rail;
   const char *path;
 };
 
@@ -39,6 +44,7 @@ static int parse_opts(int argc, char **argv, struct verify_opts *o) {
                                            {"ranks", required_argument, NULL, 'n'},
                                            {"hosts", required_argument, NULL, 'H'},
                                            {"quiet", no_argument, NULL, 'q'},
+                                           {"allow-cross-rail", no_argument, NULL, 'R'},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   memset(o, 0, sizeof(*o));
@@ -54,6 +60,7 @@ static int parse_opts(int argc, char **argv, struct verify_opts *o) {
       break;
     case 'H': o->hosts = optarg; break;
     case 'q': o->quiet = 1; break;
+    case 'R': o->cross_rail = 1; break;
     case 'h': return -1;
     default: return cli_bad_option(CMD, c, argv);
     }
@@ -113,6 +120,8 @@ int plan_cmd_verify(int argc, char **argv) {
   int rc = PLAN_EXIT_OK;
   if (gcoll_plan_verify(plan, err, sizeof(err)) != 0) {
     rc = cli_fail("%s: invalid plan: %s", o.path, err);
+  } else if (!o.cross_rail && gcoll_plan_verify_rails(plan, err, sizeof(err)) != 0) {
+    rc = cli_fail("%s: %s (on a fabric without rails: --allow-cross-rail)", o.path, err);
   } else if (check_job(plan, &o, err, sizeof(err)) != 0) {
     rc = cli_fail("%s: not for this job: %s", o.path, err);
   } else if (!o.quiet) {

@@ -510,7 +510,7 @@ expect_rc "split: every rank in order is the parent itself" 0 \
   "$BIN" split "$tmp/dgx3.yaml" --ranks 0-23 -q -o "$tmp/same.yaml"
 expect_rc "split: ... as diff sees it" 0 "$BIN" diff "$tmp/dgx3.yaml" "$tmp/same.yaml"
 expect_rc "split: to stdout" 0 "$BIN" split "$tmp/dgx3.yaml" --ranks 5,13,21 -q -o -
-check "split: one GPU per node keeps its NIC" grep -q "{order: \[0\], nic_in: mlx5_5, nic_out: mlx5_5}" "$tmp/out"
+check "split: one GPU per node keeps its NIC" grep -q "{order: \[0\], nic_in: mlx5_5, nic_out: mlx5_5, rail_in: 5, rail_out: 5}" "$tmp/out"
 expect_rc "split: a node's members need not be adjacent" 0 \
   "$BIN" split "$tmp/dgx3.yaml" --ranks 0,8,1,9 -q -o "$tmp/interleaved.yaml"
 check "split: ... the plan lists each node's ranks" \
@@ -531,7 +531,10 @@ expect_err "split: no --ranks" 2 "gcoll-plan: split: missing --ranks (see 'gcoll
 expect_rc "generate --gpus 5,6" 0 "$BIN" generate -t dgx-h100 -N 2 -k 2 --gpus 5,6 -q -o "$tmp/g56.yaml"
 expect_rc "show the --gpus plan" 0 "$BIN" show "$tmp/g56.yaml"
 check "--gpus: the class drives GPUs 5 and 6" grep -q "GPUs driven by local ranks 0..1: \[5 6\]" "$tmp/out"
-check "--gpus: rings use their NICs" grep -q "ring  0: \[0 1\]  nic in mlx5_5 out mlx5_6" "$tmp/out"
+# Rail-aligned: the ring enters by GPU 5's NIC and leaves by it too, GPU 6
+# sending through GPU 5 (PXN); the next channel uses GPU 6's rail.
+check "--gpus: rings use their NICs" grep -q "ring  0: \[0 1\]  nic in mlx5_5 out mlx5_5 (rails 5/5) last sends via local rank 0 (PXN)" "$tmp/out"
+check "--gpus: ... and GPU 6's" grep -q "ring  6: \[1 0\]  nic in mlx5_6 out mlx5_6 (rails 6/6) last sends via local rank 1 (PXN)" "$tmp/out"
 expect_err "--gpus of another count than the ranks" 1 \
   "gcoll-plan: --gpus names 1 GPU, node 0 has 2 ranks" \
   "$BIN" generate -t dgx-h100 -N 2 -k 2 --gpus 5 -o "$tmp/no.yaml"
@@ -580,10 +583,92 @@ expect_err "--nvlink-domain 0" 2 \
 "$BIN" generate -q --topo gb200-tray --nodes 4 --nvlink-domain 4 -o "$tmp/trays-one.yaml"
 expect_rc "diff: domains differ" 1 "$BIN" diff "$tmp/trays-none.yaml" "$tmp/trays-one.yaml"
 check "diff names the domains" grep -q '^node NVLink domain (-1: none): 4 nodes differ: 0 (-1 -> 0), ' "$tmp/out"
-# p5: 32 EFA NICs, every one carries a channel.
+# p5: 32 EFA NICs; its 16 channels each enter and leave a node by one NIC
+# (one rail), so 16 NICs carry rings, every one a different one.
 expect_rc "generate p5 x2" 0 "$BIN" generate --topo p5 --nodes 2 -o "$tmp/p5.yaml"
 expect_rc "show p5" 0 "$BIN" show "$tmp/p5.yaml"
-check "p5: all 32 NICs in the rings" [ "$(grep -o 'rdmap[0-9a-f]*s0' "$tmp/out" | sort -u | wc -l)" -eq 32 ]
+check "p5: 16 NICs in the rings" [ "$(grep '^    ring' "$tmp/out" | grep -o 'rdmap[0-9a-f]*s0' | sort -u | wc -l)" -eq 16 ]
+check "p5: no edge changes rails" grep -q "^rails:     0 of 32 ring edges and 0 of 32 tree edges" "$tmp/out"
+expect_rc "p5: verify checks rails" 0 "$BIN" verify -q "$tmp/p5.yaml"
+
+# ---- rails -----------------------------------------------------------------------
+expect_rc "rails: 4 DGX-H100" 0 "$BIN" generate -q --topo dgx-h100 --nodes 4 -o "$tmp/r4.yaml"
+expect_rc "rails: verify" 0 "$BIN" verify "$tmp/r4.yaml"
+expect_rc "rails: show" 0 "$BIN" show "$tmp/r4.yaml"
+check "rails: no crossing" grep -q "^rails:     0 of 32 ring edges and 0 of 48 tree edges between nodes change rails" "$tmp/out"
+check "rails: channel 3's pair" grep -qx "  ring  3: mlx5_3/rail 3 -> mlx5_3/rail 3 x4" "$tmp/out"
+expect_rc "rails: show rank 15" 0 "$BIN" show "$tmp/r4.yaml" --rank 15
+check "rails: rank 15 leaves through rank 8's NIC" \
+  grep -qx "ring  0: prev 14 (p2p) -> 15 -> next 16 (net)  out mlx5_0/rail 0 -> mlx5_0/rail 0 via rank 8 (PXN)" "$tmp/out"
+check "rails: rank 15 enters on rail 7" \
+  grep -qx "ring  7: prev 6 (net) -> 15 -> next 8 (p2p)  in mlx5_7/rail 7 <- mlx5_7/rail 7" "$tmp/out"
+# Every inter-node edge of every rank, paired from both ends' views.
+nets=0; same=0
+for r in $(seq 0 31); do
+  "$BIN" show "$tmp/r4.yaml" --rank $r > "$tmp/v$r" || bad "show rank $r"
+  nets=$((nets + $(grep -c ' (net)  out ' "$tmp/v$r")))
+  same=$((same + $(grep ' (net)  out ' "$tmp/v$r" | grep -cE 'out (mlx5_[0-7])/rail ([0-7]) -> \1/rail \2( |$)')))
+done
+check "rails: 64 inter-node ring edges, all on one rail" [ "$nets" -eq 64 -a "$same" -eq 64 ]
+# A plan with cross-rail rings (the old DGX shape, or --allow-cross-rail on a
+# node with one NIC per socket) fails verify unless the fabric has no rails.
+expect_rc "rails: pcie cross-rail" 0 "$BIN" generate -q --topo pcie-2s-4gpu --nodes 3 --allow-cross-rail -o "$tmp/x3.yaml"
+expect_err "rails: verify refuses cross-rail" 1 \
+  "gcoll-plan: $tmp/x3.yaml: ring channel 0: node 0 leaves by mlx5_1 (rail 1), node 1 enters by mlx5_0 (rail 0): cross-rail (on a fabric without rails: --allow-cross-rail)" \
+  "$BIN" verify "$tmp/x3.yaml"
+expect_rc "rails: --allow-cross-rail" 0 "$BIN" verify --allow-cross-rail "$tmp/x3.yaml"
+expect_rc "rails: show cross" 0 "$BIN" show "$tmp/x3.yaml"
+check "rails: cross counted" grep -q "^rails:     6 of 6 ring edges and 0 of 8 tree edges" "$tmp/out"
+expect_rc "rails: pcie rail-aligned by default" 0 "$BIN" generate -q --topo pcie-2s-4gpu --nodes 3 -o "$tmp/a3.yaml"
+expect_rc "rails: ... verifies" 0 "$BIN" verify -q "$tmp/a3.yaml"
+expect_rc "rails: diff shows the rails" 1 "$BIN" diff "$tmp/a3.yaml" "$tmp/x3.yaml"
+check "rails: diff names rail_out" grep -q "^class pcie-2s-4gpu: ring 0 rail_out: 0 -> 1" "$tmp/out"
+# A plan written before rails: NIC names stand in for them.
+sed -e 's/, rail_in: [0-9]*//; s/, rail_out: [0-9]*//; s/, pxn: [0-9]*//; s/, rail: [0-9]*//' \
+  -e '0,/nic_out: mlx5_0/s//nic_out: mlx5_7/' "$tmp/r4.yaml" > "$tmp/old.yaml"
+expect_err "rails: an old cross-rail plan" 1 \
+  "gcoll-plan: $tmp/old.yaml: ring channel 0: node 0 leaves by mlx5_7, node 1 enters by mlx5_0: cross-rail (on a fabric without rails: --allow-cross-rail)" \
+  "$BIN" verify "$tmp/old.yaml"
+# Rails named in a topology file win over NIC indices.
+sed -E 's/(name: mlx5_([0-7]),.*gbps: 400)/\1, rail: 1\2/' "$TOPOS/dgx-h100.yaml" > "$tmp/railed.yaml"
+expect_rc "rails: named rails" 0 "$BIN" generate -q --topo "$tmp/railed.yaml" --nodes 2 -o "$tmp/railed-plan.yaml"
+check "rails: the file's rails in the plan" grep -q "nic_in: mlx5_3, nic_out: mlx5_3, rail_in: 13, rail_out: 13" "$tmp/railed-plan.yaml"
+expect_rc "rails: named rails verify" 0 "$BIN" verify -q "$tmp/railed-plan.yaml"
+sed 's/rail: 13}/rail: -1}/' "$tmp/railed.yaml" > "$tmp/railbad.yaml"
+expect_err_prefix "rails: a bad rail" 1 "gcoll-plan: $tmp/railbad.yaml:" "$BIN" topo "$tmp/railbad.yaml"
+
+# ---- degraded links: a port down or below its line rate ---------------------------
+# As detection writes them (no RDMA device here to detect one for real).
+sed -e 's/\({name: mlx5_3,.*gbps: 400\)}/\1, state: down}/' \
+  -e 's/\({name: mlx5_5,.*gbps: 400\)}/\1, active_gbps: 200}/' "$TOPOS/dgx-h100.yaml" > "$tmp/sick.yaml"
+expect_rc "degraded: a topology with a port down" 0 "$BIN" topo "$tmp/sick.yaml"
+check "degraded: the topology keeps the marks" grep -q "name: mlx5_3, .*state: down" "$tmp/out"
+expect_rc "degraded: generate" 0 "$BIN" generate --topo dgx-h100,"$tmp/sick.yaml" --nodes 2 -o "$tmp/sick-plan.yaml"
+check "degraded: one INFO line for the port down" \
+  grep -qx "gcoll-plan: INFO: mlx5_3 of node 1 (node00001) left out of the plan: port down" "$tmp/err"
+check "degraded: one INFO line for the slow port" \
+  grep -qx "gcoll-plan: INFO: mlx5_5 of node 1 (node00001) left out of the plan: 200 of 400 Gb/s" "$tmp/err"
+check "degraded: two INFO lines" [ "$(grep -c INFO "$tmp/err")" -eq 2 ]
+check "degraded: the plan says so" grep -q "{nic: mlx5_3, reason: down}" "$tmp/sick-plan.yaml"
+check "degraded: no ring or chain uses them" \
+  [ "$(grep -v reason "$tmp/sick-plan.yaml" | grep -cE 'nic_(in|out): mlx5_[35]|nic: mlx5_[35]')" -eq 0 ]
+expect_rc "degraded: verify" 0 "$BIN" verify -q "$tmp/sick-plan.yaml"
+expect_rc "degraded: show" 0 "$BIN" show "$tmp/sick-plan.yaml"
+check "degraded: show names the port" grep -qx "    NIC mlx5_5 left out: below its line rate" "$tmp/out"
+"$BIN" generate -q --topo dgx-h100 --nodes 2 -o "$tmp/well-plan.yaml"
+expect_rc "degraded: diff against a healthy plan" 1 "$BIN" diff "$tmp/well-plan.yaml" "$tmp/sick-plan.yaml"
+check "diff: the degraded class and its ports" \
+  grep -q "^+ class dgx-h100-2 (hash [0-9a-f]*, 8 local ranks, NICs left out: mlx5_3 (down), mlx5_5 (slow))" "$tmp/out"
+check "diff: the node that changed" grep -q "^node class: 1 node differs: 1 (dgx-h100 -> dgx-h100-2)" "$tmp/out"
+expect_rc "degraded: -q prints nothing" 0 "$BIN" generate -q --topo "$tmp/sick.yaml" --nodes 2 -o "$tmp/sick2.yaml"
+check "degraded: -q is quiet" [ ! -s "$tmp/err" ]
+expect_rc "degraded: NCCL XML keeps the marks" 0 "$BIN" topo "$tmp/sick.yaml" --to-nccl -o "$tmp/sick.xml"
+h1=$("$BIN" topo "$tmp/sick.yaml" --hash); h2=$("$BIN" topo "$tmp/sick.xml" --hash)
+check "degraded: same hash through NCCL XML" [ "$h1" = "$h2" ]
+sed 's/state: down/state: off/' "$tmp/sick.yaml" > "$tmp/sick-bad.yaml"
+expect_err "degraded: a bad state" 1 \
+  "gcoll-plan: $tmp/sick-bad.yaml:33: field 'nics[3].state': expected up or down, found 'off'" \
+  "$BIN" topo "$tmp/sick-bad.yaml"
 
 # ---- paths that are not regular files ----------------------------------------
 # A FIFO used to block the open forever; each reader must refuse it at once

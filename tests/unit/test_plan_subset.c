@@ -133,21 +133,45 @@ static void check_against_parent(const struct gcoll_plan *p, const struct gcoll_
   free(ppos);
 }
 
-static void check_dgx_nics(const struct gcoll_plan *c) {
+/* Channel ends of class `cls` pair with the NICs next to their own GPUs
+ * (what the parent paired those GPUs with), the ring leaving by the NIC it
+ * enters by, through the entry GPU (PXN). */
+static int ring_local(const struct gcoll_plan_class *cls, const struct gcoll_intra_channel *ch) {
+  char want[32];
+  int in = ch->ring[0], out = ch->ring[cls->nlocal - 1];
+  snprintf(want, sizeof(want), "mlx5_%d", cls->has_gpu_map ? cls->gpu[in] : in);
+  return strcmp(ch->ring_nic_in_name, want) == 0 && strcmp(ch->ring_nic_out_name, want) == 0 &&
+         ch->ring_pxn == (out == in ? -1 : in);
+}
+
+static int chain_local(const struct gcoll_plan_class *cls, const struct gcoll_intra_channel *ch) {
+  char want[32];
+  int end = ch->chain[0];
+  snprintf(want, sizeof(want), "mlx5_%d", cls->has_gpu_map ? cls->gpu[end] : end);
+  return strcmp(ch->chain_nic_name, want) == 0;
+}
+
+/* For each channel, every class pairs its ring (chain) ends locally, or,
+ * where that would put the child's nodes on different rails, every class
+ * has the parent's NICs for it; either way the rails agree across nodes. */
+static void check_dgx_nics(const struct gcoll_plan *parent, const struct gcoll_plan *c) {
+  char err[256];
   if (c->nnodes < 2) return;
-  for (int k = 0; k < c->nclasses; k++) {
-    const struct gcoll_plan_class *cls = &c->classes[k];
-    for (int s = 0; s < cls->graph.nchannels; s++) {
-      const struct gcoll_intra_channel *ch = &cls->graph.ch[s];
-      char want[32];
-      int in = ch->ring[0], out = ch->ring[cls->nlocal - 1], end = ch->chain[0];
-      snprintf(want, sizeof(want), "mlx5_%d", cls->has_gpu_map ? cls->gpu[in] : in);
-      assert_string_equal(ch->ring_nic_in_name, want);
-      snprintf(want, sizeof(want), "mlx5_%d", cls->has_gpu_map ? cls->gpu[out] : out);
-      assert_string_equal(ch->ring_nic_out_name, want);
-      snprintf(want, sizeof(want), "mlx5_%d", cls->has_gpu_map ? cls->gpu[end] : end);
-      assert_string_equal(ch->chain_nic_name, want);
+  if (gcoll_plan_verify_rails(c, err, sizeof(err)) != 0) fail_msg("%s", err);
+  for (int s = 0; s < c->nchannels / 2; s++) {
+    int rl = 1, cl = 1, rp = parent != NULL, cp = parent != NULL;
+    for (int k = 0; k < c->nclasses; k++) {
+      const struct gcoll_intra_channel *ch = &c->classes[k].graph.ch[s];
+      rl &= ring_local(&c->classes[k], ch);
+      cl &= chain_local(&c->classes[k], ch);
+      if (parent == NULL) continue;
+      const struct gcoll_intra_channel *pch = &parent->classes[0].graph.ch[s];
+      rp &= strcmp(ch->ring_nic_in_name, pch->ring_nic_in_name) == 0 &&
+            strcmp(ch->ring_nic_out_name, pch->ring_nic_out_name) == 0;
+      cp &= strcmp(ch->chain_nic_name, pch->chain_nic_name) == 0;
     }
+    if (!(rl || rp)) fail_msg("channel %d: ring NICs neither local nor the parent's", s);
+    if (!(cl || cp)) fail_msg("channel %d: chain NICs neither local nor the parent's", s);
   }
 }
 
@@ -173,7 +197,7 @@ static void test_even_gpus(void **state) {
   int m[] = {0, 2, 4, 6, 8, 9, 10, 11, 12, 13, 14, 15};
   struct gcoll_plan *c = subset_ok(p, m, 12);
   check_against_parent(p, c, m, 12);
-  check_dgx_nics(c);
+  check_dgx_nics(p, c);
   assert_int_equal(c->nnodes, 2);
   const struct gcoll_plan_class *k0 = &c->classes[c->node_class[0]];
   assert_string_equal(k0->name, "dgx-h100:0-6:2");
@@ -201,7 +225,7 @@ static void test_strided_and_reordered(void **state) {
   int dp[] = {3, 11, 19, 27};  /* local rank 3 of every node: a data-parallel group */
   struct gcoll_plan *c = subset_ok(p, dp, 4);
   check_against_parent(p, c, dp, 4);
-  check_dgx_nics(c);
+  check_dgx_nics(p, c);
   assert_int_equal(c->nnodes, 4);
   assert_int_equal(c->classes[0].gpu[0], 3);
   gcoll_plan_free(c);
@@ -332,7 +356,7 @@ static void test_step_gpus(void **state) {
     assert_int_equal(p->classes[0].gpu[0], 5);
     assert_int_equal(p->classes[0].gpu[1], 6);
     assert_string_equal(p->classes[0].gpu_busid[0], "0000:c3:00.0");
-    check_dgx_nics(p);
+    check_dgx_nics(NULL, p);
     struct gcoll_rank_view *v = malloc(sizeof(*v));
     assert_non_null(v);
     for (int r = 0; r < 4; r++) {
@@ -422,6 +446,11 @@ static void test_random(void **state) {
     }
     struct gcoll_plan *c = subset_ok(p, m, n);
     check_against_parent(p, c, m, n);
+    /* A rail-aligned parent has rail-aligned children. */
+    char why[256];
+    if (gcoll_plan_verify_rails(p, why, sizeof(why)) == 0 &&
+        gcoll_plan_verify_rails(c, why, sizeof(why)) != 0)
+      fail_msg("iteration %d: %s", iter, why);
     /* What is written reads back as the same plan. */
     size_t len = 0;
     char *buf = plan_yaml(c, &len);

@@ -102,7 +102,7 @@ static void assert_no_oversubscription(const struct gcoll_topo *t, const struct 
   int n = g->nlocal;
   for (int c = 0; c < g->nchannels; c++) {
     const struct gcoll_intra_channel *ch = &g->ch[c];
-    const struct gcoll_topo_path *hops[GCOLL_TOPO_MAX_GPUS + 2];
+    const struct gcoll_topo_path *hops[GCOLL_TOPO_MAX_GPUS + 3];
     int nh = 0;
     for (int i = 0; i + 1 < n; i++) hops[nh++] = gpu_path(t, ch->ring[i], ch->ring[i + 1]);
     if (!multi_node && n > 1) hops[nh++] = gpu_path(t, ch->ring[n - 1], ch->ring[0]);
@@ -110,7 +110,14 @@ static void assert_no_oversubscription(const struct gcoll_topo *t, const struct 
       hops[nh++] = nic_gpu_path(t, ch->ring_nic_in, ch->ring[0], 1);
       nic_in[ch->ring_nic_in]++;
     }
-    if (ch->ring_nic_out >= 0) {
+    if (ch->ring_nic_out >= 0 && ch->ring_pxn >= 0) {
+      /* PXN: over NVLink to a peer GPU, then that GPU's path to the NIC. */
+      assert_int_not_equal(ch->ring_pxn, ch->ring[n - 1]);
+      assert_int_equal(gpu_path(t, ch->ring[n - 1], ch->ring_pxn)->type, GCOLL_PATH_NVL);
+      hops[nh++] = gpu_path(t, ch->ring[n - 1], ch->ring_pxn);
+      hops[nh++] = nic_gpu_path(t, ch->ring_nic_out, ch->ring_pxn, 0);
+      nic_out[ch->ring_nic_out]++;
+    } else if (ch->ring_nic_out >= 0) {
       hops[nh++] = nic_gpu_path(t, ch->ring_nic_out, ch->ring[n - 1], 0);
       nic_out[ch->ring_nic_out]++;
     }
@@ -255,15 +262,24 @@ static void test_multi_node_uses_every_nic(void **state) {
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
     struct gcoll_topo *own = i < 3 ? NULL : test_topo_load(names[i]);
     const struct gcoll_topo *t = own ? own : ref_topo(names[i]);
-    assert_int_equal(run_search(t, t->ngpu, 1, 0, g, err, sizeof(err)), 0);
+    /* pcie-2s-4gpu has one NIC per socket: a rail-aligned ring must come
+     * back to the socket it entered, so only the cross-rail search (its
+     * two rings of 16 GB/s beat one rail-aligned ring of 20) uses both. */
+    int cross = strcmp(names[i], "pcie-2s-4gpu") == 0;
+    memset(g, 0xA5, sizeof(*g));
+    assert_int_equal(gcoll_search_intra_rails(t, t->ngpu, 1, 0, &(struct gcoll_search_opts){cross, NULL, 0, 0}, g, err, sizeof(err)), 0);
     check_graph(t, t->ngpu, 1, 0, g);
     int used[GCOLL_TOPO_MAX_NODES] = {0}, entered[GCOLL_TOPO_MAX_NODES] = {0};
     for (int c = 0; c < g->nchannels; c++) {
       used[g->ch[c].ring_nic_in] = used[g->ch[c].ring_nic_out] = 1;
       entered[g->ch[c].ring_nic_in]++;
     }
-    for (int k = 0; k < t->nnic; k++)
-      if (!used[k]) fail_msg("%s: NIC %s carries no ring", t->name, t->dev[t->nic[k]].name);
+    /* A rail-aligned channel enters and leaves by one NIC, so p5's 16
+     * channels use 16 of its 32 NICs. */
+    int nused = 0;
+    for (int k = 0; k < t->nnic; k++) nused += used[k];
+    if (nused < (t->nnic < g->nchannels ? t->nnic : g->nchannels))
+      fail_msg("%s: %d NICs carry rings, %d channels", t->name, nused, g->nchannels);
     /* Channels enter round robin over the NICs: no NIC takes a second
      * channel before every NIC has one. */
     for (int k = 0; k < t->nnic; k++)
@@ -271,6 +287,96 @@ static void test_multi_node_uses_every_nic(void **state) {
     gcoll_topo_free(own);
   }
   free(g);
+}
+
+/* Rails: every channel of a multi-node search leaves by a NIC of the rail
+ * it entered by, checked against the topology's own rails; where the last
+ * GPU's own path to that NIC crosses a host bridge, the channel may go
+ * through an NVLink peer within PCIe switches of it (PXN), and on whole
+ * DGX nodes every channel does. */
+static void test_rails(void **state) {
+  (void)state;
+  struct gcoll_intra_graph *g = graph_new();
+  char err[256];
+  const char *names[] = {"dgx-h100", "dgx-a100", "pcie-2s-4gpu", "p5", "gb200-tray"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    struct gcoll_topo *t = test_topo_load(names[i]);
+    for (int n = 1; n <= t->ngpu; n++) {
+      assert_int_equal(run_search(t, n, 1, 0, g, err, sizeof(err)), 0);
+      check_graph(t, n, 1, 0, g);
+      for (int c = 0; c < g->nchannels; c++) {
+        const struct gcoll_intra_channel *ch = &g->ch[c];
+        int last = ch->ring[n - 1], k = ch->ring_nic_out;
+        assert_true(ch->ring_nic_in >= 0 && k >= 0);
+        assert_int_equal(gcoll_topo_nic_rail(t, ch->ring_nic_in), gcoll_topo_nic_rail(t, k));
+        assert_int_equal(ch->ring_rail_in, ch->ring_rail_out);
+        const struct gcoll_topo_path *own = nic_gpu_path(t, k, last, 0);
+        if (ch->ring_pxn >= 0) {
+          assert_true(own->type > GCOLL_PATH_PXB);
+          assert_true(nic_gpu_path(t, k, ch->ring_pxn, 0)->type <= GCOLL_PATH_PXB);
+        }
+      }
+    }
+    /* The whole node: DGX rings keep their 8 channels, each entering at
+     * the GPU next to its NIC and leaving through it where the last GPU
+     * is not next to the NIC itself. */
+    if (strncmp(names[i], "dgx", 3) == 0) {
+      assert_int_equal(run_search(t, t->ngpu, 1, 0, g, err, sizeof(err)), 0);
+      assert_int_equal(g->nchannels, 8);
+      for (int c = 0; c < g->nchannels; c++) {
+        const struct gcoll_intra_channel *ch = &g->ch[c];
+        if (nic_gpu_path(t, ch->ring_nic_out, ch->ring[t->ngpu - 1], 0)->type <= GCOLL_PATH_PXB)
+          assert_int_equal(ch->ring_pxn, -1);  /* A100: GPU pairs share a switch */
+        else
+          assert_int_equal(ch->ring_pxn, ch->ring[0]);
+      }
+    }
+    gcoll_topo_free(t);
+  }
+  free(g);
+}
+
+/* A topology's rail field overrides the index: NICs 0..7 on rails 7..0
+ * keep rings on one rail each, checked against the file's rails. */
+static void test_named_rails(void **state) {
+  (void)state;
+  struct gcoll_topo *t = test_topo_load("dgx-h100");
+  struct gcoll_intra_graph *g = graph_new();
+  char err[256];
+  for (int k = 0; k < t->nnic; k++) t->dev[t->nic[k]].u.nic.rail = 100 + (k + 3) % t->nnic;
+  assert_int_equal(run_search(t, t->ngpu, 1, 0, g, err, sizeof(err)), 0);
+  for (int c = 0; c < g->nchannels; c++) {
+    assert_int_equal(g->ch[c].ring_rail_in, 100 + (g->ch[c].ring_nic_in + 3) % t->nnic);
+    assert_int_equal(g->ch[c].ring_rail_out, g->ch[c].ring_rail_in);
+  }
+  /* Two NICs on one rail: a ring may enter by one and leave by the other. */
+  for (int k = 0; k < t->nnic; k++) t->dev[t->nic[k]].u.nic.rail = k / 2;
+  assert_int_equal(run_search(t, t->ngpu, 1, 0, g, err, sizeof(err)), 0);
+  for (int c = 0; c < g->nchannels; c++)
+    assert_int_equal(g->ch[c].ring_nic_in / 2, g->ch[c].ring_nic_out / 2);
+  free(g);
+  gcoll_topo_free(t);
+}
+
+/* Fabrics without rails: cross-rail rings where they carry more. */
+static void test_cross_rail(void **state) {
+  (void)state;
+  struct gcoll_topo *t = test_topo_load("pcie-2s-4gpu");
+  struct gcoll_intra_graph *g = graph_new(), *r = graph_new();
+  char err[256];
+  assert_int_equal(gcoll_search_intra_rails(t, t->ngpu, 1, 0, &(struct gcoll_search_opts){0, NULL, 0, 0}, r, err, sizeof(err)), 0);
+  assert_int_equal(gcoll_search_intra_rails(t, t->ngpu, 1, 0, &(struct gcoll_search_opts){1, NULL, 0, 0}, g, err, sizeof(err)), 0);
+  check_graph(t, t->ngpu, 1, 0, g);
+  assert_true(g->nchannels * g->ring_bw > r->nchannels * r->ring_bw);
+  for (int c = 0; c < g->nchannels; c++) assert_int_not_equal(g->ch[c].ring_rail_in, g->ch[c].ring_rail_out);
+  /* Where rails cost nothing they stay. */
+  struct gcoll_topo *h = test_topo_load("dgx-h100");
+  assert_int_equal(gcoll_search_intra_rails(h, h->ngpu, 1, 0, &(struct gcoll_search_opts){1, NULL, 0, 0}, g, err, sizeof(err)), 0);
+  for (int c = 0; c < g->nchannels; c++) assert_int_equal(g->ch[c].ring_rail_in, g->ch[c].ring_rail_out);
+  free(g);
+  free(r);
+  gcoll_topo_free(t);
+  gcoll_topo_free(h);
 }
 
 static void test_pcie_socket_crossings(void **state) {
@@ -528,6 +634,9 @@ int main(void) {
       cmocka_unit_test(test_reference_gpu_topologies),
       cmocka_unit_test(test_multi_node_uses_every_nic),
       cmocka_unit_test(test_pcie_socket_crossings),
+      cmocka_unit_test(test_rails),
+      cmocka_unit_test(test_named_rails),
+      cmocka_unit_test(test_cross_rail),
       cmocka_unit_test(test_single_node_has_no_nics),
       cmocka_unit_test(test_cpu_only),
       cmocka_unit_test(test_gpu_rejects_bad_counts),
