@@ -270,6 +270,13 @@ static int leaf_of(const struct gcoll_fabric *f, const char *host) {
   return h != NULL ? h->leaf : -1;
 }
 
+int *gcoll_fabric_block_domains(const struct gcoll_fabric *f, const char *const *hosts, int n) {
+  if (f->blocks == 0) return NULL;
+  int *d = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+  for (int i = 0; d != NULL && i < n; i++) d[i] = leaf_of(f, hosts[i]);
+  return d;
+}
+
 int gcoll_fabric_cross_level(const struct gcoll_fabric *f, const char *a, const char *b) {
   int x = leaf_of(f, a), y = leaf_of(f, b);
   if (x < 0 || y < 0) return f->top;

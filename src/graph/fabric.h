@@ -39,6 +39,12 @@ int gcoll_fabric_levels(const struct gcoll_fabric *f);
  * into hosts[]. 0, or -1 when out of memory. */
 int gcoll_fabric_order(const struct gcoll_fabric *f, const char *const *hosts, int n, int *order);
 
+/* topology/block: each host's block (0.. in the file's order; -1 outside
+ * every block), a malloc'd array of n; NULL for a tree fabric or when out
+ * of memory. Slurm's block plugin describes NVLink racks (GB200 NVL72), so
+ * plans take blocks as NVLink domains where NVML names none. */
+int *gcoll_fabric_block_domains(const struct gcoll_fabric *f, const char *const *hosts, int n);
+
 /* The level hosts a and b cross (see above); gcoll_fabric_levels(f) when
  * either is outside the fabric. */
 int gcoll_fabric_cross_level(const struct gcoll_fabric *f, const char *a, const char *b);

@@ -193,6 +193,11 @@ struct gcoll_plan_input {
                                           * 0..nnodes-1, e.g. a switch
                                           * fabric's: fabric.h), or NULL: node
                                           * order; domains still group */
+  const int *block_domain;               /* per node its Slurm block (fabric.h),
+                                          * used as its NVLink domain when
+                                          * neither node_domain nor the
+                                          * topologies name domains; NULL:
+                                          * none */
   const int *node_domain;                /* per node its NVLink domain: equal
                                           * values >= 0 share one, -1 none
                                           * (gcoll-plan generate

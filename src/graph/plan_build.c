@@ -273,6 +273,10 @@ static int set_domains(struct gcoll_plan *p, const struct gcoll_plan_input *in, 
     snprintf(err, errlen, "out of memory for the domains of %d nodes", in->nnodes);
     return -1;
   }
+  /* NVML names no domain: Slurm's blocks may (topology/block is how sites
+   * describe NVL72 racks). */
+  if (v == NULL && in->block_domain != NULL)
+    return gcoll_plan_set_domains(p, in->block_domain, err, errlen);
   int rc = gcoll_plan_set_domains(p, v, err, errlen);
   free(v);
   return rc;

@@ -57,7 +57,8 @@ const char plan_usage_generate[] =
     "                          block) and the trees follow it, so fewer hops\n"
     "                          cross upper levels. Matched by host name\n"
     "                          (--hosts, else node00000, ...); nodes the file\n"
-    "                          does not name come last\n"
+    "                          does not name come last. Blocks are also NVLink\n"
+    "                          domains where the topologies name none\n"
     "      --allow-cross-rail  for fabrics without rails (one switch, a full fat\n"
     "                          tree): rings may leave a node by another rail\n"
     "                          than they enter the next by, where that carries\n"
@@ -425,8 +426,9 @@ static int resolve_node_count(const struct generate_opts *o, const char *dir,
 }
 
 /* --fabric: the ring's node order, by the nodes' host names (the plan's
- * default names where --hosts gave none). *order is malloc'd. */
-static int fabric_order(const char *path, int nnodes, char **hosts, int **order) {
+ * default names where --hosts gave none), and for topology/block each
+ * node's block (*blocks NULL for a tree). Both malloc'd. */
+static int fabric_order(const char *path, int nnodes, char **hosts, int **order, int **blocks) {
   char err[PLAN_CLI_ERRLEN];
   struct gcoll_fabric *f = gcoll_fabric_read_file(path, err, sizeof(err));
   if (f == NULL) return cli_fail("--fabric: %s", err);
@@ -439,6 +441,7 @@ static int fabric_order(const char *path, int nnodes, char **hosts, int **order)
     h[i] = hosts != NULL ? hosts[i] : names[i];
   }
   if (!rc) rc = gcoll_fabric_order(f, h, nnodes, *order) != 0;
+  *blocks = rc ? NULL : gcoll_fabric_block_domains(f, h, nnodes);
   if (rc) {
     free(*order);
     *order = NULL;
@@ -457,8 +460,10 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
   const struct gcoll_topo **node_topo = calloc((size_t)s->nnodes, sizeof(*node_topo));
   int *node_ranks = o->node_ranks ? calloc((size_t)s->nnodes, sizeof(*node_ranks)) : NULL;
   struct gcoll_plan *plan = NULL;
-  int *node_gpus = NULL, *node_domain = NULL, *node_order = NULL;
-  if (o->fabric != NULL && fabric_order(o->fabric, s->nnodes, hosts, &node_order) != 0) goto out;
+  int *node_gpus = NULL, *node_domain = NULL, *node_order = NULL, *block_domain = NULL;
+  if (o->fabric != NULL &&
+      fabric_order(o->fabric, s->nnodes, hosts, &node_order, &block_domain) != 0)
+    goto out;
   if (o->nvlink_domain > 0 && (node_domain = malloc((size_t)s->nnodes * sizeof(int))) == NULL) {
     cli_fail("out of memory for %d nodes", s->nnodes);
     goto out;
@@ -508,6 +513,7 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
       .node_gpus = node_gpus,
       .node_domain = node_domain,
       .node_order = node_order,
+      .block_domain = block_domain,
       .cross_rail = o->cross_rail,
   };
   plan = gcoll_plan_build(&in, err, sizeof(err));
@@ -539,6 +545,7 @@ out:
   free(node_gpus);
   free(node_domain);
   free(node_order);
+  free(block_domain);
   free(node_ranks);
   free(node_topo);
   return rc;

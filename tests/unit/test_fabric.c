@@ -300,12 +300,64 @@ static void test_round_trip(void **state) {
   free(conf);
 }
 
+/* topology/block: blocks are NVLink domains where the topologies name
+ * none (GB200 racks described to Slurm's block plugin), and the ring
+ * crosses the network once per block; a tree fabric gives no domains. */
+static void test_blocks_as_domains(void **state) {
+  (void)state;
+  /* Racks of 4 trays over interleaved host names. */
+  const char *conf = "BlockName=r0 Nodes=t[0,2,4,6]\nBlockName=r1 Nodes=t[1,3,5,7]\n";
+  char err[512];
+  struct gcoll_fabric *f = gcoll_fabric_parse(conf, strlen(conf), "block.conf", err, sizeof(err));
+  assert_non_null(f);
+  const char *hosts[8] = {"t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"};
+  int *blocks = gcoll_fabric_block_domains(f, hosts, 8), order[8];
+  assert_non_null(blocks);
+  for (int i = 0; i < 8; i++) assert_int_equal(blocks[i], i % 2);
+  assert_int_equal(gcoll_fabric_order(f, hosts, 8, order), 0);
+  struct gcoll_topo *tray = test_topo_load("gb200-tray");
+  const struct gcoll_topo *topos[8];
+  for (int i = 0; i < 8; i++) topos[i] = tray;
+  struct gcoll_plan_input in = {.nnodes = 8, .node_topo = topos, .node_host = hosts,
+                                .job_id = -1, .step_id = -1, .node_order = order,
+                                .block_domain = blocks};
+  struct gcoll_plan *p = gcoll_plan_build(&in, err, sizeof(err));
+  if (p == NULL) fail_msg("%s", err);
+  assert_int_equal(gcoll_plan_verify(p, err, sizeof(err)), 0);
+  int net_hops = 0;
+  for (int i = 0; i < 8; i++) {
+    int a = p->ring_node_order[i], b = p->ring_node_order[(i + 1) % 8];
+    assert_int_equal(gcoll_plan_node_domain(p, a) == gcoll_plan_node_domain(p, b),
+                     blocks[a] == blocks[b]);
+    net_hops += blocks[a] != blocks[b];
+  }
+  assert_int_equal(net_hops, 2);   /* once each way between the two racks */
+  gcoll_plan_free(p);
+  /* Domains given outright win over blocks. */
+  int mine[8] = {0, 0, 0, 0, 1, 1, 1, 1};
+  in.node_domain = mine;
+  p = gcoll_plan_build(&in, err, sizeof(err));
+  assert_non_null(p);
+  for (int i = 0; i < 8; i++)
+    assert_int_equal(gcoll_plan_node_domain(p, i) == gcoll_plan_node_domain(p, 0), i < 4);
+  gcoll_plan_free(p);
+  free(blocks);
+  gcoll_fabric_free(f);
+  gcoll_topo_free(tray);
+  const char *tree = "SwitchName=s Nodes=t[0-7]\n";
+  f = gcoll_fabric_parse(tree, strlen(tree), "tree.conf", err, sizeof(err));
+  assert_non_null(f);
+  assert_null(gcoll_fabric_block_domains(f, hosts, 8));
+  gcoll_fabric_free(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_levels),
       cmocka_unit_test(test_generated),
       cmocka_unit_test(test_round_trip),
+      cmocka_unit_test(test_blocks_as_domains),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -364,8 +364,9 @@ static uint64_t fnv64(uint64_t h, const void *p, size_t n) {
 }
 
 /* What a plan depends on: node names in order, their topologies, the task
- * ids of each node, the ring's node order a fabric gives (NULL: none). */
-static uint64_t cache_key(const struct gathered *g, const int *order) {
+ * ids of each node, the ring's node order and the blocks a fabric gives
+ * (NULL: none). */
+static uint64_t cache_key(const struct gathered *g, const int *order, const int *blocks) {
   uint64_t h = 14695981039346656037ull;
   h = fnv64(h, &g->nnodes, sizeof(g->nnodes));
   for (int i = 0; i < g->nnodes; i++) {
@@ -378,6 +379,7 @@ static uint64_t cache_key(const struct gathered *g, const int *order) {
   h = fnv64(h, g->rank_of_slot, sizeof(int) * (size_t)total);
   if (g->have_gpus) h = fnv64(h, g->gpu_of_slot, sizeof(int) * (size_t)total);
   if (order != NULL) h = fnv64(h, order, sizeof(int) * (size_t)g->nnodes);
+  if (blocks != NULL) h = fnv64(h, blocks, sizeof(int) * (size_t)g->nnodes);
   return h;
 }
 
@@ -420,10 +422,10 @@ static int all_gpu_nodes(const struct gathered *g) {
  * NULL without one. A named file that cannot be read fails the plan, as a
  * topology file does. */
 static int fabric_order(const struct gcoll_spank_config *cfg, const struct gathered *g,
-                        const struct gcoll_gather_node *me, int **order, char *err,
-                        size_t errlen) {
+                        const struct gcoll_gather_node *me, int **order, int **blocks,
+                        char *err, size_t errlen) {
   const char *path = me->job_fabric_file[0] != '\0' ? me->job_fabric_file : cfg->fabric;
-  *order = NULL;
+  *order = *blocks = NULL;
   if (path[0] == '\0') return 0;
   char why[GCOLL_SPANK_ERRLEN];
   struct gcoll_fabric *f = gcoll_fabric_read_file(path, why, sizeof(why));
@@ -435,6 +437,8 @@ static int fabric_order(const struct gcoll_spank_config *cfg, const struct gathe
   *order = malloc((size_t)g->nnodes * sizeof(int));
   int rc = *order == NULL || gcoll_fabric_order(f, (const char *const *)g->host, g->nnodes,
                                                 *order) != 0;
+  /* topology/block: blocks are NVLink domains where NVML names none. */
+  if (!rc) *blocks = gcoll_fabric_block_domains(f, (const char *const *)g->host, g->nnodes);
   gcoll_fabric_free(f);
   if (rc) {
     free(*order);
@@ -445,7 +449,7 @@ static int fabric_order(const struct gcoll_spank_config *cfg, const struct gathe
   return 0;
 }
 
-static struct gcoll_plan *compute(const struct gathered *g, const int *order,
+static struct gcoll_plan *compute(const struct gathered *g, const int *order, const int *blocks,
                                   const struct gcoll_gather_node *me, char *err, size_t errlen) {
   struct gcoll_plan_input in = {
       .nnodes = g->nnodes,
@@ -457,6 +461,7 @@ static struct gcoll_plan *compute(const struct gathered *g, const int *order,
       .job_id = me->job,
       .step_id = me->step,
       .node_order = order,
+      .block_domain = blocks,
   };
   struct gcoll_plan *plan = gcoll_plan_build(&in, err, errlen);
   if (plan != NULL && gcoll_plan_verify(plan, err, errlen) != 0) {
@@ -482,12 +487,13 @@ static int node0_plan(const struct gcoll_spank_config *cfg, const struct stepdir
                       struct gcoll_gather_result *out, char *err, size_t errlen) {
   struct gathered g = {0};
   struct gcoll_plan *plan = NULL;
-  int cdir = -1, rc = -1, *order = NULL;
+  int cdir = -1, rc = -1, *order = NULL, *blocks = NULL;
   char cname[64], centry[40], why[GCOLL_SPANK_ERRLEN];
   if (wait_topologies(d, (int)me->nnodes, deadline, err, errlen) != 0 ||
-      gather(d, me, &g, err, errlen) != 0 || fabric_order(cfg, &g, me, &order, err, errlen) != 0)
+      gather(d, me, &g, err, errlen) != 0 ||
+      fabric_order(cfg, &g, me, &order, &blocks, err, errlen) != 0)
     goto out;
-  snprintf(centry, sizeof(centry), "%016llx.yaml", (unsigned long long)cache_key(&g, order));
+  snprintf(centry, sizeof(centry), "%016llx.yaml", (unsigned long long)cache_key(&g, order, blocks));
   snprintf(cname, sizeof(cname), "%u.cache", me->job);
   /* The cache is an optimisation: if its directory is unusable the plan is
    * computed, never refused. */
@@ -495,7 +501,7 @@ static int node0_plan(const struct gcoll_spank_config *cfg, const struct stepdir
       gcoll_jobdir_open_private(d->user, cname, 1, me->uid, me->gid, &cdir, why, sizeof(why)) == 0)
     plan = cache_lookup(cdir, centry, &g, me);
   out->from_cache = plan != NULL;
-  if (plan == NULL && (plan = compute(&g, order, me, err, errlen)) == NULL) goto out;
+  if (plan == NULL && (plan = compute(&g, order, blocks, me, err, errlen)) == NULL) goto out;
   if (write_key(d, err, errlen) != 0 ||
       write_yaml(d->step, "plan.yaml", plan_writer, plan, err, errlen) != 0)
     goto out;
@@ -507,6 +513,7 @@ out:
   gcoll_plan_free(plan);
   gathered_free(&g);
   free(order);
+  free(blocks);
   return rc;
 }
 
