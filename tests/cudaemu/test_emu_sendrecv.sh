@@ -96,8 +96,8 @@ async() {
     bad "async $mode ($*): exit $rc"; tail -8 "$tmp/out"
   fi
 }
-async queue "^rank 0: a 4 MiB device send returned no error after 0\.[0-9]+ s" -n 2
-async queue "^rank 0: a 4 MiB device send returned no error after 0\.[0-9]+ s" -n 2 --nodes 2
+async queue "^rank 0: a 32 MiB device send returned no error after 0\.[0-9]+ s" -n 2
+async queue "^rank 0: a 32 MiB device send returned no error after 0\.[0-9]+ s" -n 2 --nodes 2
 async mismatch "^rank 1: call no error, then async error invalid usage.*met a send of 100 bytes" -n 2
 async die "^rank 0: a device receive from a dead rank: call no error, async error remote.*rank 1" -n 2
 async die "^rank 0: a device receive from a dead rank: call no error, async error remote.*rank 1" \

@@ -698,8 +698,8 @@ static int dev_exchange(gcollComm_t comm) {
 
 /* The asynchronous side of device send/recv (queued on the stream, moved by
  * the GPU), on ranks 0 and 1 after one exchange connected them:
- *   queue     rank 1 posts its receive 2 s late; rank 0's 4 MiB send (many
- *             times the connection's buffer) returns at once, and its
+ *   queue     rank 1 posts its receive 2 s late; rank 0's 32 MiB send (many
+ *             times what the connection buffers) returns at once, and its
  *             stream is done only once rank 1 received; the data is right
  *   mismatch  rank 1 receives 200 bytes of rank 0's 100: the kernel ends
  *             (no hang) and rank 1's gcollCommGetAsyncError reports
@@ -712,7 +712,10 @@ static int dev_exchange(gcollComm_t comm) {
 static int dev_async(gcollComm_t comm, const char *mode) {
   if (nranks < 2) return 2;
   dev_open();
-  const size_t big = 4u << 20;
+  /* Far more than the connection holds: its FIFO, and over net/socket the
+   * kernel's socket buffers too (several MiB on loopback), so the send
+   * cannot complete before its receiver takes it. */
+  const size_t big = 32u << 20;
   unsigned char *dsend = dev_alloc(big), *drecv = dev_alloc(big), *h = xmalloc(big),
                 *scratch = xmalloc(big), *got = xmalloc(big);
   int peer = rank == 0 ? 1 : 0, status = 1;
@@ -734,7 +737,7 @@ static int dev_async(gcollComm_t comm, const char *mode) {
       double queued = now_s() - t0;
       cuda_or_die(cu->stream_synchronize(dstream), "cuStreamSynchronize");
       double done = now_s() - t0;
-      printf("rank 0: a 4 MiB device send returned %s after %.2f s, its stream was done after "
+      printf("rank 0: a 32 MiB device send returned %s after %.2f s, its stream was done after "
              "%.2f s\n", gcollGetErrorString(rc), queued, done);
       status = rc != gcollSuccess || queued > 1.0 || done < 1.5;
     } else if (rank == 1) {
