@@ -109,13 +109,14 @@ for shape in "2 4" "4 8"; do
   out=$(run_srun 120 --mpi=pmi2 --gcoll=plan -N"$nn" -n"$nt" --ntasks-per-node=2 bash -c \
     '"$0" verify "$GCOLL_PLAN" >/dev/null && echo "verified rank=$GCOLL_RANK procid=$SLURM_PROCID";
      if [ "$SLURM_PROCID" = 0 ]; then
-       echo "plan-nodes $("$0" show "$GCOLL_PLAN" | sed -n "s/^  nodes [0-9-]*: \([^,]*\),.*/\1/p")"
+       echo "plan-nodes $("$0" show "$GCOLL_PLAN" | sed -n "s/^  nodes [0-9-]*: \([^ ]*\), .*/\1/p")"
        echo "step-nodes $SLURM_STEP_NODELIST"
      fi' "$plan_tool")
   check "-N$nn -n$nt: every task has a plan that gcoll-plan verify accepts" \
     test "$(grep -c '^verified rank=\([0-9]*\) procid=\1$' <<<"$out")" = "$nt"
   pn=$(sed -n 's/^plan-nodes //p' <<<"$out")
   sn=$(sed -n 's/^step-nodes //p' <<<"$out")
+  # A host list has commas of its own (n[1,4]): the fields end at ", ".
   check "-N$nn -n$nt: the plan's nodes ($pn) are the step's ($sn)" test -n "$pn" -a "$pn" = "$sn"
   for coll in allreduce broadcast reduce allgather reducescatter; do
     out=$(run_srun 180 --mpi=pmi2 --gcoll=plan -N"$nn" -n"$nt" --ntasks-per-node=2 \
@@ -212,8 +213,10 @@ out=$(SLURM_STEP_GPUS=5,6 run_srun 60 --gcoll=plan -N2 -n4 --ntasks-per-node=2 b
   '[ "$SLURM_PROCID" = 0 ] && "$0" show "$GCOLL_PLAN"' "$plan_tool")
 check "SLURM_STEP_GPUS=5,6: the plan's ranks drive GPUs 5 and 6" \
   grep -q 'GPUs driven by local ranks 0..1: \[5 6\]' <<<"$out"
-check "SLURM_STEP_GPUS=5,6: its rings enter and leave by their NICs" \
-  grep -q 'ring  0: \[0 1\]  nic in mlx5_5 out mlx5_6' <<<"$out"
+# Rail-aligned (issue 23): the ring enters by GPU 5's NIC and leaves by
+# the same rail, GPU 6 sending through GPU 5 (PXN).
+check "SLURM_STEP_GPUS=5,6: its rings enter and leave by their GPUs' rail" \
+  grep -q 'ring  0: \[0 1\]  nic in mlx5_5 out mlx5_5 (rails 5/5) last sends via local rank 0 (PXN)' <<<"$out"
 
 # --- NCCL_TOPO_FILE (issue 21): the file a job names is merged on each node
 # with what detection finds there, the file winning where both speak, and
