@@ -77,7 +77,7 @@ perf_sweeps() {
 sendrecv_sweeps() {
   for n in 2 4; do
     echo "## gcoll-perf sendrecv, $n ranks on GPU 0, moved by the GPU"
-    "$B/gcollrun" -n "$n" "$B/gcoll-perf" -M cuda -o sendrecv -t float -b 8 -e 256M -f 4 \
+    GCOLL_P2P_KERNEL=1 "$B/gcollrun" -n "$n" "$B/gcoll-perf" -M cuda -o sendrecv -t float -b 8 -e 256M -f 4 \
       -w 2 -n 5 || return 1
     echo "## the same staged by the calling thread (GCOLL_P2P_KERNEL=0)"
     GCOLL_P2P_KERNEL=0 "$B/gcollrun" -n "$n" "$B/gcoll-perf" -M cuda -o sendrecv -t float \
