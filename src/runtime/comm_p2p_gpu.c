@@ -35,17 +35,17 @@ gcollResult_t gcoll_p2p_wait_gpu_runs(struct gcollComm **comms, int ncomms, cons
 
 #ifdef HAVE_CUDA
 /* Whether the GPU runs this run itself (gcoll_cuda_p2p, queued on the
- * streams): GCOLL_P2P_KERNEL=1, every operation on device memory of its
+ * streams), as NCCL's: every operation on device memory of its
  * communicator's GPU (a zero-byte one without a buffer goes with any), each
- * communicator with some device operation. Otherwise the calling thread
- * stages device memory through the host, blocking. Opt-in: on a real H200
- * (2026-11-26) the kernel path passed 14 of 17 checks but lost stream
- * order now and then (work queued on a non-blocking stream just before the
- * call), and without MPS it ran 5-10x slower than staging. */
+ * communicator with some device operation, unless GCOLL_P2P_KERNEL=0.
+ * Otherwise the calling thread stages device memory through the host,
+ * blocking. On an H100 under MPS the GPU moved 128 MB 3-4.7x faster than
+ * staging; several processes sharing one GPU without MPS take turns in
+ * time slices and are slower than staging (as are their collectives). */
 int gcoll_p2p_on_gpu(const struct gcoll_p2p_op *ops, int n, struct gcollComm **comms, int ncomms) {
   const char *setting = gcoll_setting("GCOLL_P2P_KERNEL");
   const struct gcoll_exec_ops *cuda = gcoll_exec_ops_of(GCOLL_EXEC_CUDA);
-  if (setting == NULL || strcmp(setting, "1") != 0 || cuda == NULL || cuda->launch_p2p == NULL)
+  if ((setting != NULL && strcmp(setting, "0") == 0) || cuda == NULL || cuda->launch_p2p == NULL)
     return 0;
   for (int c = 0; c < ncomms; c++) {
     struct gcollComm *comm = comms[c];

@@ -31,9 +31,9 @@ done
 # GCOLL_TEST_REAL_GPU=1: the machine's real driver (tests/gpu/device_run.sh).
 if [ "${GCOLL_TEST_REAL_GPU:-0}" = 1 ]; then unset GCOLL_CUDA_DRIVER; else export GCOLL_CUDA_DRIVER=$EMU; fi
 export GCOLL_TIMEOUT=${GCOLL_TIMEOUT:-30}
-# The GPU path is opt-in (comm_p2p_gpu.c): this suite runs it, and the
-# staged path where a case sets GCOLL_P2P_KERNEL=0.
-export GCOLL_P2P_KERNEL=${GCOLL_P2P_KERNEL:-1}
+# The GPU path is the default (comm_p2p_gpu.c); the staged path runs where
+# a case sets GCOLL_P2P_KERNEL=0.
+unset GCOLL_P2P_KERNEL
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gcoll-emu-sr.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0

@@ -28,8 +28,13 @@
 #            graph and replayed, 1 rank, 3 ranks (shm), 3 ranks (p2p)
 #   ddp      torch_ddp_check.py: DDP training and a column-parallel layer,
 #            2 processes on gcoll against 1 process on PyTorch's NCCL
+#   torchrun the same script under torchrun (environment rendezvous), 4
+#            processes on gcoll with tensor-parallel pairs from
+#            dist.new_group, against 1 process on PyTorch's NCCL
 #   copy     bench_reduce_copy: reduceCopy against cudaMemcpy DtoD, 256 MB
 #   emu      the emulated-GPU suites (tests/cudaemu) on the real driver
+#   streamorder p2p_check --device exchange on 3 and 4 ranks, 6 runs each,
+#            on the GPU path (the stream-order case failed now and then)
 #   mps      starts the CUDA MPS daemon for the steps after it: without it
 #            the kernels of several processes on one GPU take turns in time
 #            slices, and a collective between them waits a slice per step
@@ -85,6 +90,21 @@ sendrecv_sweeps() {
   done
 }
 
+stream_order() {  # repeated device exchanges on the GPU path: wrong bytes come now and then
+  local n i bad=0
+  for n in 3 4; do
+    for i in 1 2 3 4 5 6; do
+      if ! GCOLL_P2P_KERNEL=1 GCOLL_SLOT_BYTES=4096 "$B/gcollrun" -n "$n" \
+           "$B/tests/integration/p2p_check" --device exchange >"$OUTDIR/so.$n.$i" 2>&1; then
+        bad=$((bad + 1))
+        grep -E 'wrong|FAIL|error' "$OUTDIR/so.$n.$i" | head -8
+      fi
+    done
+    echo "$n ranks: $bad failing runs of 6 so far"
+  done
+  [ "$bad" -eq 0 ]
+}
+
 nccl_compare() {
   local real
   real=$(real_nccl)
@@ -138,7 +158,19 @@ emu_suites() {
   return $rc
 }
 
-export -f real_nccl perf_sweeps sendrecv_sweeps nccl_compare graph_replays nccl_tests ddp_compare emu_suites
+torchrun_compare() {  # torchrun as people launch it: env rendezvous, new_group
+  local d
+  d=$(mktemp -d) || return 1
+  echo "## torchrun --nproc-per-node 4, gcoll's libnccl.so.2 preloaded"
+  LD_PRELOAD=$B/lib/libnccl.so.2 python3 -m torch.distributed.run --standalone --nproc-per-node 4 \
+    "$src/tests/gpu/torch_ddp_check.py" torchrun "$d/gcoll.pt" || return 1
+  echo "## torchrun --nproc-per-node 1, PyTorch's NCCL"
+  python3 -m torch.distributed.run --standalone --nproc-per-node 1 \
+    "$src/tests/gpu/torch_ddp_check.py" torchrun "$d/nccl.pt" || return 1
+  python3 "$src/tests/gpu/torch_ddp_check.py" compare "$d/gcoll.pt" "$d/nccl.pt"
+}
+
+export -f torchrun_compare real_nccl perf_sweeps sendrecv_sweeps stream_order nccl_compare graph_replays nccl_tests ddp_compare emu_suites
 export B src
 for s in $steps; do
   case $s in
@@ -147,6 +179,7 @@ for s in $steps; do
     perf) step perf 120 perf_sweeps ;;
     perfp2p) step perfp2p 120 env GCOLL_TRANSPORT=p2p bash -c perf_sweeps ;;
     sendrecv) step sendrecv 150 sendrecv_sweeps ;;
+    streamorder) step streamorder 150 stream_order ;;
     nccl) step nccl 90 nccl_compare ;;
     torch) lib=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so"))')
            nm -D --undefined-only "$lib" | awk '$2 ~ /^nccl/ {print $2}' | sort -u >"$OUTDIR/torch-nccl-symbols"
@@ -157,6 +190,7 @@ for s in $steps; do
     graph) step graph 60 graph_replays ;;
     nccltests) step nccltests 120 nccl_tests ;;
     ddp) step ddp 150 env PYTHONUNBUFFERED=1 bash -c ddp_compare ;;
+    torchrun) step torchrun 180 env PYTHONUNBUFFERED=1 bash -c torchrun_compare ;;
     copy) step copy 40 "$B/tests/gpu/bench_reduce_copy" 256 20 ;;
     emu) step emu 300 emu_suites ;;
     mps) export CUDA_MPS_PIPE_DIRECTORY=/tmp/gcoll-mps CUDA_MPS_LOG_DIRECTORY=/tmp/gcoll-mps-log

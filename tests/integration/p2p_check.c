@@ -104,7 +104,18 @@ static long wrong_bytes(const unsigned char *got, size_t count, size_t esize, in
   size_t bytes = count * esize;
   if (memcmp(got, scratch, bytes) == 0) return 0;
   long wrong = 0;
-  for (size_t i = 0; i < bytes; i++) wrong += got[i] != scratch[i];
+  size_t first = bytes, last = 0;
+  for (size_t i = 0; i < bytes; i++)
+    if (got[i] != scratch[i]) {
+      wrong++;
+      if (first == bytes) first = i;
+      last = i;
+    }
+  /* What the wrong bytes hold tells a stale buffer (its old fill) from a
+   * misdirected message (another sender's pattern). */
+  fprintf(stderr, "rank %d: message %llu from %d: bytes %zu..%zu of %zu wrong, first 0x%02x "
+          "(want 0x%02x)\n", rank, (unsigned long long)msg, src, first, last, bytes, got[first],
+          scratch[first]);
   return wrong;
 }
 
@@ -350,10 +361,27 @@ static void dev_open(void) {
               "cuStreamCreate");
 }
 
+/* Device fills done now. The driver's synchronous copy from pageable
+ * memory returns once the data is staged, before it reaches the device,
+ * and both it and cuMemsetD8 run on the legacy stream, which a
+ * non-blocking stream's later work does not wait for: a check that fills
+ * a buffer and then queues a send on dstream must wait for the legacy
+ * stream first (on an H100 under MPS, the GPU read the last 16 KB of a
+ * send buffer before the copy landed otherwise). */
+static void htod_now(void *dst, const void *src, size_t bytes) {
+  cuda_or_die(cu->memcpy_htod(DPTR(dst), src, bytes), "cuMemcpyHtoD");
+  cuda_or_die(cu->stream_synchronize(NULL), "cuStreamSynchronize (legacy stream)");
+}
+
+static void memset_now(void *dst, unsigned char value, size_t bytes) {
+  cuda_or_die(cu->memset_d8(DPTR(dst), value, bytes), "cuMemsetD8");
+  cuda_or_die(cu->stream_synchronize(NULL), "cuStreamSynchronize (legacy stream)");
+}
+
 static unsigned char *dev_alloc(size_t bytes) {
   gcoll_cu_deviceptr p = 0;
   cuda_or_die(cu->mem_alloc(&p, bytes), "cuMemAlloc");
-  cuda_or_die(cu->memset_d8(p, 0, bytes), "cuMemsetD8");
+  memset_now((void *)(uintptr_t)p, 0, bytes);
   return (unsigned char *)(uintptr_t)p;
 }
 
@@ -373,7 +401,7 @@ static unsigned char *put_send(struct dbufs *b, int on_dev, int blk, size_t coun
   fill(h, count, es, rank, dst, msg, seed);
   if (!on_dev) return h;
   unsigned char *d = b->dsend + (size_t)blk * b->cap;
-  cuda_or_die(cu->memcpy_htod(DPTR(d), h, count * es), "cuMemcpyHtoD");
+  htod_now(d, h, count * es);
   return d;
 }
 
@@ -382,7 +410,7 @@ static unsigned char *put_send(struct dbufs *b, int on_dev, int blk, size_t coun
 static unsigned char *put_recv(struct dbufs *b, int on_dev, int blk, size_t bytes) {
   if (!on_dev) return memset(b->hrecv + (size_t)blk * b->cap, 0xa5, bytes + 64);
   unsigned char *d = b->drecv + (size_t)blk * b->cap;
-  cuda_or_die(cu->memset_d8(DPTR(d), 0xa5, bytes + 64), "cuMemsetD8");
+  memset_now(d, 0xa5, bytes + 64);
   return d;
 }
 
@@ -488,7 +516,7 @@ static long dev_self(gcollComm_t comm, struct dbufs *b, uint64_t seed) {
   for (int up = 0; up < 2; up++) {
     unsigned char *base = b->dsend, *src = base + (up ? 0 : 1000), *dst = base + (up ? 1000 : 0);
     fill(b->hsend, counts[0], 8, rank, rank, 60 + (uint64_t)up, seed);
-    cuda_or_die(cu->memcpy_htod(DPTR(src), b->hsend, n), "cuMemcpyHtoD");
+    htod_now(src, b->hsend, n);
     gcollGroupStart();
     gcollRecv(dst, counts[0], gcollInt64, rank, comm, dstream);
     gcollSend(src, counts[0], gcollInt64, rank, comm, dstream);
@@ -515,7 +543,7 @@ static long dev_stream_order(gcollComm_t comm, struct dbufs *b, unsigned char *d
   size_t count = 30011, es = 4, bytes = count * es;   /* many 4 KiB steps */
   int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
   unsigned char *out = b->dsend, *in = b->drecv;
-  cuda_or_die(cu->memset_d8(DPTR(out), 0x11, bytes), "cuMemsetD8");
+  memset_now(out, 0x11, bytes);
   put_recv(b, 1, 0, bytes);
   fill(b->hsend, count, es, rank, next, 7, seed);
   cuda_or_die(htod_async(DPTR(djunk), hjunk, junk, dstream), "cuMemcpyHtoDAsync");
@@ -731,7 +759,7 @@ static int dev_async(gcollComm_t comm, const char *mode) {
   if (strcmp(mode, "queue") == 0) {
     if (rank == 0) {
       fill(h, big, 1, 0, 1, 9, 77);
-      cuda_or_die(cu->memcpy_htod(DPTR(dsend), h, big), "cuMemcpyHtoD");
+      htod_now(dsend, h, big);
       double t0 = now_s();
       gcollResult_t rc = gcollSend(dsend, big, gcollUint8, 1, comm, dstream);
       double queued = now_s() - t0;
@@ -849,9 +877,9 @@ static const char *const cname[] = {"alltoall", "gather", "scatter"};
 static void cb_put(struct cbufs *b) {
   if (!b->dev) return;
 #ifdef HAVE_CUDA
-  cuda_or_die(cu->memcpy_htod(DPTR(b->send), b->hsend, b->cap), "cuMemcpyHtoD");
-  cuda_or_die(cu->memcpy_htod(DPTR(b->recv), b->hrecv, b->cap), "cuMemcpyHtoD");
-  cuda_or_die(cu->memcpy_htod(DPTR(b->vec), b->hvec, 3 * sizeof(int32_t)), "cuMemcpyHtoD");
+  htod_now(b->send, b->hsend, b->cap);
+  htod_now(b->recv, b->hrecv, b->cap);
+  htod_now(b->vec, b->hvec, 3 * sizeof(int32_t));
 #endif
 }
 
