@@ -146,7 +146,9 @@ nccl_tests() {
   echo "## all_reduce_perf, PyTorch's NCCL ($real)"
   LD_LIBRARY_PATH=$real:$t "$t/all_reduce_perf" -b 8 -e 1G -f 4 -g 1 || return 1
   echo "## all_reduce_perf -G 2 (CUDA graphs), gcoll"
-  LD_LIBRARY_PATH=$B/lib:$t timeout 30 "$t/all_reduce_perf" -b 8 -e 1M -f 32 -g 1 -G 2
+  LD_LIBRARY_PATH=$B/lib:$t timeout 30 "$t/all_reduce_perf" -b 8 -e 1G -f 32 -g 1 -G 2 || return 1
+  echo "## all_reduce_perf -G 2 (CUDA graphs), PyTorch's NCCL"
+  LD_LIBRARY_PATH=$real:$t timeout 30 "$t/all_reduce_perf" -b 8 -e 1G -f 32 -g 1 -G 2
 }
 
 emu_suites() {
