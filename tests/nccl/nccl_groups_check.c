@@ -2,7 +2,7 @@
  * gcoll's libnccl.so.2 (tests/nccl/test_nccl_groups.sh): what
  * torch.distributed does for a job with a 2-D device mesh.
  *
- *   nccl_groups_check DIR TP
+ *   nccl_groups_check DIR TP [--device]
  *
  * Every rank of the job (gcollrun, srun, or torchrun-style: the rank and
  * size come from RANK/WORLD_SIZE, else GCOLL_RANK/GCOLL_NRANKS, else
@@ -29,8 +29,15 @@
  *      thread while the first waits in an allreduce that no peer joins.
  * Inputs are small integers derived from (global rank, index, seed), so
  * every rank computes every expected value exactly. One line per rank;
- * exit 1 on any difference. */
+ * exit 1 on any difference.
+ *
+ * --device: the collectives of 5 take GPU memory from ncclMemAlloc and
+ * run on a non-blocking stream of the rank's GPU 0, as PyTorch's do (the
+ * driver is $GCOLL_CUDA_DRIVER, the emulator in make check, else
+ * libcuda.so.1); the stuck allreduce of 6 stays on host memory, where the
+ * call itself waits. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -77,6 +84,84 @@ static int nccl_ok(ncclResult_t rc, ncclComm_t comm, const char *what) {
   fprintf(stderr, "rank %d: %s: %s: %s\n", world_rank, what, ncclGetErrorString(rc),
           ncclGetLastError(comm));
   return 0;
+}
+
+/* ---- buffers: host memory, or GPU memory with --device ----------------- */
+
+static int on_device;
+static void *stream;   /* the rank's CUstream with --device, else NULL */
+static int (*cu_htod)(unsigned long long dst, const void *src, size_t bytes);
+static int (*cu_dtoh)(void *dst, unsigned long long src, size_t bytes);
+static int (*cu_stream_sync)(void *stream);
+
+static void *driver_symbol(void *h, const char *name) {
+  void *f = dlsym(h, name);
+  if (f == NULL) {
+    fprintf(stderr, "rank %d: --device: the driver lacks %s\n", world_rank, name);
+    exit(2);
+  }
+  return f;
+}
+
+/* GPU 0's primary context made current and a non-blocking stream on it. */
+static void device_setup(void) {
+  const char *path = getenv("GCOLL_CUDA_DRIVER");
+  if (path == NULL || *path == '\0') path = "libcuda.so.1";
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) {
+    fprintf(stderr, "rank %d: --device: %s\n", world_rank, dlerror());
+    exit(2);
+  }
+  int (*init)(unsigned) = driver_symbol(h, "cuInit");
+  int (*device_get)(int *, int) = driver_symbol(h, "cuDeviceGet");
+  int (*retain)(void **, int) = driver_symbol(h, "cuDevicePrimaryCtxRetain");
+  int (*set_current)(void *) = driver_symbol(h, "cuCtxSetCurrent");
+  int (*stream_create)(void **, unsigned) = driver_symbol(h, "cuStreamCreate");
+  cu_htod = driver_symbol(h, "cuMemcpyHtoD_v2");
+  cu_dtoh = driver_symbol(h, "cuMemcpyDtoH_v2");
+  cu_stream_sync = driver_symbol(h, "cuStreamSynchronize");
+  int dev = -1;
+  void *ctx = NULL;
+  if (init(0) != 0 || device_get(&dev, 0) != 0 || retain(&ctx, dev) != 0 ||
+      set_current(ctx) != 0 || stream_create(&stream, 1 /* CU_STREAM_NON_BLOCKING */) != 0) {
+    fprintf(stderr, "rank %d: --device: no GPU 0 context and stream from %s\n", world_rank, path);
+    exit(2);
+  }
+  on_device = 1;
+}
+
+/* A buffer the calls take: GPU memory with --device, else `host` itself. */
+static void *call_buffer(void *host, size_t bytes) {
+  if (!on_device) return host;
+  void *p = NULL;
+  if (!nccl_ok(ncclMemAlloc(&p, bytes), NULL, "ncclMemAlloc")) exit(2);
+  return p;
+}
+
+static void call_buffer_free(void *p) {
+  if (on_device) ncclMemFree(p);
+}
+
+/* The host twin's bytes into a call buffer, landed before the stream's
+ * next work: the driver's synchronous copy runs on the legacy stream and
+ * may return before the data lands, and a non-blocking stream does not
+ * wait for the legacy one. */
+static void to_call(void *dst, const void *host, size_t bytes) {
+  if (!on_device || bytes == 0) return;
+  if (cu_htod((unsigned long long)(uintptr_t)dst, host, bytes) != 0 || cu_stream_sync(NULL) != 0) {
+    fprintf(stderr, "rank %d: cuMemcpyHtoD failed\n", world_rank);
+    exit(2);
+  }
+}
+
+/* A call buffer's bytes into its host twin, after the stream's work. */
+static void from_call(void *host, const void *src, size_t bytes) {
+  if (!on_device) return;
+  if (cu_stream_sync(stream) != 0 ||
+      (bytes > 0 && cu_dtoh(host, (unsigned long long)(uintptr_t)src, bytes) != 0)) {
+    fprintf(stderr, "rank %d: the stream or cuMemcpyDtoH failed\n", world_rank);
+    exit(2);
+  }
 }
 
 /* ---- the "store": ids through files in DIR ------------------------------ */
@@ -166,19 +251,23 @@ static const size_t sizes[] = {0, 1, 7, 1021, 40009};
  * members[0..n) in rank order, against the serial reference. */
 static void check_comm(ncclComm_t comm, const int *members, int n, unsigned seed) {
   size_t max = sizes[sizeof(sizes) / sizeof(sizes[0]) - 1];
-  float *buf = calloc(max * (size_t)n + 1, sizeof(float));
-  float *out = calloc(max * (size_t)n + 1, sizeof(float));
+  size_t cap = (max * (size_t)n + 1) * sizeof(float);
+  float *buf = calloc(1, cap), *out = calloc(1, cap);
   if (buf == NULL || out == NULL) exit(2);
+  float *cbuf = call_buffer(buf, cap), *cout = call_buffer(out, cap);
   for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
     size_t count = sizes[s];
     for (int op = 0; op < 2; op++) {
       for (size_t i = 0; i < count; i++) buf[i] = input(world_rank, i, seed + (unsigned)s);
+      to_call(cbuf, buf, count * sizeof(float));
       calls++;
-      if (!nccl_ok(ncclAllReduce(buf, out, count, ncclFloat, op ? ncclMax : ncclSum, comm, NULL),
+      if (!nccl_ok(ncclAllReduce(cbuf, cout, count, ncclFloat, op ? ncclMax : ncclSum, comm,
+                                 stream),
                    comm, "ncclAllReduce")) {
         wrong++;
         continue;
       }
+      from_call(out, cout, count * sizeof(float));
       for (size_t i = 0; i < count; i++) {
         float want = op ? -1e30f : 0;
         for (int m = 0; m < n; m++) {
@@ -192,11 +281,14 @@ static void check_comm(ncclComm_t comm, const int *members, int n, unsigned seed
       }
     }
     for (size_t i = 0; i < count; i++) buf[i] = input(world_rank, i, seed ^ 0x5a5a);
+    to_call(cbuf, buf, count * sizeof(float));
     calls++;
-    if (!nccl_ok(ncclAllGather(buf, out, count, ncclFloat, comm, NULL), comm, "ncclAllGather")) {
+    if (!nccl_ok(ncclAllGather(cbuf, cout, count, ncclFloat, comm, stream), comm,
+                 "ncclAllGather")) {
       wrong++;
       continue;
     }
+    from_call(out, cout, (size_t)n * count * sizeof(float));
     for (int m = 0; m < n; m++)
       for (size_t i = 0; i < count; i++)
         if (out[(size_t)m * count + i] != input(members[m], i, seed ^ 0x5a5a)) {
@@ -205,6 +297,8 @@ static void check_comm(ncclComm_t comm, const int *members, int n, unsigned seed
           break;
         }
   }
+  call_buffer_free(cbuf);
+  call_buffer_free(cout);
   free(buf);
   free(out);
 }
@@ -218,11 +312,22 @@ static void check_group_call(ncclComm_t a, const int *ma, int na, ncclComm_t b, 
     in_a[i] = input(world_rank, (size_t)i, 77);
     in_b[i] = input(world_rank, (size_t)i, 78);
   }
+  float *c_in_a = call_buffer(in_a, sizeof(in_a)), *c_in_b = call_buffer(in_b, sizeof(in_b));
+  float *c_out_a = call_buffer(out_a, sizeof(out_a)), *c_out_b = call_buffer(out_b, sizeof(out_b));
+  to_call(c_in_a, in_a, sizeof(in_a));
+  to_call(c_in_b, in_b, sizeof(in_b));
   calls += 2;
   ncclGroupStart();
-  ncclAllReduce(in_a, out_a, N, ncclFloat, ncclSum, a, NULL);
-  ncclAllReduce(in_b, out_b, N, ncclFloat, ncclSum, b, NULL);
-  if (!nccl_ok(ncclGroupEnd(), NULL, "ncclGroupEnd over two communicators")) {
+  ncclAllReduce(c_in_a, c_out_a, N, ncclFloat, ncclSum, a, stream);
+  ncclAllReduce(c_in_b, c_out_b, N, ncclFloat, ncclSum, b, stream);
+  ncclResult_t rc = ncclGroupEnd();
+  from_call(out_a, c_out_a, sizeof(out_a));
+  from_call(out_b, c_out_b, sizeof(out_b));
+  call_buffer_free(c_in_a);
+  call_buffer_free(c_in_b);
+  call_buffer_free(c_out_a);
+  call_buffer_free(c_out_b);
+  if (!nccl_ok(rc, NULL, "ncclGroupEnd over two communicators")) {
     wrong += 2;
     return;
   }
@@ -326,13 +431,14 @@ static int check_splits(ncclComm_t w, const int *world, int tp_group, int dp_gro
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: nccl_groups_check DIR TP\n");
+  if (argc != 3 && !(argc == 4 && strcmp(argv[3], "--device") == 0)) {
+    fprintf(stderr, "usage: nccl_groups_check DIR TP [--device]\n");
     return 2;
   }
   store_dir = argv[1];
   int tp = atoi(argv[2]);
   job_identity();
+  if (argc == 4) device_setup();
   if (tp < 1 || world_size % tp != 0) {
     fprintf(stderr, "nccl_groups_check: TP %d must divide the %d ranks\n", tp, world_size);
     return 2;
@@ -383,9 +489,9 @@ int main(int argc, char **argv) {
   check_comm(w2, world, world_size, 7);
   int destroyed = nccl_ok(ncclCommDestroy(w2), NULL, "ncclCommDestroy") &&
                   nccl_ok(ncclCommDestroy(w1), NULL, "ncclCommDestroy");
-  printf("rank %d: world x2, tp group %d (%d ranks), dp group %d (%d ranks): %ld calls, %ld wrong; "
-         "finalize+destroy %s; abort %s; splits %s%s\n", world_rank, tp_group, tp, dp_group, dp,
-         calls, wrong, finalized ? "ok" : "FAILED", aborted ? "ok" : "FAILED",
+  printf("rank %d: world x2, tp group %d (%d ranks), dp group %d (%d ranks): %ld calls%s, %ld "
+         "wrong; finalize+destroy %s; abort %s; splits %s%s\n", world_rank, tp_group, tp, dp_group,
+         dp, calls, on_device ? " on device buffers" : "", wrong, finalized ? "ok" : "FAILED", aborted ? "ok" : "FAILED",
          splits_ok ? "ok" : "FAILED",
          waiting ? " (ended a waiting allreduce)" : "");
   free(world);

@@ -7,7 +7,8 @@
 # communicators, finalize, and an abort from a second thread.
 # The world communicators must run on the launcher's plan, the groups on
 # plans derived from it for their members (every member holds a launcher
-# rank). Skips when nccl.h is missing (77).
+# rank). Then the same on device buffers on the emulated GPU. Skips when
+# nccl.h is missing (77).
 set -u
 top_srcdir=${top_srcdir:-.}
 top_builddir=${top_builddir:-.}
@@ -37,32 +38,7 @@ if ! $CC -std=gnu11 $(mkvar WARN_CFLAGS) $(mkvar SAN_CFLAGS) -pthread -I"$inc" \
      "$top_srcdir/tests/nccl/nccl_groups_check.c" -o "$PROG" "$LIB" \
      -Wl,-rpath,"$(cd "$top_builddir/.libs" && pwd)" 2>"$tmp/cc.out"; then
   bad "nccl_groups_check does not compile"; head -20 "$tmp/cc.out"
-  # torchrun inside a launcher: each launcher rank starts 3 NCCL ranks, which
-# all hold that launcher rank, so no communicator can be the launcher's
-# plan or derived from it: every one gets a plan computed for its members.
-torchrun_style() {
-  local n=6 t0=$SECONDS dir=$tmp/store-torchrun
-  mkdir -p "$dir"
-  "$PLAN" generate -q --topo cpu-only --hosts "$(hostname -s)-v[0-1]" -k 1 -o "$tmp/plan.yaml" ||
-    { bad "torchrun-style: gcoll-plan generate"; return; }
-  local spawn='for i in 0 1 2; do RANK=$((GCOLL_RANK * 3 + i)) WORLD_SIZE=6 "$0" "$1" 3 & done; wait'
-  GCOLL_DEBUG=INFO timeout 300 "$RUN" -n 2 --nodes 2 --plan "$tmp/plan.yaml" \
-    bash -c "$spawn" "$PROG" "$dir" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  local good=$(grep -c ", 0 wrong; finalize+destroy ok; abort ok; splits ok" "$tmp/out")
-  local computed=$(grep -c "plan computed for the members' nodes" "$tmp/err")
-  local other=$(grep -c "plan the launcher's plan\|plan derived from" "$tmp/err")
-  if [ $rc -eq 0 ] && [ "$good" -eq "$n" ] && [ "$computed" -eq $((7 * n + n / 2)) ] &&
-     [ "$other" -eq 0 ]; then
-    ok "torchrun-style (3 ranks per launcher rank, 2 nodes): every rank 0 wrong, $computed joins on computed plans ($((SECONDS - t0)) s)"
-  else
-    bad "torchrun-style: exit $rc, $good of $n ranks right, $computed computed-plan and $other launcher or derived joins"
-    tail -n 15 "$tmp/out" "$tmp/err"
-  fi
-}
-torchrun_style
-
-echo "$pass passed, $fail failed"; exit 1
+  echo "$pass passed, $fail failed"; exit 1
 fi
 
 # mesh NAME RANKS NODES TP LAUNCHER: the replay under gcollrun with a plan
@@ -105,14 +81,14 @@ check_gpus() {
 
 mesh() {
   local name=$1 n=$2 nodes=$3 tp=$4 per_rank=$5 topo=${6:-cpu-only} t0=$SECONDS
-  local dir=$tmp/store-$n-$nodes-$tp-$topo
+  local dir=$tmp/store-$n-$nodes-$tp-$topo${MESH_DEVICE:+-device}
   mkdir -p "$dir"
   "$PLAN" generate -q --topo "$topo" --hosts "$(hostname -s)-v[0-$((nodes - 1))]" -k $((n / nodes)) \
     -o "$tmp/plan.yaml" 2>"$tmp/err" || { bad "$name: gcoll-plan generate"; cat "$tmp/err"; return; }
   GCOLL_DEBUG=INFO timeout 300 "$RUN" -n "$n" --nodes "$nodes" --plan "$tmp/plan.yaml" \
-    "$PROG" "$dir" "$tp" >"$tmp/out" 2>"$tmp/err"
+    "$PROG" "$dir" "$tp" ${MESH_DEVICE:+"$MESH_DEVICE"} >"$tmp/out" 2>"$tmp/err"
   local rc=$?
-  local good=$(grep -c ", 0 wrong; finalize+destroy ok; abort ok; splits ok" "$tmp/out")
+  local good=$(grep -c "${MESH_DEVICE:+ on device buffers}, 0 wrong; finalize+destroy ok; abort ok; splits ok" "$tmp/out")
   local launcher=$(grep -c "joined $tmp/plan.yaml:" "$tmp/err")
   local derived=$(grep -c "plan derived from the launcher's plan $tmp/plan.yaml for its ranks " "$tmp/err")
   local computed=$(grep -c "plan computed for the members' nodes" "$tmp/err")
@@ -149,26 +125,40 @@ mesh "8 ranks of DGX H100 nodes on 2 nodes, tp 2 x dp 4" 8 2 2 3 dgx-h100
 # all hold that launcher rank, so no communicator can be the launcher's
 # plan or derived from it: every one gets a plan computed for its members.
 torchrun_style() {
-  local n=6 t0=$SECONDS dir=$tmp/store-torchrun
+  local n=6 t0=$SECONDS dir=$tmp/store-torchrun${MESH_DEVICE:+-device}
   mkdir -p "$dir"
   "$PLAN" generate -q --topo cpu-only --hosts "$(hostname -s)-v[0-1]" -k 1 -o "$tmp/plan.yaml" ||
     { bad "torchrun-style: gcoll-plan generate"; return; }
-  local spawn='for i in 0 1 2; do RANK=$((GCOLL_RANK * 3 + i)) WORLD_SIZE=6 "$0" "$1" 3 & done; wait'
+  local spawn='for i in 0 1 2; do RANK=$((GCOLL_RANK * 3 + i)) WORLD_SIZE=6 "$0" "$1" 3 $2 & done; wait'
   GCOLL_DEBUG=INFO timeout 300 "$RUN" -n 2 --nodes 2 --plan "$tmp/plan.yaml" \
-    bash -c "$spawn" "$PROG" "$dir" >"$tmp/out" 2>"$tmp/err"
+    bash -c "$spawn" "$PROG" "$dir" "${MESH_DEVICE:-}" >"$tmp/out" 2>"$tmp/err"
   local rc=$?
-  local good=$(grep -c ", 0 wrong; finalize+destroy ok; abort ok; splits ok" "$tmp/out")
+  local good=$(grep -c "${MESH_DEVICE:+ on device buffers}, 0 wrong; finalize+destroy ok; abort ok; splits ok" "$tmp/out")
   local computed=$(grep -c "plan computed for the members' nodes" "$tmp/err")
   local other=$(grep -c "plan the launcher's plan\|plan derived from" "$tmp/err")
   if [ $rc -eq 0 ] && [ "$good" -eq "$n" ] && [ "$computed" -eq $((7 * n + n / 2)) ] &&
      [ "$other" -eq 0 ]; then
-    ok "torchrun-style (3 ranks per launcher rank, 2 nodes): every rank 0 wrong, $computed joins on computed plans ($((SECONDS - t0)) s)"
+    ok "torchrun-style (3 ranks per launcher rank, 2 nodes${MESH_DEVICE:+, device buffers}): every rank 0 wrong, $computed joins on computed plans ($((SECONDS - t0)) s)"
   else
     bad "torchrun-style: exit $rc, $good of $n ranks right, $computed computed-plan and $other launcher or derived joins"
     tail -n 15 "$tmp/out" "$tmp/err"
   fi
 }
 torchrun_style
+
+# The same replay on device buffers (ncclMemAlloc, a non-blocking stream per
+# rank), on the emulated GPU: every communicator's collectives queued on
+# the stream and run by the CUDA executor.
+EMU=$top_builddir/tests/cudaemu/.libs/libcudaemu.so
+if [ -f "$EMU" ]; then
+  export GCOLL_CUDA_DRIVER=$EMU MESH_DEVICE=--device
+  mesh "device buffers: 4 ranks, 2x2 mesh" 4 1 2 3
+  mesh "device buffers: 6 ranks on 2 nodes, tp 2 x dp 3" 6 2 2 3
+  torchrun_style
+  unset GCOLL_CUDA_DRIVER MESH_DEVICE
+else
+  echo "skipped: device buffers (no $EMU: a build without the CUDA toolkit)"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
