@@ -4,10 +4,10 @@
 #include <sched.h>
 #include <time.h>
 
+#include "common/clock.h"
+
 uint64_t gcoll_wait_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  return gcoll_clock_ns();
 }
 
 void gcoll_wait_init(struct gcoll_wait *w, _Atomic int *abort_word,

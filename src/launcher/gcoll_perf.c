@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "kernels/reduce.h"
 #include "launcher/gcoll_perf.h"
 
@@ -79,9 +80,7 @@ struct perf_bufs {
 };
 
 static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+  return gcoll_clock_s();
 }
 
 static void die(struct perf_ctx *cx, const char *what, gcollResult_t rc) {

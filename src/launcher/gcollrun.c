@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "graph/plan.h"
 #include "kernels/wait.h"
 #include "launcher/gcollrun.h"
@@ -142,9 +143,7 @@ static int usage_error(const char *fmt, ...) {
 }
 
 static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+  return gcoll_clock_ms();
 }
 
 /* ---- options ------------------------------------------------------------ */

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
+
 /* Order matters only when several are set up at once: the launcher's own
  * store wins over whatever the scheduler offers. */
 static const struct gcoll_bootstrap_backend *const backends[] = {
@@ -24,9 +26,7 @@ static const struct gcoll_bootstrap_backend *const backends[] = {
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 
 uint64_t gcoll_bootstrap_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+  return gcoll_clock_ms();
 }
 
 uint64_t gcoll_bootstrap_deadline(const struct gcoll_bootstrap *bs) {

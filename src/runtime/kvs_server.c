@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "runtime/auth.h"
 #include "runtime/kvs_proto.h"
 
@@ -84,9 +85,7 @@ struct kvs_server {
 };
 
 static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+  return gcoll_clock_ms();
 }
 
 /* ---- key store ---------------------------------------------------------- */

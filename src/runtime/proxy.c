@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 struct gcoll_proxy {
   pthread_mutex_t lock;
   pthread_t thread;
@@ -37,9 +39,7 @@ struct gcoll_proxy {
 };
 
 static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  return gcoll_clock_ns();
 }
 
 static void drain_wake_fd(struct gcoll_proxy *p) {

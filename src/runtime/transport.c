@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "gcoll.h"
 #include "runtime/proxy.h"
 
@@ -117,9 +118,7 @@ int gcoll_transport_blame(const struct gcoll_transport_config *cfg) {
 }
 
 uint64_t gcoll_transport_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+  return gcoll_clock_ms();
 }
 
 /* State letter and starttime from /proc/<pid>/stat; -1 when unreadable.

@@ -17,6 +17,8 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "common/clock.h"
+
 #define GCOLL_SPANK_ERRLEN 512
 #define GCOLL_SPANK_PATH_MAX 1024
 
@@ -163,9 +165,7 @@ int gcoll_spank_check_file(const char *path, const struct gcoll_gather_node *me,
 
 /* CLOCK_MONOTONIC milliseconds, for the plan phase's deadlines and log. */
 static inline double gcoll_spank_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+  return (double)gcoll_clock_ns() / 1e6;
 }
 
 #endif
