@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/names.h"
+
 /* ---- lifetime ----------------------------------------------------------- */
 
 struct gcoll_plan *gcoll_plan_new(void) {
@@ -112,32 +114,13 @@ int gcoll_plan_alloc_nodes(struct gcoll_plan *plan, int nnodes) {
 /* ---- name tables -------------------------------------------------------- */
 
 static const char *const edge_names[] = {"none", "self", "shm", "p2p", "net"};
-static const char *const coll_names[GCOLL_NCOLLS] = {"allreduce", "broadcast", "reduce",
-                                                     "allgather", "reducescatter"};
-static const char *const algo_names[GCOLL_NALGOS] = {"ring", "tree", "nvls"};
-static const char *const proto_names[GCOLL_NPROTOS] = {"simple", "ll", "ll128"};
+/* Collective, algorithm and protocol names: src/common/coll_names.c. */
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static const char *name_of(const char *const *names, int n, int v) {
-  return v >= 0 && v < n ? names[v] : "?";
-}
 
-static int index_of(const char *const *names, int n, const char *s) {
-  if (s == NULL) return -1;
-  for (int i = 0; i < n; i++)
-    if (strcmp(names[i], s) == 0) return i;
-  return -1;
-}
-
-const char *gcoll_edge_name(enum gcoll_edge e) { return name_of(edge_names, NELEM(edge_names), (int)e); }
-const char *gcoll_coll_name(enum gcoll_coll c) { return name_of(coll_names, GCOLL_NCOLLS, (int)c); }
-const char *gcoll_algo_name(enum gcoll_algo a) { return name_of(algo_names, GCOLL_NALGOS, (int)a); }
-const char *gcoll_proto_name(enum gcoll_proto p) { return name_of(proto_names, GCOLL_NPROTOS, (int)p); }
-int gcoll_edge_from_name(const char *s) { return index_of(edge_names, NELEM(edge_names), s); }
-int gcoll_coll_from_name(const char *s) { return index_of(coll_names, GCOLL_NCOLLS, s); }
-int gcoll_algo_from_name(const char *s) { return index_of(algo_names, GCOLL_NALGOS, s); }
-int gcoll_proto_from_name(const char *s) { return index_of(proto_names, GCOLL_NPROTOS, s); }
+const char *gcoll_edge_name(enum gcoll_edge e) { return gcoll_name_at(edge_names, NELEM(edge_names), (int)e); }
+int gcoll_edge_from_name(const char *s) { return gcoll_name_index(edge_names, NELEM(edge_names), s); }
 
 const struct gcoll_tuning_entry *gcoll_rank_view_tuning(const struct gcoll_rank_view *view,
                                                         enum gcoll_coll coll, uint64_t bytes) {
