@@ -277,6 +277,27 @@ check "first step of job $job computes its plan" \
 check "second step of job $job takes it from the cache" \
   grep -q "step $job\.1: plan phase .* (from cache," "$log_n1"
 
+# A node's multi-node NVLink domain is outside its topology's hash, and it
+# can change (the fabric's registration) while the hardware stays: a step
+# whose nodes moved to another domain gets a new plan, not the cached one.
+for clique in 1 2; do
+  { echo 'gcoll-topo: 1'; echo 'name: cpu-only'
+    echo "nvlink_domain: {cluster: 4f1c2d3e-0000-4000-8000-00000000002a, clique: $clique}"
+    echo 'cpus:'; echo '  - {name: cpu0, cores: 2, numa: 0}'; } >"$tmp/domain-$clique.yaml"
+  chmod 644 "$tmp/domain-$clique.yaml"
+done
+out=$(timeout 120 salloc -w 'n[1-2]' -N2 -n2 --ntasks-per-node=1 bash -c \
+  "NCCL_TOPO_FILE=$tmp/domain-1.yaml srun --gcoll=plan true &&
+   NCCL_TOPO_FILE=$tmp/domain-1.yaml srun --gcoll=plan true &&
+   NCCL_TOPO_FILE=$tmp/domain-2.yaml srun --gcoll=plan true && echo job=\$SLURM_JOB_ID" 2>&1)
+djob=$(sed -n 's/^job=//p' <<<"$out")
+sleep 0.5
+check "NVLink domain: the same domain again comes from the cache (job $djob)" \
+  eval 'grep -q "step $djob\.0: plan phase .* (computed," "$log_n1" &&
+        grep -q "step $djob\.1: plan phase .* (from cache," "$log_n1"'
+check "NVLink domain: nodes in another domain get a new plan, not the cached one" \
+  grep -q "step $djob\.2: plan phase .* (computed," "$log_n1"
+
 # slurmd runs a plugin's job epilog only if the plugin was in plugstack.conf
 # when slurmd started (contrib/slurm/up --spank, as CI does).
 if ((epilog_known)); then

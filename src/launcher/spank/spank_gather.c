@@ -363,15 +363,23 @@ static uint64_t fnv64(uint64_t h, const void *p, size_t n) {
   return h;
 }
 
-/* What a plan depends on: node names in order, their topologies, the task
- * ids of each node, the ring's node order and the blocks a fabric gives
- * (NULL: none). */
+/* What a plan depends on: node names in order, their topologies and
+ * multi-node NVLink domains (outside the topology hash, and a domain can
+ * change with the fabric's registration while the hardware stays), the
+ * task ids of each node, the ring's node order and the blocks a fabric
+ * gives (NULL: none). */
 static uint64_t cache_key(const struct gathered *g, const int *order, const int *blocks) {
   uint64_t h = 14695981039346656037ull;
   h = fnv64(h, &g->nnodes, sizeof(g->nnodes));
   for (int i = 0; i < g->nnodes; i++) {
     h = fnv64(h, g->host[i], strlen(g->host[i]) + 1);
     h = fnv64(h, &g->hash[i], sizeof(g->hash[i]));
+    const struct gcoll_nvl_domain *d = &g->topo[i]->nvl_domain;
+    h = fnv64(h, &d->set, sizeof(d->set));
+    if (d->set) {
+      h = fnv64(h, d->cluster, strlen(d->cluster) + 1);
+      h = fnv64(h, &d->clique, sizeof(d->clique));
+    }
     h = fnv64(h, &g->tasks[i], sizeof(g->tasks[i]));
   }
   int total = 0;
