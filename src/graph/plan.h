@@ -293,6 +293,14 @@ int gcoll_plan_set_rank_order(struct gcoll_plan *plan, const int *rank_of_slot, 
  * nranks entries): what ring algorithms need to place each rank's block.
  * Returns 0, or -1 for a bad channel or an inconsistent plan. */
 int gcoll_plan_ring_ranks(const struct gcoll_plan *plan, int channel, int *ranks);
+/* What a rank of a job keeps from the plan file at path: its view and the
+ * ring orders (*ring_ranks: nchannels x nranks ints, ring c's at
+ * c * nranks, malloc'd; NULL on failure), read in the compact form that
+ * gcoll_plan_load_rank_view uses (no per-host strings), the plan verified
+ * and every ring order checked to be a permutation. 0, or -1 with one line
+ * ("PATH: ...") in err. */
+int gcoll_plan_load_rank(const char *path, int rank, struct gcoll_rank_view *view,
+                         int **ring_ranks, char *err, size_t errlen);
 /* Fills the same view gcoll_plan_load_rank_view() reads from a file. */
 int gcoll_plan_rank_view(const struct gcoll_plan *plan, int rank,
                          struct gcoll_rank_view *view, char *err, size_t errlen);

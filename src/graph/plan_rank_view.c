@@ -1,4 +1,6 @@
-/* One rank's view of a plan file, without building the whole job.
+/* One rank's part of a plan file, without building the whole job: its
+ * view (gcoll-plan show --rank, derived plans) and, for the runtime, its
+ * view and the ring orders (gcoll_plan_load_rank).
  *
  * Every rank of a 100,000-rank job loads the plan at start, so this must not
  * cost O(ranks) or allocate a string per host: the reader runs in its
@@ -16,32 +18,105 @@
 
 #define PLAN_FILE_MAX ((size_t)64 << 20)
 
-int gcoll_plan_load_rank_view(const char *path, int rank, struct gcoll_rank_view *view,
-                              char *err, size_t errlen) {
-  char *buf, host[GCOLL_PLAN_HOST_MAX];
+/* The plan file read for one rank: the compact form (host lists stay
+ * compressed, only `rank`'s host name is produced into host). NULL with a
+ * reason in err. */
+static struct gcoll_plan *read_for_rank(const char *path, int rank, char *host, size_t hostlen,
+                                        char *err, size_t errlen) {
+  char *buf;
   size_t len;
   struct ydoc doc;
-  int rc = -1;
   if (rank < 0) {
     snprintf(err, errlen, "%s: rank %d is negative", path, rank);
-    return -1;
+    return NULL;
   }
-  if (gcoll_read_file(path, PLAN_FILE_MAX, &buf, &len, err, errlen)) return -1;
+  if (gcoll_read_file(path, PLAN_FILE_MAX, &buf, &len, err, errlen)) return NULL;
   if (ydoc_parse(&doc, buf, len, path, err, errlen)) {
     free(buf);
-    return -1;
+    return NULL;
   }
   free(buf);
-  struct gcoll_plan *plan = gcoll_plan_from_ydoc(&doc, rank, host, sizeof(host), err, errlen);
+  struct gcoll_plan *plan = gcoll_plan_from_ydoc(&doc, rank, host, hostlen, err, errlen);
   ydoc_free(&doc);
-  if (plan == NULL) return -1;
-  if (rank >= plan->nranks) {
-    snprintf(err, errlen, "%s: rank %d is not in this plan (it has ranks 0..%d)", path, rank,
-             plan->nranks - 1);
-  } else if (gcoll_plan_rank_view(plan, rank, view, err, errlen) == 0) {
-    snprintf(view->host, sizeof(view->host), "%s", host);
-    rc = 0;
+  if (plan != NULL && rank >= plan->nranks) {
+    snprintf(err, errlen, "%s: rank %d is not in the plan (it has %d ranks)", path, rank,
+             plan->nranks);
+    gcoll_plan_free(plan);
+    return NULL;
   }
+  return plan;
+}
+
+int gcoll_plan_load_rank_view(const char *path, int rank, struct gcoll_rank_view *view,
+                              char *err, size_t errlen) {
+  char host[GCOLL_PLAN_HOST_MAX];
+  struct gcoll_plan *plan = read_for_rank(path, rank, host, sizeof(host), err, errlen);
+  if (plan == NULL) return -1;
+  int rc = gcoll_plan_rank_view(plan, rank, view, err, errlen);
+  if (rc == 0) snprintf(view->host, sizeof(view->host), "%s", host);
+  gcoll_plan_free(plan);
+  return rc;
+}
+
+/* Every ring order a permutation of the ranks: the algorithms index
+ * blocks by it, so a damaged order would put data in the wrong place
+ * rather than fail. */
+static int rings_are_permutations(const int *ring_ranks, int nchannels, int nranks,
+                                  const char *path, char *err, size_t errlen) {
+  unsigned char *seen = malloc((size_t)nranks);
+  if (seen == NULL) {
+    snprintf(err, errlen, "%s: out of memory for %d ranks", path, nranks);
+    return -1;
+  }
+  int rc = 0;
+  for (int c = 0; c < nchannels && rc == 0; c++) {
+    memset(seen, 0, (size_t)nranks);
+    const int *r = ring_ranks + (size_t)c * (size_t)nranks;
+    for (int i = 0; i < nranks; i++) {
+      if (r[i] < 0 || r[i] >= nranks || seen[r[i]]) {
+        snprintf(err, errlen, "%s: ring of channel %d is not a permutation of the ranks", path, c);
+        rc = -1;
+        break;
+      }
+      seen[r[i]] = 1;
+    }
+  }
+  free(seen);
+  return rc;
+}
+
+int gcoll_plan_load_rank(const char *path, int rank, struct gcoll_rank_view *view,
+                         int **ring_ranks, char *err, size_t errlen) {
+  char host[GCOLL_PLAN_HOST_MAX];
+  *ring_ranks = NULL;
+  struct gcoll_plan *plan = read_for_rank(path, rank, host, sizeof(host), err, errlen);
+  if (plan == NULL) return -1;
+  char why[384];
+  int rc = -1;
+  int *rings = NULL;
+  if (gcoll_plan_verify(plan, why, sizeof(why)) != 0) {
+    snprintf(err, errlen, "%s: invalid plan: %s", path, why);
+    goto out;
+  }
+  if (gcoll_plan_rank_view(plan, rank, view, err, errlen) != 0) goto out;
+  snprintf(view->host, sizeof(view->host), "%s", host);
+  rings = calloc((size_t)plan->nchannels * (size_t)plan->nranks, sizeof(int));
+  if (rings == NULL) {
+    snprintf(err, errlen, "%s: out of memory for the rings of %d ranks", path, plan->nranks);
+    goto out;
+  }
+  for (int c = 0; c < plan->nchannels; c++)
+    if (gcoll_plan_ring_ranks(plan, c, rings + (size_t)c * (size_t)plan->nranks) != 0) {
+      snprintf(err, errlen, "%s: ring of channel %d is inconsistent", path, c);
+      goto out;
+    }
+  if (rings_are_permutations(rings, plan->nchannels, plan->nranks, path, err, errlen) != 0)
+    goto out;
+  *ring_ranks = rings;
+  rings = NULL;
+  rc = 0;
+out:
+  free(rings);
   gcoll_plan_free(plan);
   return rc;
 }

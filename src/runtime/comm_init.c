@@ -110,41 +110,17 @@ static gcollResult_t resolve_rank(const char *plan_path, int *rank, const char *
   return gcollSuccess;
 }
 
-/* Everything this rank keeps from the plan: its view and the ring orders. */
+/* Everything this rank keeps from the plan: its view and the ring orders,
+ * read without expanding the whole job (gcoll_plan_load_rank). */
 static gcollResult_t load_plan(struct gcollComm *comm, const char *path) {
-  char err[512];
-  struct gcoll_plan *plan = gcoll_plan_read_file(path, err, sizeof(err));
-  if (plan == NULL) return gcoll_fail(gcollInvalidUsage, "%s", err);
-  gcollResult_t rc = gcollSuccess;
-  if (gcoll_plan_verify(plan, err, sizeof(err)) != 0) {
-    rc = gcoll_fail(gcollInvalidUsage, "%s: invalid plan: %s", path, err);
-    goto out;
-  }
-  if (comm->rank >= plan->nranks) {
-    rc = gcoll_fail(gcollInvalidUsage, "%s: rank %d is not in the plan (it has %d ranks)", path,
-                    comm->rank, plan->nranks);
-    goto out;
-  }
-  comm->nranks = plan->nranks;
+  char err[640];
   comm->view = calloc(1, sizeof(*comm->view));
-  comm->ring_ranks = calloc((size_t)plan->nchannels * (size_t)plan->nranks, sizeof(int));
-  if (comm->view == NULL || comm->ring_ranks == NULL) {
-    rc = gcoll_fail(gcollSystemError, "out of memory for the plan of %d ranks", plan->nranks);
-    goto out;
-  }
-  if (gcoll_plan_rank_view(plan, comm->rank, comm->view, err, sizeof(err)) != 0) {
-    rc = gcoll_fail(gcollInvalidUsage, "%s: %s", path, err);
-    goto out;
-  }
+  if (comm->view == NULL) return gcoll_fail(gcollSystemError, "out of memory for a plan view");
+  if (gcoll_plan_load_rank(path, comm->rank, comm->view, &comm->ring_ranks, err, sizeof(err)) != 0)
+    return gcoll_fail(gcollInvalidUsage, "%s", err);
+  comm->nranks = comm->view->nranks;
   comm->nchannels = comm->view->nchannels;
-  for (int c = 0; c < comm->nchannels; c++)
-    if (gcoll_plan_ring_ranks(plan, c, comm->ring_ranks + (size_t)c * plan->nranks) != 0) {
-      rc = gcoll_fail(gcollInvalidUsage, "%s: ring of channel %d is inconsistent", path, c);
-      goto out;
-    }
-out:
-  gcoll_plan_free(plan);
-  return rc;
+  return gcollSuccess;
 }
 
 /* Host channels are threads: a rank runs one per channel, and more threads

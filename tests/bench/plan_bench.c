@@ -1,7 +1,9 @@
 /* Plan scaling benchmark, in process so process start-up and the libtool
  * wrapper do not hide what we measure: for each node count, the time to
- * build a plan, to write it, its size, and the time one rank needs to load
- * its view with the runtime's streaming reader (gcoll_plan_load_rank_view).
+ * build a plan, to write it, its size, the time one rank needs to load its
+ * view (gcoll_plan_load_rank_view, as gcoll-plan show --rank does), and
+ * the time a rank's init spends on the plan (gcoll_plan_load_rank: view,
+ * ring orders, verification), for the first and the last rank.
  *
  *   plan_bench TOPOLOGY.yaml [NODES...]     (default 1 16 256 4096 12500)
  *
@@ -44,6 +46,7 @@ static int bench_nodes(const struct gcoll_topo *topo, int nnodes, int repeat, co
   struct gcoll_plan_input in = {.nnodes = nnodes, .node_topo = node_topo, .job_id = -1,
                                 .step_id = -1, .node_domain = node_domain};
   double build = 1e30, write = 1e30, view_first = 1e30, view_last = 1e30;
+  double init_first = 1e30, init_last = 1e30;
   int rc = 0, nranks = 0;
   for (int r = 0; r < repeat && rc == 0; r++) {
     double t0 = now_ms();
@@ -74,11 +77,23 @@ static int bench_nodes(const struct gcoll_topo *topo, int nnodes, int repeat, co
       }
       *slot[k] = min_d(*slot[k], now_ms() - v0);
     }
+    double *init_slot[2] = {&init_first, &init_last};
+    for (int k = 0; k < 2 && rc == 0; k++) {
+      static struct gcoll_rank_view view;
+      int *rings = NULL;
+      double v0 = now_ms();
+      if (gcoll_plan_load_rank(path, ranks[k], &view, &rings, err, sizeof(err)) != 0) {
+        fprintf(stderr, "plan_bench: init load of rank %d: %s\n", ranks[k], err);
+        rc = -1;
+      }
+      *init_slot[k] = min_d(*init_slot[k], now_ms() - v0);
+      free(rings);
+    }
   }
   struct stat st;
   if (rc == 0 && stat(path, &st) == 0)
-    printf("| %d | %d | %.1f | %.1f | %.1f | %.2f | %.2f |\n", nnodes, nranks, build, write,
-           st.st_size / 1024.0, view_first, view_last);
+    printf("| %d | %d | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f |\n", nnodes, nranks, build,
+           write, st.st_size / 1024.0, view_first, view_last, init_first, init_last);
   unlink(path);
   free(node_topo);
   free(node_domain);
@@ -116,8 +131,10 @@ int main(int argc, char **argv) {
          topo->ngpu, topo->nnic);
   if (domain > 0) printf(", NVLink domains of %d nodes", domain);
   printf(", best of %d; reading the topology (paths included): %.1f ms\n\n", repeat, read_ms);
-  printf("| nodes | ranks | build (ms) | write (ms) | size (KB) | view rank 0 (ms) | view last rank (ms) |\n");
-  printf("|------:|------:|-----------:|-----------:|----------:|-----------------:|--------------------:|\n");
+  printf("| nodes | ranks | build (ms) | write (ms) | size (KB) | view rank 0 (ms) | view last rank (ms) "
+         "| init load rank 0 (ms) | init load last rank (ms) |\n");
+  printf("|------:|------:|-----------:|-----------:|----------:|-----------------:|--------------------:"
+         "|----------------------:|-------------------------:|\n");
   int rc = 0;
   int n = argc > 2 ? argc - 2 : (int)(sizeof(defaults) / sizeof(defaults[0]));
   for (int i = 0; i < n && rc == 0; i++)
