@@ -289,6 +289,21 @@ static void assert_file_views(const struct gcoll_plan *p, const char *path, int 
       fail_msg("rank %d from file: %s", r, err);
     assert_same_view(mem, file);
     assert_string_equal(file->host, p->node_host[file->node]);
+    /* What init keeps: the same view, and every channel's ring order as
+     * the in-memory plan gives it. */
+    int *rings = NULL, *want = malloc(sizeof(int) * (size_t)p->nranks);
+    assert_non_null(want);
+    memset(file, 0x5a, sizeof(*file));
+    if (gcoll_plan_load_rank(path, r, file, &rings, err, sizeof(err)))
+      fail_msg("rank %d, init load: %s", r, err);
+    assert_same_view(mem, file);
+    assert_string_equal(file->host, p->node_host[file->node]);
+    for (int c = 0; c < p->nchannels; c++) {
+      assert_int_equal(gcoll_plan_ring_ranks(p, c, want), 0);
+      assert_memory_equal(rings + (size_t)c * (size_t)p->nranks, want, sizeof(int) * (size_t)p->nranks);
+    }
+    free(rings);
+    free(want);
   }
   free(mem);
   free(file);
@@ -472,6 +487,9 @@ static void test_load_errors(void **state) {
   for (size_t i = 0; i < sizeof(bad_ranks) / sizeof(bad_ranks[0]); i++) {
     err[0] = '\0';
     assert_int_equal(gcoll_plan_load_rank_view(td.path, bad_ranks[i], &v, err, sizeof(err)), -1);
+    int *rings = (int *)1;
+    assert_int_equal(gcoll_plan_load_rank(td.path, bad_ranks[i], &v, &rings, err, sizeof(err)), -1);
+    assert_null(rings);
     assert_non_null(strstr(err, td.path));
     char num[16];
     snprintf(num, sizeof(num), "%d", bad_ranks[i]);
