@@ -55,7 +55,7 @@ static void print_build(void) {
   gcoll_cuda_probe(&ndev, msg, sizeof(msg));
   printf("  CUDA here: %s\n", msg);
 #else
-  printf("  CUDA here: not built in (configure found no CUDA toolkit)\n");
+  printf("  CUDA here: not built in (configured --without-cuda, or no CUDA toolkit found)\n");
 #endif
 }
 
