@@ -276,6 +276,9 @@ check "first step of job $job computes its plan" \
   grep -q "step $job\.0: plan phase .* (computed," "$log_n1"
 check "second step of job $job takes it from the cache" \
   grep -q "step $job\.1: plan phase .* (from cache," "$log_n1"
+# Node 0 parses each distinct topology file once; identical nodes share it.
+check "node 0 parsed the two identical nodes' topology once" \
+  grep -q "step $job\.0: plan phase .* (computed, 2 nodes, 4 tasks, 1 distinct node topologies)" "$log_n1"
 
 # A node's multi-node NVLink domain is outside its topology's hash, and it
 # can change (the fabric's registration) while the hardware stays: a step

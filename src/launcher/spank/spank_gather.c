@@ -206,6 +206,20 @@ static int write_node(const struct stepdir *d, const struct gcoll_spank_config *
 
 /* ---- node 0: gather, compute or reuse, publish -------------------------- */
 
+/* Nodes of one kind write byte-identical topology files, and a parsed
+ * topology holds its devices' paths (devices^2 entries, ~80 KB for a
+ * DGX-H100, megabytes for a node of hundreds of devices): node 0 parses
+ * each distinct file once and its nodes share it, so slurmstepd's memory
+ * grows with the kinds of node, not with the nodes (12,500 DGX-H100s
+ * parsed one by one would take about 1 GB). Keyed by a hash of the text,
+ * confirmed byte for byte. */
+struct topo_text {
+  uint64_t hash;
+  char *text;          /* the file, kept for the comparison */
+  size_t len;
+  int node;            /* the node whose parse the others share */
+};
+
 struct gathered {
   int nnodes;
   int *tasks;          /* per node: Slurm's tasks on it */
@@ -213,21 +227,67 @@ struct gathered {
   int *gpu_of_slot;    /* the step's GPU each task drives, slot by slot */
   int have_gpus;       /* every node named its step GPUs, one per task */
   char **host;
-  struct gcoll_topo **topo;
+  struct gcoll_topo **topo;   /* shared between nodes of identical files */
+  unsigned char *owns_topo;   /* 1 where topo[i] is node i's own parse */
   uint32_t *hash;
+  struct topo_text *texts;    /* open addressing, ntexts_cap slots */
+  int ntexts, ntexts_cap;
 };
 
 static void gathered_free(struct gathered *g) {
   for (int i = 0; i < g->nnodes; i++) {
     if (g->host) free(g->host[i]);
-    if (g->topo) gcoll_topo_free(g->topo[i]);
+    if (g->topo && g->owns_topo && g->owns_topo[i]) gcoll_topo_free(g->topo[i]);
   }
+  for (int i = 0; g->texts && i < g->ntexts_cap; i++) free(g->texts[i].text);
+  free(g->texts);
+  free(g->owns_topo);
   free(g->host);
   free(g->topo);
   free(g->hash);
   free(g->tasks);
   free(g->rank_of_slot);
   free(g->gpu_of_slot);
+}
+
+static uint64_t fnv64(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+/* The slot of text (hash h) in g->texts: its entry, or the empty slot
+ * where it goes. The table has twice as many slots as nodes. */
+static struct topo_text *text_slot(struct gathered *g, uint64_t h, const char *text, size_t len) {
+  for (int k = (int)(h % (uint64_t)g->ntexts_cap);; k = (k + 1) % g->ntexts_cap) {
+    struct topo_text *t = &g->texts[k];
+    if (t->text == NULL) return t;
+    if (t->hash == h && t->len == len && memcmp(t->text, text, len) == 0) return t;
+  }
+}
+
+/* Node i's topology from its file's text (consumed): shared with an
+ * earlier node whose file is the same, else parsed. */
+static int node_topology(struct gathered *g, int i, char *text, size_t len, const char *what,
+                         char *err, size_t errlen) {
+  uint64_t h = fnv64(14695981039346656037ull, text, len);
+  struct topo_text *t = text_slot(g, h, text, len);
+  if (t->text != NULL) {
+    free(text);
+    g->topo[i] = g->topo[t->node];
+    g->hash[i] = g->hash[t->node];
+    return 0;
+  }
+  g->topo[i] = gcoll_topo_read_mem(text, len, what, err, errlen);
+  if (g->topo[i] == NULL) {
+    free(text);
+    return -1;
+  }
+  g->owns_topo[i] = 1;
+  g->hash[i] = gcoll_topo_hash(g->topo[i]);
+  *t = (struct topo_text){.hash = h, .text = text, .len = len, .node = i};
+  g->ntexts++;
+  return 0;
 }
 
 static int wait_topologies(const struct stepdir *d, int nnodes, double deadline, char *err,
@@ -313,11 +373,7 @@ static int read_node(const struct stepdir *d, int i, struct gathered *g, int64_t
     snprintf(err, errlen, "topo/%s", rc > 0 ? "file vanished" : why);
     return -1;
   }
-  g->topo[i] = gcoll_topo_read_mem(buf, len, what, err, errlen);
-  free(buf);
-  if (g->topo[i] == NULL) return -1;
-  g->hash[i] = gcoll_topo_hash(g->topo[i]);
-  return 0;
+  return node_topology(g, i, buf, len, what, err, errlen);
 }
 
 static int gather(const struct stepdir *d, const struct gcoll_gather_node *me, struct gathered *g,
@@ -330,12 +386,16 @@ static int gather(const struct stepdir *d, const struct gcoll_gather_node *me, s
   g->nnodes = n;
   g->host = calloc((size_t)n, sizeof(*g->host));
   g->topo = calloc((size_t)n, sizeof(*g->topo));
+  g->owns_topo = calloc((size_t)n, 1);
+  g->ntexts_cap = 2 * n;
+  g->texts = calloc((size_t)g->ntexts_cap, sizeof(*g->texts));
   g->hash = calloc((size_t)n, sizeof(*g->hash));
   g->tasks = calloc((size_t)n, sizeof(*g->tasks));
   g->rank_of_slot = calloc(me->ntasks_total > 0 ? me->ntasks_total : 1, sizeof(int));
   g->gpu_of_slot = calloc(me->ntasks_total > 0 ? me->ntasks_total : 1, sizeof(int));
   g->have_gpus = 1;
-  if (g->host == NULL || g->topo == NULL || g->hash == NULL || g->tasks == NULL ||
+  if (g->host == NULL || g->topo == NULL || g->owns_topo == NULL || g->texts == NULL ||
+      g->hash == NULL || g->tasks == NULL ||
       g->rank_of_slot == NULL || g->gpu_of_slot == NULL) {
     snprintf(err, errlen, "out of memory for %d nodes", n);
     return -1;
@@ -355,12 +415,6 @@ static int gather(const struct stepdir *d, const struct gcoll_gather_node *me, s
     return -1;
   }
   return 0;
-}
-
-static uint64_t fnv64(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
 }
 
 /* What a plan depends on: node names in order, their topologies and
@@ -509,6 +563,7 @@ static int node0_plan(const struct gcoll_spank_config *cfg, const struct stepdir
       gcoll_jobdir_open_private(d->user, cname, 1, me->uid, me->gid, &cdir, why, sizeof(why)) == 0)
     plan = cache_lookup(cdir, centry, &g, me);
   out->from_cache = plan != NULL;
+  out->distinct_topologies = g.ntexts;
   if (plan == NULL && (plan = compute(&g, order, blocks, me, err, errlen)) == NULL) goto out;
   if (write_key(d, err, errlen) != 0 ||
       write_yaml(d->step, "plan.yaml", plan_writer, plan, err, errlen) != 0)

@@ -147,6 +147,7 @@ struct gcoll_gather_result {
   char plan_path[GCOLL_SPANK_PATH_MAX];
   char job_key[64];             /* hex, shared by every node of the step */
   int from_cache;               /* node 0: reused, not recomputed */
+  int distinct_topologies;      /* node 0: topology files parsed (nodes share equal ones) */
   double build_ms;              /* node 0: gather wait + compute/cache */
   char topo_info[1024];         /* one line: detected, or which file merged */
 };

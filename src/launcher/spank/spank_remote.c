@@ -173,12 +173,13 @@ int gcoll_spank_remote_user_init(spank_t sp) {
   if (rc == 0) {
     st->have_plan = 1;
     if (me.node_index == 0)
-      slurm_info("gcoll: step %u.%u: plan phase %.1f ms on node 0 (%s, %u nodes, %u tasks): %s",
+      slurm_info("gcoll: step %u.%u: plan phase %.1f ms on node 0 (%s, %u nodes, %u tasks, "
+                 "%d distinct node topologies): %s",
                  me.job, me.step, gcoll_spank_now_ms() - t0,
                  st->option.mode == GCOLL_MODE_FILE ? "given file"
                  : res.from_cache                   ? "from cache"
                                                     : "computed",
-                 me.nnodes, me.ntasks_total, res.plan_path);
+                 me.nnodes, me.ntasks_total, res.distinct_topologies, res.plan_path);
     return 0;
   }
   /* A GCOLL_PLAN the user exported by hand must not be mistaken for this
