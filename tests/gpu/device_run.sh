@@ -31,6 +31,10 @@
 #   torchrun the same script under torchrun (environment rendezvous), 4
 #            processes on gcoll with tensor-parallel pairs from
 #            dist.new_group, against 1 process on PyTorch's NCCL
+#   nccldevice nccl_host_check device (the ABI matrix on device buffers:
+#            every type/op, pre-mul-sum, in and out of place), 1-3 ranks
+#   groups   nccl_groups_check --device: PyTorch's calls replayed on device
+#            buffers, world x2 and a 2x2 mesh from fresh ids, splits, abort
 #   copy     bench_reduce_copy: reduceCopy against cudaMemcpy DtoD, 256 MB
 #   emu      the emulated-GPU suites (tests/cudaemu) on the real driver
 #   streamorder p2p_check --device exchange on 3 and 4 ranks, 6 runs each,
@@ -172,7 +176,27 @@ torchrun_compare() {  # torchrun as people launch it: env rendezvous, new_group
   python3 "$src/tests/gpu/torch_ddp_check.py" compare "$d/gcoll.pt" "$d/nccl.pt"
 }
 
-export -f torchrun_compare real_nccl perf_sweeps sendrecv_sweeps stream_order nccl_compare graph_replays nccl_tests ddp_compare emu_suites
+nccl_device() {  # nccl_host_check's device matrix (premul ops included) on the GPU
+  local spec
+  for spec in 1 2 3; do
+    echo "## nccl_host_check device, $spec rank(s)"
+    GCOLL_CUDA_DRIVER=${GCOLL_CUDA_DRIVER:-libcuda.so.1} NCCL_SHIM_LIB=$B/lib/libnccl.so.2 \
+      "$B/gcollrun" -n "$spec" "$B/tests/nccl/nccl_host_check" device || return 1
+  done
+  echo "## nccl_host_check device, 3 ranks, tree and LL"
+  GCOLL_CUDA_DRIVER=${GCOLL_CUDA_DRIVER:-libcuda.so.1} NCCL_SHIM_LIB=$B/lib/libnccl.so.2 \
+    GCOLL_ALGO=tree GCOLL_PROTO=ll "$B/gcollrun" -n 3 \
+    "$B/tests/nccl/nccl_host_check" device
+}
+
+groups_device() {  # PyTorch's calls replayed on device buffers: 2-D mesh from fresh ids
+  local d
+  d=$(mktemp -d) || return 1
+  "$B/gcoll-plan" generate -q --topo cpu-only --hosts "$(hostname -s)" -k 4 -o "$d/plan.yaml" || return 1
+  "$B/gcollrun" -n 4 --plan "$d/plan.yaml" "$B/tests/nccl/nccl_groups_check" "$d" 2 --device
+}
+
+export -f nccl_device groups_device torchrun_compare real_nccl perf_sweeps sendrecv_sweeps stream_order nccl_compare graph_replays nccl_tests ddp_compare emu_suites
 export B src
 for s in $steps; do
   case $s in
@@ -192,6 +216,8 @@ for s in $steps; do
     graph) step graph 60 graph_replays ;;
     nccltests) step nccltests 120 nccl_tests ;;
     ddp) step ddp 150 env PYTHONUNBUFFERED=1 bash -c ddp_compare ;;
+    nccldevice) step nccldevice 200 nccl_device ;;
+    groups) step groups 120 groups_device ;;
     torchrun) step torchrun 180 env PYTHONUNBUFFERED=1 bash -c torchrun_compare ;;
     copy) step copy 40 "$B/tests/gpu/bench_reduce_copy" 256 20 ;;
     emu) step emu 300 emu_suites ;;

@@ -25,6 +25,18 @@ ldd "$B/.libs/libgcoll.so" "$B/.libs/libnccl.so.2" |
   grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
   while read -r l; do cp -L "$l" "$S/lib/"; done
 for p in nccl_bench bench_reduce_copy; do cp "$B/tests/gpu/$p" "$S/tests/gpu/"; done
+# The NCCL-API programs the nccl tests compile on the fly (against the
+# toolkit's nccl.h): the ABI matrix with device buffers, and the replay of
+# PyTorch's calls.
+inc=${CUDA_HOME:-/usr/local/cuda}/include
+if [ -f "$inc/nccl.h" ]; then
+  mkdir -p "$S/tests/nccl"
+  ${CC:-cc} -std=gnu11 -O2 -pthread -I"$inc" -I"$src/include" -I"$src/src" -I"$src/tests/integration" \
+    "$src/tests/nccl/nccl_host_check.c" -o "$S/tests/nccl/nccl_host_check" "$B/.libs/libnccl.so.2" \
+    "$B/.libs/libgcoll.so" -Wl,-rpath,'$ORIGIN/../../lib' -ldl -rdynamic
+  ${CC:-cc} -std=gnu11 -O2 -pthread -I"$inc" "$src/tests/nccl/nccl_groups_check.c" \
+    -o "$S/tests/nccl/nccl_groups_check" "$B/.libs/libnccl.so.2" -Wl,-rpath,'$ORIGIN/../../lib'
+fi
 if [ $# -ge 3 ]; then
   mkdir -p "$S/nccl-tests"
   cp "$3/all_reduce_perf" "$S/nccl-tests/"
