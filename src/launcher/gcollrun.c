@@ -311,6 +311,9 @@ static void rank_exited(struct job *j, int r, int status) {
    * outcome the user asked for.) */
   if (!failed || j->first_fail >= 0 || j->timed_out) return;
   j->first_fail = r;
+  /* Ranks with endpoints from the plan never joined the store, which
+   * then learns of a death only from us. */
+  kvs_server_rank_gone(j->kvs, r);
   if (WIFSIGNALED(status)) {
     char name[32];
     j->exit_status = 128 + WTERMSIG(status);
