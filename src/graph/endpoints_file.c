@@ -73,9 +73,14 @@ static int read_entry(const struct ydoc *doc, const struct ydoc_node *n,
       ydoc_req(doc, n, "host", &f, err, errlen) != 0 ||
       ydoc_str(doc, f, "host", host, sizeof(host), err, errlen) != 0)
     return -1;
-  if (!host_valid(host))
-    return ydoc_error(doc, f, "host", err, errlen, "'%s' is not a numeric IPv4 or IPv6 address",
+  if (!host_valid(host)) {
+    /* The message is one line whatever the file holds: the value is
+     * echoed with anything unprintable as '?'. */
+    for (char *c = host; *c != '\0'; c++)
+      if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = '?';
+    return ydoc_error(doc, f, "host", err, errlen, "'%.46s' is not a numeric IPv4 or IPv6 address",
                       host);
+  }
   if (seen[rank])
     return ydoc_error(doc, n, "rank", err, errlen, "duplicate rank %lld", (long long)rank);
   seen[rank] = 1;
