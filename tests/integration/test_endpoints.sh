@@ -22,10 +22,11 @@ top_builddir=${top_builddir:-.}
 RUN=$top_builddir/gcollrun
 BENCH=$top_builddir/tests/bench/init_bench
 CHECK=$top_builddir/tests/integration/coll_check
+PLAN=$top_builddir/gcoll-plan
 export GCOLL_TOPO_DIR="${GCOLL_TOPO_DIR:-$top_srcdir/etc/topologies}"
 unset GCOLL_TIMEOUT GCOLL_KVS_ADDR GCOLL_JOB_KEY GCOLL_BOOTSTRAP GCOLL_ENDPOINTS GCOLL_LISTEN_FD
 
-for b in "$RUN" "$BENCH" "$CHECK"; do
+for b in "$RUN" "$BENCH" "$CHECK" "$PLAN"; do
   [ -x "$b" ] || { echo "test_endpoints: no executable $b" >&2; exit 1; }
 done
 
@@ -72,6 +73,16 @@ for n in 4 8; do
   check "$n ranks: gcollrun removed the endpoints file and its plan dir" \
     [ -z "$(ls -A "$TMPDIR")" ]
 done
+
+# ---- --plan FILE: the endpoints go to a private directory -------------------
+"$PLAN" generate --topo cpu-only --nodes 2 --ranks-per-node 3 -q \
+  -o "$tmp/given.yaml"
+GCOLL_DEBUG=INFO run "$RUN" -n 6 --plan "$tmp/given.yaml" "$BENCH"
+check "--plan FILE: init_bench runs with endpoints (exit $rc: $(errtext))" \
+  eval '[ "$rc" -eq 0 ] && [ "$(timings | grep -c "; bootstrap requests 0: .*endpoints from the plan")" -eq 6 ]'
+check "--plan FILE: the endpoints file was written in a private dir, now removed" \
+  eval 'grep -Eq "^gcollrun: endpoints of 6 ranks bound and written in [0-9.]+ ms: $TMPDIR/gcollrun-endpoints\.[^/]+/endpoints\.yaml$" "$tmp/err" &&
+        [ -z "$(ls -A "$TMPDIR")" ] && [ "$(ls "$tmp" | grep -c endpoints)" -eq 0 ]'
 
 # ---- the store's path, for comparison ---------------------------------------
 GCOLL_DEBUG=INFO run "$RUN" --no-endpoints -n 8 --nodes 2 "$BENCH"
