@@ -338,6 +338,10 @@ int ydoc_error(const struct ydoc *doc, const struct ydoc_node *n, const char *fi
       snprintf(err, errlen, "%s:%d: field '%s': %s", doc->what, n ? n->line : 0, field, msg);
     else
       snprintf(err, errlen, "%s:%d: %s", doc->what, n ? n->line : 0, msg);
+    /* One line whatever the file holds: values and keys echoed from it may
+     * carry line breaks (a multi-line plain scalar) or control bytes. */
+    for (char *c = err; *c != '\0'; c++)
+      if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f) *c = '?';
   }
   return -1;
 }

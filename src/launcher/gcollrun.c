@@ -46,7 +46,8 @@
 
 static const char usage_text[] =
     "usage: gcollrun -n N [--nodes K [--distribution block|cyclic]]\n"
-    "                [--topo TOPO | --plan FILE | --no-plan] [--tag-output]\n"
+    "                [--topo TOPO | --plan FILE | --no-plan] [--no-endpoints]\n"
+    "                [--tag-output]\n"
     "                [--timeout SEC] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Starts N ranks of PROGRAM on this host with a gcoll plan and a bootstrap\n"
@@ -72,6 +73,10 @@ static const char usage_text[] =
     "                      themselves through the store, as under srun\n"
     "                      --mpi=pmi2 without the SPANK plugin (each node's\n"
     "                      topology from $GCOLL_TOPO, else detected)\n"
+    "      --no-endpoints  give the ranks no endpoints file and listening\n"
+    "                      sockets: they find each other through the store\n"
+    "                      (by default each rank inherits a socket bound here\n"
+    "                      and reaches its plan neighbours directly)\n"
     "  -T, --tag-output    prefix every output line with \"[RANK] \"\n"
     "      --timeout SEC   kill the job after SEC seconds (exit status 124)\n"
     "  -h, --help          this help\n"
@@ -79,7 +84,8 @@ static const char usage_text[] =
     "\n"
     "Each rank gets GCOLL_PLAN, GCOLL_RANK, GCOLL_NRANKS, GCOLL_LOCAL_RANK,\n"
     "GCOLL_NODE, GCOLL_KVS_ADDR, GCOLL_JOB_KEY and GCOLL_SOCKET_IFADDR (yours,\n"
-    "else 127.0.0.1: every rank is on this host), runs in its own process\n"
+    "else 127.0.0.1: every rank is on this host), with a plan also\n"
+    "GCOLL_ENDPOINTS and GCOLL_LISTEN_FD, runs in its own process\n"
     "group with stdin from /dev/null. SIGINT/SIGTERM/SIGHUP are forwarded to\n"
     "all ranks; another one (0.5 s later or more) kills them (SIGKILL). If a\n"
     "rank fails the others are killed\n"
@@ -92,7 +98,7 @@ static const char usage_text[] =
 struct opts {
   long nranks, nnodes;        /* nnodes 0: not given */
   const char *topo, *plan;
-  int tag, no_plan, cyclic;
+  int tag, no_plan, cyclic, no_endpoints;
   double timeout_s;           /* 0: none */
   char **argv;                /* PROGRAM ARGS... */
 };
@@ -105,6 +111,7 @@ struct rank {
 struct job {
   struct opts o;
   struct gcollrun_plan plan;
+  struct gcollrun_endpoints ep;
   struct kvs_server *kvs;
   struct rank *ranks;
   int nlive;
@@ -186,7 +193,7 @@ static int check_shape(const struct opts *o) {
   return 0;
 }
 
-enum { OPT_TIMEOUT = 256, OPT_NO_PLAN };
+enum { OPT_TIMEOUT = 256, OPT_NO_PLAN, OPT_NO_ENDPOINTS };
 
 static int parse_distribution(const char *s, int *cyclic) {
   if (strcmp(s, "block") == 0 || strcmp(s, "cyclic") == 0) {
@@ -203,6 +210,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
       {"topo", required_argument, NULL, 't'},    {"plan", required_argument, NULL, 'p'},
       {"tag-output", no_argument, NULL, 'T'},    {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"no-plan", no_argument, NULL, OPT_NO_PLAN},
+      {"no-endpoints", no_argument, NULL, OPT_NO_ENDPOINTS},
       {"distribution", required_argument, NULL, 'm'},
       {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
@@ -220,6 +228,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
     case 'T': o->tag = 1; break;
     case OPT_TIMEOUT: rc = parse_seconds(optarg, &o->timeout_s); break;
     case OPT_NO_PLAN: o->no_plan = 1; break;
+    case OPT_NO_ENDPOINTS: o->no_endpoints = 1; break;
     case 'm': rc = parse_distribution(optarg, &o->cyclic); break;
     case 'h': fputs(usage_text, stdout); return -1;
     case 'V': printf(GCOLLRUN_PROG " (gcoll) %s\n", PACKAGE_VERSION); return -1;
@@ -301,6 +310,9 @@ static void rank_exited(struct job *j, int r, int status) {
    * outcome the user asked for.) */
   if (!failed || j->first_fail >= 0 || j->timed_out) return;
   j->first_fail = r;
+  /* Ranks with endpoints from the plan never joined the store, which
+   * then learns of a death only from us. */
+  kvs_server_rank_gone(j->kvs, r);
   if (WIFSIGNALED(status)) {
     char name[32];
     j->exit_status = 128 + WTERMSIG(status);
@@ -382,10 +394,11 @@ static int make_job_key(char *key, size_t len) {
   return 0;
 }
 
-/* Pipes and sockets need about three descriptors per rank. */
+/* Pipes and sockets need about three descriptors per rank, and each rank's
+ * listening socket one more until the rank holds it. */
 static void raise_fd_limit(long nranks) {
   struct rlimit rl;
-  rlim_t want = (rlim_t)(4 * nranks + 64);
+  rlim_t want = (rlim_t)(5 * nranks + 64);
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want) return;
   rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
   setrlimit(RLIMIT_NOFILE, &rl);
@@ -396,9 +409,14 @@ static int start_ranks(struct job *j, const char *path, const char *addr, const 
   for (long r = 0; r < j->o.nranks; r++) {
     struct gcollrun_rank_env e = {.plan_path = j->o.no_plan ? NULL : j->plan.path, .rank = (int)r,
                                   .nranks = (int)j->o.nranks, .local_rank = j->plan.local_of[r],
-                                  .node = j->plan.node_of[r], .kvs_addr = addr, .job_key = key};
+                                  .node = j->plan.node_of[r], .kvs_addr = addr, .job_key = key,
+                                  .endpoints_path = j->ep.path[0] ? j->ep.path : NULL,
+                                  .listen_fd = j->ep.fd != NULL ? j->ep.fd[r] : -1};
     struct gcollrun_child c;
     int rc = gcollrun_spawn(path, j->o.argv, &e, j->o.tag, &c, err, sizeof(err));
+    /* The rank holds its own copy now: a connection to a rank that died
+     * is then refused, not left in a backlog nobody accepts from. */
+    gcollrun_endpoints_release(&j->ep, (int)r);
     if (c.pid > 0) {
       j->ranks[r].pid = c.pid;
       j->nlive++;
@@ -523,6 +541,19 @@ static int launch(struct job *j) {
     gcollrun_say("cannot make a job key: %s", strerror(errno));
     return GCOLLRUN_EXIT_FAIL;
   }
+  /* Endpoints with the plan: the ranks then need the store only for what
+   * is not their plan neighbours' business (splits, shrinks). */
+  raise_fd_limit(j->o.nranks);
+  if (!j->o.no_plan && !j->o.no_endpoints) {
+    t0 = gcoll_wait_now_ns();
+    if (gcollrun_endpoints_prepare(&j->ep, &j->plan, key, err, sizeof(err)) != 0) {
+      gcollrun_say("%s", err);
+      return GCOLLRUN_EXIT_FAIL;
+    }
+    if (gcoll_log_info_enabled())
+      gcollrun_say("endpoints of %d ranks bound and written in %.2f ms: %s", j->plan.nranks,
+                   (double)(gcoll_wait_now_ns() - t0) / 1e6, j->ep.path);
+  }
   struct kvs_server_config cfg = {.nranks = (int)j->o.nranks, .job_key = key,
                                   .rank_lost = on_rank_lost, .ctx = j};
   j->kvs = kvs_server_open(&cfg, err, sizeof(err));
@@ -536,7 +567,6 @@ static int launch(struct job *j) {
     return GCOLLRUN_EXIT_FAIL;
   }
   snprintf(addr, sizeof(addr), "127.0.0.1:%u", kvs_server_port(j->kvs));
-  raise_fd_limit(j->o.nranks);
   if (j->o.timeout_s > 0) j->deadline = now_ms() + (uint64_t)llround(j->o.timeout_s * 1000);
   start_ranks(j, path, addr, key);
   run_loop(j);
@@ -575,6 +605,7 @@ int main(int argc, char **argv) {
     }
   }
   kvs_server_close(j.kvs);
+  gcollrun_endpoints_cleanup(&j.ep);
   gcollrun_plan_cleanup(&j.plan);
   free(j.ranks);
   return rc;

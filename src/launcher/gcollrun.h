@@ -3,6 +3,7 @@
  *   gcollrun.c         options, the event loop, failure policy
  *   gcollrun_plan.c    the job's plan (computed or given) and its temp dir
  *   gcollrun_spawn.c   program lookup, rank environment, fork/exec
+ *   gcollrun_endpoints.c  each rank's listening socket and the endpoints file
  *   gcollrun_output.c  --tag-output line buffering */
 #ifndef GCOLL_LAUNCHER_GCOLLRUN_H
 #define GCOLL_LAUNCHER_GCOLLRUN_H
@@ -53,6 +54,26 @@ void gcollrun_block_layout(int nranks, int nnodes, int *node_ranks);
 /* Removes the temp dir (if any) and frees the tables. Idempotent. */
 void gcollrun_plan_cleanup(struct gcollrun_plan *p);
 
+/* ---- endpoints (gcollrun_endpoints.c) ------------------------------------ */
+
+struct gcollrun_endpoints {
+  int nranks;
+  int *fd;                     /* per rank: its listening socket, -1 once handed over */
+  char dir[PATH_MAX];          /* private dir when the plan's is not ours, else "" */
+  char path[PATH_MAX];         /* the endpoints file, "" when none */
+};
+
+/* Binds one listening socket per rank of plan p (close-on-exec, on
+ * GCOLL_SOCKET_IFADDR, else 127.0.0.1) and writes the endpoints file
+ * (graph/endpoints.h) atomically beside the plan, or in a private dir when
+ * the plan was given. 0, or -1 with one line in err (nothing left open). */
+int gcollrun_endpoints_prepare(struct gcollrun_endpoints *e, const struct gcollrun_plan *p,
+                               const char *job_key, char *err, size_t errlen);
+/* Closes gcollrun's copy of rank's socket (once the rank holds its own). */
+void gcollrun_endpoints_release(struct gcollrun_endpoints *e, int rank);
+/* Closes what is left, removes the file (and the private dir). Idempotent. */
+void gcollrun_endpoints_cleanup(struct gcollrun_endpoints *e);
+
 /* ---- spawning (gcollrun_spawn.c) ---------------------------------------- */
 
 /* Resolves PROGRAM as execvp would (a name with '/' is taken as is).
@@ -67,6 +88,8 @@ struct gcollrun_rank_env {
   int rank, nranks, local_rank, node;
   const char *kvs_addr;
   const char *job_key;
+  const char *endpoints_path;  /* NULL: no endpoints (the store alone) */
+  int listen_fd;               /* this rank's inherited listener, -1: none */
 };
 
 struct gcollrun_child {

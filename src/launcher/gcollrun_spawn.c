@@ -79,13 +79,14 @@ int gcollrun_find_program(const char *name, char *path, size_t pathlen, char *er
 static int is_ours(const char *entry) {
   static const char *const names[] = {"GCOLL_PLAN=",   "GCOLL_RANK=",     "GCOLL_NRANKS=",
                                       "GCOLL_LOCAL_RANK=", "GCOLL_NODE=", "GCOLL_KVS_ADDR=",
-                                      "GCOLL_JOB_KEY=", "GCOLL_SOCKET_IFADDR="};
+                                      "GCOLL_JOB_KEY=", "GCOLL_SOCKET_IFADDR=",
+                                      "GCOLL_ENDPOINTS=", "GCOLL_LISTEN_FD="};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if (strncmp(entry, names[i], strlen(names[i])) == 0) return 1;
   return 0;
 }
 
-#define NOURS 8
+#define NOURS 10
 
 /* Every rank runs on this host: TCP between virtual nodes stays on
  * loopback, where the runtime alone would pick a network interface, unless
@@ -115,7 +116,11 @@ static char **rank_environment(const struct gcollrun_rank_env *e) {
            asprintf(&env[k++], "GCOLL_NODE=%d", e->node) >= 0 &&
            asprintf(&env[k++], "GCOLL_KVS_ADDR=%s", e->kvs_addr) >= 0 &&
            asprintf(&env[k++], "GCOLL_JOB_KEY=%s", e->job_key) >= 0 &&
-           asprintf(&env[k++], "GCOLL_SOCKET_IFADDR=%s", socket_ifaddr()) >= 0;
+           asprintf(&env[k++], "GCOLL_SOCKET_IFADDR=%s", socket_ifaddr()) >= 0 &&
+           (e->endpoints_path == NULL ||
+            asprintf(&env[k++], "GCOLL_ENDPOINTS=%s", e->endpoints_path) >= 0) &&
+           (e->endpoints_path == NULL || e->listen_fd < 0 ||
+            asprintf(&env[k++], "GCOLL_LISTEN_FD=%d", e->listen_fd) >= 0);
   if (!ok) {
     env[k - 1] = NULL; /* asprintf leaves it undefined on failure */
     for (size_t i = first_ours; i < k - 1; i++) free(env[i]);
@@ -137,7 +142,7 @@ static void free_environment(char **env) {
 /* In the child between fork and exec: async-signal-safe calls only. */
 static void __attribute__((noreturn))
 exec_child(const char *path, char *const argv[], char **env, int devnull, int out_w, int err_w,
-           int status_w, pid_t parent) {
+           int status_w, pid_t parent, int listen_fd) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(GCOLLRUN_EXIT_FAIL); /* parent died before the prctl */
@@ -149,6 +154,8 @@ exec_child(const char *path, char *const argv[], char **env, int devnull, int ou
   dup2(devnull, 0);
   if (out_w >= 0) dup2(out_w, 1);
   if (err_w >= 0) dup2(err_w, 2);
+  /* Every rank's listener is close-on-exec; this rank keeps its own. */
+  if (listen_fd >= 0) fcntl(listen_fd, F_SETFD, 0);
   execve(path, argv, env);
   int e = errno;
   ssize_t unused = write(status_w, &e, sizeof(e));
@@ -191,7 +198,9 @@ int gcollrun_spawn(const char *path, char *const argv[], const struct gcollrun_r
   sigprocmask(SIG_BLOCK, &all, &old);
   pid_t parent = getpid();
   pid_t pid = fork();
-  if (pid == 0) exec_child(path, argv, env, devnull, out[1], errp[1], status[1], parent);
+  if (pid == 0)
+    exec_child(path, argv, env, devnull, out[1], errp[1], status[1], parent,
+               e->endpoints_path != NULL ? e->listen_fd : -1);
   int fork_errno = errno;
   if (pid > 0) setpgid(pid, pid); /* both sides set it: no race with our first killpg */
   sigprocmask(SIG_SETMASK, &old, NULL);

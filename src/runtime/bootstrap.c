@@ -122,8 +122,50 @@ static const struct gcoll_bootstrap_backend *pick_backend(char *err, size_t errl
   return NULL;
 }
 
+/* Endpoints that came with the plan (GCOLL_ENDPOINTS), unless
+ * GCOLL_BOOTSTRAP names another backend: 1 with *out open, 0 with the
+ * reason they were not used in note ("" when none were offered), -1 on a
+ * setting that cannot be read. */
+static int try_endpoints(struct gcoll_bootstrap **out, char *note, size_t notelen) {
+  const char *want = getenv("GCOLL_BOOTSTRAP");
+  note[0] = '\0';
+  if (!gcoll_bootstrap_endpoints_backend.detect() ||
+      (want != NULL && *want != '\0' && strcmp(want, "endpoints") != 0))
+    return 0;
+  struct gcoll_bootstrap *bs = calloc(1, sizeof(*bs));
+  if (bs == NULL) {
+    snprintf(note, notelen, "out of memory");
+    return 0;
+  }
+  bs->backend = gcoll_bootstrap_endpoints_backend.name;
+  bs->opened_ns = gcoll_wait_now_ns();
+  if (gcoll_bootstrap_timeout_from_env(&bs->timeout_ms, note, notelen) != 0) {
+    free(bs);
+    return -1;
+  }
+  if (gcoll_bootstrap_endpoints_backend.open(bs, note, notelen) != 0) {
+    free(bs);
+    if (note[0] == '\0') snprintf(note, notelen, "unusable");
+    return 0;
+  }
+  *out = bs;
+  return 1;
+}
+
 int gcoll_bootstrap_open_from_env(struct gcoll_bootstrap **out, char *err, size_t errlen) {
   *out = NULL;
+  char note[sizeof(((struct gcoll_bootstrap *)0)->endpoints_note)];
+  int ep = try_endpoints(out, note, sizeof(note));
+  if (ep != 0) {
+    if (ep < 0) snprintf(err, errlen, "%s", note);
+    return ep > 0 ? 0 : -1;
+  }
+  const char *want = getenv("GCOLL_BOOTSTRAP");
+  if (want != NULL && strcmp(want, "endpoints") == 0) {
+    snprintf(err, errlen, "bootstrap: GCOLL_BOOTSTRAP=endpoints: %s",
+             note[0] ? note : "GCOLL_ENDPOINTS is not set");
+    return -1;
+  }
   const struct gcoll_bootstrap_backend *be = pick_backend(err, errlen);
   if (be == NULL) return -1;
   struct gcoll_bootstrap *bs = calloc(1, sizeof(*bs));
@@ -137,6 +179,9 @@ int gcoll_bootstrap_open_from_env(struct gcoll_bootstrap **out, char *err, size_
     free(bs);
     return -1;
   }
+  /* Said on the INFO line: the store served a job whose plan came with
+   * endpoints, and why. */
+  snprintf(bs->endpoints_note, sizeof(bs->endpoints_note), "%s", note);
   *out = bs;
   return 0;
 }

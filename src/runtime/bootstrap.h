@@ -45,6 +45,14 @@ struct gcoll_bootstrap_ops {
   /* Says goodbye (so that peers do not take the exit for a crash) and
    * frees everything, bs included. */
   void (*close)(struct gcoll_bootstrap *bs);
+  /* Optional: a put whose only reader is rank `reader`, and a get of a
+   * value only rank `writer` puts. A backend that knows where ranks listen
+   * (bootstrap_endpoints.c) sends the value straight to its reader instead
+   * of to a store; NULL: plain put and get (the store serves everyone). */
+  int (*put_to)(struct gcoll_bootstrap *bs, int reader, const char *key, const void *value,
+                size_t len, char *err, size_t errlen);
+  int (*get_from)(struct gcoll_bootstrap *bs, int writer, const char *key, void *buf,
+                  size_t buflen, size_t *len, uint64_t deadline_ms, char *err, size_t errlen);
 };
 
 struct gcoll_bootstrap {
@@ -75,6 +83,15 @@ struct gcoll_bootstrap {
    * (pmi2: rank 0's store), whose counts are reported beside this one's;
    * NULL when it talks to its store itself. */
   const struct gcoll_bootstrap *via;
+  /* Endpoints (issue 16): peer_routed when this handle reaches ranks
+   * directly at the endpoints the launcher fixed (put_to/get_from go to the
+   * ranks, fence has nothing to wait for, and init replaces the store's
+   * barrier by a wave over the plan's tree); peer_messages and peers count
+   * what it sent to whom. endpoints_note says, for the INFO line, why
+   * endpoints that came with the plan were not used ("" when none came). */
+  int peer_routed;
+  uint64_t peer_messages, peers;
+  char endpoints_note[256];
 };
 
 /* Picks the backend the environment describes: $GCOLL_BOOTSTRAP names one
@@ -112,6 +129,20 @@ static inline int gcoll_bootstrap_barrier(struct gcoll_bootstrap *bs, uint64_t d
                                           char *err, size_t errlen) {
   return bs->ops->barrier(bs, deadline_ms, err, errlen);
 }
+static inline int gcoll_bootstrap_put_to(struct gcoll_bootstrap *bs, int reader,
+                                         const char *key, const void *value, size_t len,
+                                         char *err, size_t errlen) {
+  if (bs->ops->put_to != NULL) return bs->ops->put_to(bs, reader, key, value, len, err, errlen);
+  return bs->ops->put(bs, key, value, len, err, errlen);
+}
+static inline int gcoll_bootstrap_get_from(struct gcoll_bootstrap *bs, int writer,
+                                           const char *key, void *buf, size_t buflen,
+                                           size_t *len, uint64_t deadline_ms, char *err,
+                                           size_t errlen) {
+  if (bs->ops->get_from != NULL)
+    return bs->ops->get_from(bs, writer, key, buf, buflen, len, deadline_ms, err, errlen);
+  return bs->ops->get(bs, key, buf, buflen, len, deadline_ms, err, errlen);
+}
 static inline void gcoll_bootstrap_close(struct gcoll_bootstrap *bs) {
   if (bs != NULL) bs->ops->close(bs);
 }
@@ -127,6 +158,12 @@ struct gcoll_bootstrap_backend {
 };
 
 extern const struct gcoll_bootstrap_backend gcoll_bootstrap_tcp_backend;
+/* Endpoints from the launcher (GCOLL_ENDPOINTS + GCOLL_LISTEN_FD): tried
+ * first by gcoll_bootstrap_open_from_env when offered; a file or listener
+ * that does not match the step falls back to the store, the reason in
+ * endpoints_note. Plain puts and gets go to the store (GCOLL_KVS_ADDR),
+ * opened on first use only. */
+extern const struct gcoll_bootstrap_backend gcoll_bootstrap_endpoints_backend;
 /* Only in builds with PMI2 (HAVE_PMI2). */
 extern const struct gcoll_bootstrap_backend gcoll_bootstrap_pmi2_backend;
 

@@ -6,7 +6,9 @@
  * purpose. The receiver creates the FIFO (so its memory is local to the
  * reader) and publishes its address under a key naming sender, receiver and
  * connection id; after one fence every sender fetches exactly the keys of
- * its own send edges. A rank therefore reads at most GCOLL_COMM_MAX_CONNS/2
+ * its own send edges. With endpoints that came with the plan (issue 16,
+ * bootstrap_endpoints.c) "publishes" sends the address straight to the
+ * sender's listener and "fetches" waits for it there: no store, no fence. A rank therefore reads at most GCOLL_COMM_MAX_CONNS/2
  * keys, whatever the job size: no all-to-all of addresses.
  *
  * The plan's edge class picks the transport: shm inside a node, p2p
@@ -365,7 +367,9 @@ gcollResult_t gcoll_comm_conn_recv_setup(struct gcollComm *comm, int peer, uint3
   comm->fifos_on_device |= transport == GCOLL_TRANSPORT_P2P;
   value[0] = (unsigned char)transport;
   gcoll_comm_conn_key(key, sizeof(key), peer, comm->rank, id);
-  if (gcoll_bootstrap_put(comm->bs, key, value, len + 1, err, sizeof(err)) != 0) {
+  /* Its only reader is the sender: with endpoints from the plan the value
+   * goes straight to it (bootstrap_endpoints.c), else to the store. */
+  if (gcoll_bootstrap_put_to(comm->bs, peer, key, value, len + 1, err, sizeof(err)) != 0) {
     ops->conn_close(comm->transport[transport], c);
     return gcoll_fail(gcollSystemError, "%s", err);
   }
@@ -463,8 +467,8 @@ static gcollResult_t connect_senders(struct gcollComm *comm, struct edge *edges,
     if (!e->is_send) continue;
     size_t len = 0;
     gcoll_comm_conn_key(key, sizeof(key), comm->rank, e->peer, e->id);
-    if (gcoll_bootstrap_get(comm->bs, key, value, sizeof(value), &len, deadline, err,
-                            sizeof(err)) != 0)
+    if (gcoll_bootstrap_get_from(comm->bs, e->peer, key, value, sizeof(value), &len, deadline,
+                                 err, sizeof(err)) != 0)
       return gcoll_fail(gcollRemoteError, "address of rank %d: %s", e->peer, err);
     struct gcoll_conn *c = &comm->conns[comm->nconns];
     gcollResult_t rc = gcoll_comm_conn_attach(comm, e->peer, e->id, value, len, c, deadline);

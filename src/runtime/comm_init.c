@@ -17,6 +17,7 @@
 #include "runtime/comm.h"
 #include "runtime/comm_init_paths.h"
 #include "runtime/comm_init_timings.h"
+#include "runtime/comm_init_wave.h"
 #include "runtime/proxy.h"
 #include "runtime/settings.h"
 
@@ -185,7 +186,8 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
 
 static gcollResult_t publish_channel_cap(struct gcollComm *comm) {
   char err[512], value[32];
-  if (comm->rank != 0 || comm->nranks == 1) return gcollSuccess;
+  /* With endpoints from the plan, init's closing wave carries the cap. */
+  if (comm->rank != 0 || comm->nranks == 1 || comm->bs->peer_routed) return gcollSuccess;
   snprintf(value, sizeof(value), "%d %d %d %d", comm->max_run_channels, comm->max_device_channels,
            comm->min_device_channels, comm->shared_cores);
   if (gcoll_bootstrap_put(comm->bs, CHANNEL_CAP_KEY, value, strlen(value) + 1, err,
@@ -194,25 +196,48 @@ static gcollResult_t publish_channel_cap(struct gcollComm *comm) {
   return gcollSuccess;
 }
 
+static gcollResult_t take_channel_cap(struct gcollComm *comm, const char *value, size_t len,
+                                      int from);
+
+/* Endpoints from the plan: the closing wave over the plan's tree is init's
+ * barrier and carries the tree root's cap to every rank, in place of the
+ * store's key (comm_init_wave.h). */
+static gcollResult_t wave_channel_cap(struct gcollComm *comm) {
+  char mine[32], value[64];
+  int root = -1;
+  snprintf(mine, sizeof(mine), "%d %d %d %d", comm->max_run_channels, comm->max_device_channels,
+           comm->min_device_channels, comm->shared_cores);
+  gcollResult_t rc = gcoll_comm_init_wave(comm, mine, value, sizeof(value), &root);
+  if (rc != gcollSuccess || root == comm->rank) return rc;
+  return take_channel_cap(comm, value, strlen(value) + 1, root);
+}
+
 static gcollResult_t agree_channel_cap(struct gcollComm *comm) {
   char err[512], value[32];
   size_t len = 0;
+  if (comm->bs->peer_routed) return wave_channel_cap(comm);
   if (comm->rank == 0 || comm->nranks == 1) return gcollSuccess;
   if (gcoll_bootstrap_get(comm->bs, CHANNEL_CAP_KEY, value, sizeof(value), &len,
                           gcoll_bootstrap_deadline(comm->bs), err, sizeof(err)) != 0)
     return gcoll_fail(gcollRemoteError, "channel cap from rank 0: %s", err);
+  return take_channel_cap(comm, value, len, 0);
+}
+
+/* Takes rank `from`'s cap ("CAP DCAP DMIN SHARED"), the job's. */
+static gcollResult_t take_channel_cap(struct gcollComm *comm, const char *value, size_t len,
+                                      int from) {
   int cap = 0, dcap = 0, dmin = 0, shared = -1;
   if (len == 0 || value[len - 1] != '\0' ||
       sscanf(value, "%d %d %d %d", &cap, &dcap, &dmin, &shared) != 4 || cap < 1 ||
       cap > comm->nchannels || dcap < 1 || dcap > comm->nchannels || dmin < 1 || dmin > dcap ||
       (shared != 0 && shared != 1))
-    return gcoll_fail(gcollRemoteError, "rank 0 sent a malformed channel cap");
+    return gcoll_fail(gcollRemoteError, "rank %d sent a malformed channel cap", from);
   comm->max_device_channels = dcap;
   comm->min_device_channels = dmin;
   comm->shared_cores = shared;
   if (cap != comm->max_run_channels)
-    gcoll_log_info(comm, "runs at most %d channels at once, rank 0's cap (its own: %d)", cap,
-                   comm->max_run_channels);
+    gcoll_log_info(comm, "runs at most %d channels at once, rank %d's cap (its own: %d)", cap,
+                   from, comm->max_run_channels);
   comm->max_run_channels = cap;
   return gcollSuccess;
 }
@@ -416,8 +441,11 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
     goto fail;
   tm.executor_ns = gcoll_wait_now_ns() - t0;
   /* Every rank connected before anyone's first collective: a peer that
-   * failed to connect shows up here, with its reason on its own stderr. */
-  if (gcoll_bootstrap_barrier(comm->bs, gcoll_bootstrap_deadline(comm->bs), err, sizeof(err)) != 0) {
+   * failed to connect shows up here, with its reason on its own stderr.
+   * With endpoints from the plan the wave in agree_channel_cap was that
+   * barrier, over the plan's tree instead of the store. */
+  if (!comm->bs->peer_routed &&
+      gcoll_bootstrap_barrier(comm->bs, gcoll_bootstrap_deadline(comm->bs), err, sizeof(err)) != 0) {
     rc = gcoll_fail(gcollRemoteError, "%s", err);
     goto fail;
   }

@@ -1,6 +1,8 @@
 /* The "init timings" INFO line (comm_init_timings.h). */
 #include "runtime/comm_init_timings.h"
 
+#include <stdio.h>
+
 #include "kernels/wait.h"
 #include "runtime/comm.h"
 
@@ -21,8 +23,17 @@ void gcoll_init_timings_log(const struct gcollComm *comm, const struct gcoll_ini
   /* Clocks read at different moments can make the phases add up to a hair
    * more than the total; "other" is then 0, not a wrapped-around number. */
   uint64_t other = total > claimed ? total - claimed : 0;
+  /* Where the peers' endpoints came from (issue 16): the plan's endpoints
+   * file, or the store, and then why when the plan did bring some. */
+  char from[400] = "";
+  if (comm->bs->peer_routed)
+    snprintf(from, sizeof(from), "; endpoints from the plan's endpoints file: %llu messages to "
+             "%llu plan neighbours", (unsigned long long)comm->bs->peer_messages,
+             (unsigned long long)comm->bs->peers);
+  else if (comm->bs->endpoints_note[0] != '\0')
+    snprintf(from, sizeof(from), "; endpoints from the store (%s)", comm->bs->endpoints_note);
   gcoll_log_info(comm, "init timings: total %.2f ms = plan %.2f + bootstrap %.2f + connect %.2f "
-                 "+ executor %.2f + other %.2f; bootstrap requests %llu: %s", ms(total),
+                 "+ executor %.2f + other %.2f; bootstrap requests %llu: %s%s", ms(total),
                  ms(t->plan_ns), ms(store_ns), ms(connect), ms(t->executor_ns), ms(other),
-                 (unsigned long long)requests, to);
+                 (unsigned long long)requests, to, from);
 }

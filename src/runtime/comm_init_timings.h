@@ -30,7 +30,11 @@ void gcoll_init_timings_start(struct gcoll_init_timings *t, const struct gcoll_b
 
 /* Logs, at GCOLL_DEBUG=INFO, the line
  *   init timings: total T ms = plan P + bootstrap B + connect C + executor E
- *   + other O; bootstrap requests N: <to whom>
+ *   + other O; bootstrap requests N: <to whom>[; endpoints from ...]
+ * where N counts requests to a central store; with endpoints from the plan
+ * (issue 16) the tail says so with the messages sent straight to plan
+ * neighbours, and when the plan brought endpoints that could not be used,
+ * "endpoints from the store (why)".
  * with `other` what no phase claims: the plan's checks against the job and,
  * for gcollCommInitRank, computing its members' plan before init proper
  * (the store waits of either are in `bootstrap`). */

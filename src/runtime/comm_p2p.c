@@ -160,7 +160,8 @@ gcollResult_t gcoll_p2p_try_attach(struct gcollComm *comm, int peer, struct p2p_
   size_t len = 0;
   gcoll_comm_conn_key(key, sizeof(key), comm->rank, peer, GCOLL_CONN_ID_P2P);
   /* A deadline of now: the store answers at once whether the key is there. */
-  if (gcoll_bootstrap_get(comm->bs, key, value, sizeof(value), &len, now, err, sizeof(err)) != 0) {
+  if (gcoll_bootstrap_get_from(comm->bs, peer, key, value, sizeof(value), &len, now, err,
+                               sizeof(err)) != 0) {
     snprintf(pc->why, sizeof(pc->why), "rank %d has not posted a gcollRecv from rank %d: its "
              "address '%s' is not in the bootstrap store (last answer: %.160s)", peer, comm->rank,
              key, err);

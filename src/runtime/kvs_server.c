@@ -634,6 +634,12 @@ uint64_t kvs_server_nrequests(const struct kvs_server *s) { return s->nrequests;
 
 int kvs_server_broken_rank(const struct kvs_server *s) { return s->broken_rank; }
 
+void kvs_server_rank_gone(struct kvs_server *s, int rank) {
+  if (s == NULL || s->broken_rank >= 0 || rank < 0) return;
+  s->broken_rank = rank;
+  fail_all_waiters(s);
+}
+
 int kvs_server_max_pollfds(const struct kvs_server *s) { return s->nconns_max + 1; }
 
 int kvs_server_fill_pollfds(struct kvs_server *s, struct pollfd *fds) {

@@ -59,6 +59,11 @@ size_t kvs_server_nkeys(const struct kvs_server *s);
 int kvs_server_nranks(const struct kvs_server *s);
 int kvs_server_nbye(const struct kvs_server *s);
 int kvs_server_broken_rank(const struct kvs_server *s);
+/* The launcher saw rank die: the store answers as if its connection had
+ * dropped without goodbye (the first lost rank wins; rank_lost is not
+ * called). With endpoints from the plan a rank may never have connected,
+ * and its survivors still ask the store which rank died. */
+void kvs_server_rank_gone(struct kvs_server *s, int rank);
 /* Requests handled so far, every message counted (hellos, goodbyes and
  * malformed ones too): the load on the store, which grows with the job as
  * long as ranks find their peers through it. */

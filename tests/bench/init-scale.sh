@@ -3,13 +3,23 @@
 # N = 8 .. 256 on this host (virtual nodes: ranks on different ones talk
 # TCP, as across machines), with GCOLL_DEBUG=INFO. Per run, one table row:
 #
+#   endpoints    where the ranks found their plan neighbours: "plan" (the
+#                endpoints file and listening sockets gcollrun gives them,
+#                issue 16) or "store" (gcollrun --no-endpoints: the central
+#                store, as before)
 #   wall, cpu    per-rank gcollCommInitFromPlan time (median / max over
 #                ranks), from tests/bench/init_bench.c; cpu is the whole
 #                process, "main" the calling thread alone (the difference is
 #                mostly the proxy thread polling while the rank waits)
-#   store        per-rank time waiting for the bootstrap store, from the
-#                runtime's "init timings" line (median)
-#   req/rank     bootstrap requests one rank sent (median / max), same line
+#   bootstrap    per-rank time waiting in the bootstrap (the store's
+#                answers, or with endpoints the neighbours' values and the
+#                closing wave), from the runtime's "init timings" line
+#                (median)
+#   req/rank     requests one rank sent to the central store at init
+#                (median / max), same line: 0 with endpoints from the plan,
+#                which a "plan" row also checks on every rank
+#   msgs/rank    messages one rank sent straight to its plan neighbours
+#                (median / max), same line; "-" on the store's path
 #   store total  requests the central store (gcollrun's) served, hellos and
 #                goodbyes included, from gcollrun's INFO line at exit
 #   run cpu      gcollrun's own CPU time, same line: an upper bound on the
@@ -22,15 +32,18 @@
 #   tests/bench/init-scale.sh [BUILDDIR]      (default: .)
 #     RANKS="8 16 ..."  rank counts (default 8 16 32 64 128 256)
 #     PER_NODE=K        ranks per virtual node (default 4)
+#     ENDPOINTS="plan store"  which paths to run per rank count (default both)
 #
 # Every rank checks one allreduce. A benchmark, not a timed test: it exits 1
 # only when a run fails, a rank reports a wrong sum, or a rank's figures are
-# missing; slow figures never fail it (these machines are shared and noisy).
+# missing, or (endpoints from the plan) a rank sent the store a request at
+# init; slow figures never fail it (these machines are shared and noisy).
 set -u
 
 builddir=${1:-.}
 ranks=${RANKS:-"8 16 32 64 128 256"}
 per_node=${PER_NODE:-4}
+modes=${ENDPOINTS:-"plan store"}
 run=$builddir/gcollrun
 bench=$builddir/tests/bench/init_bench
 
@@ -59,17 +72,21 @@ field() {
 }
 
 echo "# init-scale: $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), $per_node ranks per virtual node, gcollrun's plan (cpu-only topology), GCOLL_DEBUG=INFO"
-printf '| %5s | %5s | %20s | %19s | %19s | %8s | %16s | %11s | %10s | %7s | %15s |\n' ranks nodes \
-  "init wall ms med/max" "init cpu ms med/max" "main cpu ms med/max" "store ms" "req/rank med/max" \
-  "store total" "run cpu ms" "plan ms" "RSS MiB med/max"
-echo "|------:|------:|---------------------:|--------------------:|--------------------:|---------:|-----------------:|------------:|-----------:|--------:|----------------:|"
+printf '| %5s | %5s | %9s | %20s | %19s | %19s | %12s | %16s | %16s | %11s | %10s | %7s | %15s |\n' ranks nodes \
+  endpoints "init wall ms med/max" "init cpu ms med/max" "main cpu ms med/max" "bootstrap ms" \
+  "req/rank med/max" "msgs/rank med/max" "store total" "run cpu ms" "plan ms" "RSS MiB med/max"
+echo "|------:|------:|----------:|---------------------:|--------------------:|--------------------:|-------------:|-----------------:|-----------------:|------------:|-----------:|--------:|----------------:|"
 status=0
 for n in $ranks; do
+ for mode in $modes; do
   case $n in '' | *[!0-9]* | 0) echo "init-scale: RANKS has '$n', not a positive integer" >&2; exit 2 ;; esac
+  case $mode in plan) opt= ;; store) opt=--no-endpoints ;;
+    *) echo "init-scale: ENDPOINTS has '$mode', expected plan or store" >&2; exit 2 ;; esac
   nodes=$(( (n + per_node - 1) / per_node ))
-  log=$tmp/run-$n.log
-  if ! GCOLL_DEBUG=INFO "$run" -n "$n" --nodes "$nodes" --timeout 600 "$bench" >"$log" 2>&1; then
-    echo "init-scale: $n ranks on $nodes nodes failed:" >&2
+  log=$tmp/run-$n-$mode.log
+  # shellcheck disable=SC2086  # $opt is one option or nothing
+  if ! GCOLL_DEBUG=INFO "$run" $opt -n "$n" --nodes "$nodes" --timeout 600 "$bench" >"$log" 2>&1; then
+    echo "init-scale: $n ranks on $nodes nodes ($mode) failed:" >&2
     grep -v '^gcoll rank [0-9]*: \(recv\|send\|joined\|init timings\)' "$log" | tail -20 >&2
     status=1
     continue
@@ -88,6 +105,20 @@ for n in $ranks; do
   field maxrss_kb "$tmp/bench" | awk '{ printf "%.1f\n", $1 / 1024 }' >"$tmp/rss"
   field bootstrap "$tmp/timings" >"$tmp/store"
   field requests "$tmp/timings" | tr -d : >"$tmp/req"
+  if [ "$mode" = plan ]; then
+    sed -n 's/.*; endpoints from the plan.s endpoints file: \([0-9]*\) messages.*/\1/p' \
+      "$tmp/timings" >"$tmp/msgs"
+    if [ "$(wc -l <"$tmp/msgs")" -ne "$n" ] || [ "$(grep -vcx 0 "$tmp/req")" -ne 0 ]; then
+      echo "init-scale: $n ranks: not every rank took its endpoints from the plan with 0 store requests:" >&2
+      grep -v 'endpoints from the plan.s endpoints file' "$tmp/timings" | head -3 >&2
+      grep -v '; bootstrap requests 0: ' "$tmp/timings" | head -3 >&2
+      status=1
+      continue
+    fi
+    read -r msgs_med msgs_max < <(stats "$tmp/msgs")
+  else
+    msgs_med=- msgs_max=-
+  fi
   served=$(sed -n 's/^gcollrun: the store served \([0-9]*\) requests.*/\1/p' "$log")
   run_cpu=$(sed -n 's/^gcollrun: the store served .* used \([0-9.]*\) ms of CPU$/\1/p' "$log")
   plan_ms=$(sed -n 's/^gcollrun: plan for .* in \([0-9.]*\) ms:.*/\1/p' "$log")
@@ -97,9 +128,10 @@ for n in $ranks; do
   read -r rss_med rss_max < <(stats "$tmp/rss")
   read -r store_med _ < <(stats "$tmp/store")
   read -r req_med req_max < <(stats "$tmp/req")
-  printf '| %5d | %5d | %9.1f / %8.1f | %9.1f / %7.1f | %9.1f / %7.1f | %8.1f | %7s / %6s | %11s | %10s | %7s | %6.1f / %6.1f |\n' \
-    "$n" "$nodes" "$wall_med" "$wall_max" "$cpu_med" "$cpu_max" "$main_med" "$main_max" \
-    "$store_med" "$req_med" "$req_max" "${served:--}" "${run_cpu:--}" "${plan_ms:--}" \
-    "$rss_med" "$rss_max"
+  printf '| %5d | %5d | %9s | %9.1f / %8.1f | %9.1f / %7.1f | %9.1f / %7.1f | %12.1f | %7s / %6s | %7s / %6s | %11s | %10s | %7s | %6.1f / %6.1f |\n' \
+    "$n" "$nodes" "$mode" "$wall_med" "$wall_max" "$cpu_med" "$cpu_max" "$main_med" "$main_max" \
+    "$store_med" "$req_med" "$req_max" "$msgs_med" "$msgs_max" "${served:--}" "${run_cpu:--}" \
+    "${plan_ms:--}" "$rss_med" "$rss_max"
+ done
 done
 exit $status

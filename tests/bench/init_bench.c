@@ -15,6 +15,7 @@
  * Exit status 1 on an error or a wrong sum, never for a slow figure. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -55,7 +56,61 @@ static int check_allreduce(gcollComm_t comm, int rank, int nranks) {
   return rc == gcollSuccess && bad < 0 ? 0 : -1;
 }
 
-int main(void) {
+/* --more K: K more communicators from the same plan, alive at once beside
+ * the first, each checked, then destroyed, then one more after them: with
+ * endpoints from the plan each takes the next generation of this process's
+ * rendezvous mailbox (runtime/endpoint_server.h). */
+static int more_comms(int k, int rank, int nranks) {
+  gcollComm_t extra[8] = {NULL};
+  int status = 0;
+  for (int i = 0; i < k && status == 0; i++)
+    if (gcollCommInitFromPlan(&extra[i], NULL, -1) != gcollSuccess) {
+      fprintf(stderr, "init_bench rank %d: communicator %d: %s\n", rank, i + 2,
+              gcollGetLastError(NULL));
+      status = 1;
+    }
+  for (int i = 0; i < k && status == 0; i++)
+    if (check_allreduce(extra[i], rank, nranks) != 0) status = 1;
+  for (int i = 0; i < k; i++)
+    if (extra[i] != NULL) gcollCommDestroy(extra[i]);
+  gcollComm_t last = NULL;
+  if (status == 0 && (gcollCommInitFromPlan(&last, NULL, -1) != gcollSuccess ||
+                      check_allreduce(last, rank, nranks) != 0)) {
+    fprintf(stderr, "init_bench rank %d: the communicator after them: %s\n", rank,
+            gcollGetLastError(last));
+    status = 1;
+  }
+  if (last != NULL) gcollCommDestroy(last);
+  if (status == 0) printf("init_bench rank %d: %d more communicators checked\n", rank, k + 1);
+  return status;
+}
+
+/* --split: the world split into even and odd ranks, each half checked;
+ * a split needs every rank's view, so with endpoints from the plan it is
+ * the store's (opened then, not at init). */
+static int split_check(gcollComm_t comm, int rank) {
+  gcollComm_t half = NULL;
+  int n = 0;
+  if (gcollCommSplit(comm, rank % 2, rank, &half) != gcollSuccess || half == NULL ||
+      gcollCommCount(half, &n) != gcollSuccess) {
+    fprintf(stderr, "init_bench rank %d: split: %s\n", rank, gcollGetLastError(comm));
+    return 1;
+  }
+  int hrank = -1;
+  gcollCommUserRank(half, &hrank);
+  int status = check_allreduce(half, hrank, n) == 0 ? 0 : 1;
+  gcollCommDestroy(half);
+  if (status == 0) printf("init_bench rank %d: split into %d ranks checked\n", rank, n);
+  return status;
+}
+
+int main(int argc, char **argv) {
+  int more = 0, split = argc == 2 && strcmp(argv[1], "--split") == 0;
+  if (argc == 3 && strcmp(argv[1], "--more") == 0) more = atoi(argv[2]);
+  if (argc != 1 && !split && (more < 1 || more > 8)) {
+    fprintf(stderr, "usage: init_bench [--more K | --split], K in 1..8\n");
+    return 2;
+  }
   gcollComm_t comm = NULL;
   double wall0 = clock_ms(CLOCK_MONOTONIC), cpu0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
   double main0 = clock_ms(CLOCK_THREAD_CPUTIME_ID);
@@ -75,6 +130,8 @@ int main(void) {
   if (status == 0)
     printf("init_bench rank %d of %d: wall_ms %.3f cpu_ms %.3f main_cpu_ms %.3f maxrss_kb %ld\n",
            rank, nranks, wall, cpu, main_cpu, maxrss);
+  if (status == 0 && more > 0) status = more_comms(more, rank, nranks);
+  if (status == 0 && split) status = split_check(comm, rank);
   if (gcollCommDestroy(comm) != gcollSuccess) {
     fprintf(stderr, "init_bench rank %d: destroy: %s\n", rank, gcollGetLastError(NULL));
     status = 1;

@@ -1,7 +1,7 @@
 #!/bin/sh
 # make check: replays the fuzz corpus (seeds and every crash found so far)
 # and the reference topologies through the readers (topology YAML, NCCL
-# topology XML, plan YAML) under the normal build.
+# topology XML, plan YAML, endpoints YAML) under the normal build.
 # Environment (set by make check): top_srcdir, top_builddir.
 set -u
 
@@ -50,4 +50,5 @@ shared_xml=$top_srcdir/../shared/topologies/nccl
 # shellcheck disable=SC2086  # two directories at most, no spaces in either
 replay fuzz_topo_xml_replay $xml_inputs || status=$?
 replay fuzz_plan_replay "$corpus/plan" "$topologies" || status=$?
+replay fuzz_endpoints_replay "$corpus/endpoints" || status=$?
 exit $status

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Builds the libFuzzer targets (topology YAML, NCCL topology XML, plan YAML)
+# Builds the libFuzzer targets (topology YAML, NCCL topology XML, plan YAML,
+# endpoints YAML)
 # with clang (ASan + UBSan) straight from the sources and fuzzes them for
 # 2 x SECONDS in all (default 60), shared equally: the budget the two YAML
 # targets had before the XML one joined. Everything happens in
@@ -39,7 +40,7 @@ mkdir -p "$work/obj"
 for c in "$src"/src/graph/*.c; do
   $CC $cflags -fsanitize=fuzzer-no-link -c "$c" -o "$work/obj/$(basename "$c" .c).o"
 done
-targets="topo topo_xml plan"
+targets="topo topo_xml plan endpoints"
 for t in $targets; do
   $CC $cflags -fsanitize=fuzzer "$src/tests/fuzz/fuzz_$t.c" "$work"/obj/*.o $libs \
     -o "$work/fuzz_$t"

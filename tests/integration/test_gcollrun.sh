@@ -175,8 +175,10 @@ one_line_matching "--topo auto with a missing NCCL_TOPO_FILE" 1 \
 # fence, one get per sending edge, the channel cap (rank 0 puts it, the
 # others get it) and the closing barrier: its connections + 4, at any job
 # size. The store served those and one goodbye per rank (init_bench asks
-# nothing more of it), which gcollrun reports at exit.
-GCOLL_DEBUG=INFO run "$RUN" -n 6 --nodes 3 "$BENCH"
+# nothing more of it), which gcollrun reports at exit. That is the store's
+# path (--no-endpoints); with endpoints from the plan, the default, a rank
+# sends the store nothing at all (tests/integration/test_endpoints.sh).
+GCOLL_DEBUG=INFO run "$RUN" --no-endpoints -n 6 --nodes 3 "$BENCH"
 check "init timings: init_bench runs (exit $rc, $(errtext))" \
   eval '[ "$rc" -eq 0 ] && [ "$(grep -c "^init_bench rank [0-5] of 6: wall_ms " "$tmp/out")" -eq 6 ]'
 timings_re='^gcoll rank [0-5]: init timings: total [0-9]+\.[0-9]{2} ms = plan [0-9]+\.[0-9]{2} \+ bootstrap [0-9]+\.[0-9]{2} \+ connect [0-9]+\.[0-9]{2} \+ executor [0-9]+\.[0-9]{2} \+ other [0-9]+\.[0-9]{2}; bootstrap requests [0-9]+: [0-9]+ to the store at 127\.0\.0\.1:[0-9]+$'
