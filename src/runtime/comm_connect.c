@@ -82,17 +82,6 @@ static const struct gcoll_transport_ops *const transport_ops[GCOLL_NTRANSPORTS] 
     [GCOLL_TRANSPORT_PLUGIN] = &gcoll_transport_plugin_ops,
 };
 
-#ifdef HAVE_VERBS
-#define TRANSPORT_NAMES_IB ", net/ib"
-#else
-#define TRANSPORT_NAMES_IB " (no net/ib: no libibverbs at configure)"
-#endif
-#ifdef HAVE_CUDA
-#define TRANSPORT_NAMES "shm, net/socket" TRANSPORT_NAMES_IB ", net/plugin or p2p"
-#else
-#define TRANSPORT_NAMES \
-  "shm, net/socket" TRANSPORT_NAMES_IB ", net/plugin (no p2p: no CUDA toolkit at configure)"
-#endif
 
 static struct gcoll_transport *transport_of(struct gcollComm *comm, const struct gcoll_conn *c) {
   for (int k = 0; k < GCOLL_NTRANSPORTS; k++)
@@ -145,17 +134,21 @@ static int channel_edges(struct gcollComm *comm, int c, struct edge *edges, int 
   return rc;
 }
 
-/* GCOLL_TRANSPORT forces one transport for every edge; -1 when unset. The
- * names (and aliases) are transport.c's, so every reader of the variable
- * accepts the same ones. */
+/* GCOLL_TRANSPORT forces one transport for every edge; -1 when unset.
+ * transport.c parses it, so every reader accepts the same names. */
 static int forced_transport(gcollResult_t *rc) {
-  const char *v = getenv("GCOLL_TRANSPORT");
+  const struct gcoll_transport_ops *ops = NULL;
+  char err[256];
   *rc = gcollSuccess;
-  if (v == NULL || *v == '\0') return -1;
-  const struct gcoll_transport_ops *ops = gcoll_transport_by_name(v);
-  for (int k = 0; ops != NULL && k < GCOLL_NTRANSPORTS; k++)
+  if (gcoll_transport_from_env(&ops, err, sizeof(err)) != 0) {
+    *rc = gcoll_fail(gcollInvalidArgument, "%s", err);
+    return -1;
+  }
+  if (ops == NULL) return -1;
+  for (int k = 0; k < GCOLL_NTRANSPORTS; k++)
     if (transport_ops[k] == ops) return k;
-  *rc = gcoll_fail(gcollInvalidArgument, "GCOLL_TRANSPORT='%.64s': expected " TRANSPORT_NAMES, v);
+  *rc = gcoll_fail(gcollInvalidArgument, "GCOLL_TRANSPORT=%s: not a transport of communicators",
+                   ops->name);
   return -1;
 }
 

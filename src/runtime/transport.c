@@ -43,24 +43,25 @@ const struct gcoll_transport_ops *gcoll_transport_by_name(const char *name) {
   return NULL;
 }
 
+#ifdef HAVE_VERBS
+#define TRANSPORT_NAMES_IB ", net/ib"
+#else
+#define TRANSPORT_NAMES_IB " (no net/ib: no libibverbs at configure)"
+#endif
+#ifdef HAVE_CUDA
+#define TRANSPORT_NAMES "shm, net/socket" TRANSPORT_NAMES_IB ", net/plugin or p2p"
+#else
+#define TRANSPORT_NAMES \
+  "shm, net/socket" TRANSPORT_NAMES_IB ", net/plugin (no p2p: no CUDA toolkit at configure)"
+#endif
+
 int gcoll_transport_from_env(const struct gcoll_transport_ops **ops, char *err, size_t errlen) {
   const char *v = getenv("GCOLL_TRANSPORT");
   *ops = NULL;
   if (v == NULL || *v == '\0') return 0;
   *ops = gcoll_transport_by_name(v);
   if (*ops != NULL) return 0;
-  snprintf(err, errlen, "GCOLL_TRANSPORT='%.64s': expected shm, net/socket%s, net/plugin%s", v,
-#ifdef HAVE_VERBS
-           ", net/ib",
-#else
-           "",
-#endif
-#ifdef HAVE_CUDA
-           " or p2p"
-#else
-           ""
-#endif
-  );
+  snprintf(err, errlen, "GCOLL_TRANSPORT='%.64s': expected " TRANSPORT_NAMES, v);
   return -1;
 }
 
