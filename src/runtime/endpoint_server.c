@@ -18,7 +18,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/service_thread.h"
 #include "runtime/net_tcp.h"
 #include "runtime/transport.h"
 
@@ -222,17 +222,7 @@ int gcoll_epsrv_start(int listen_fd, const struct gcoll_auth_secret *secret, int
   S.hellos.hello_bytes = GCOLL_EPSRV_HELLO_BYTES;
   S.hellos.secret = &S.secret;
   S.hellos.purpose = GCOLL_EPSRV_PURPOSE;
-  /* The application's signals are not ours to take. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &old);
-  pthread_t th;
-  pthread_attr_t at;
-  pthread_attr_init(&at);
-  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-  int e = pthread_create(&th, &at, serve, NULL);
-  pthread_attr_destroy(&at);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  int e = gcoll_service_thread_start(serve, NULL);
   if (e != 0) {
     snprintf(err, errlen, "endpoint listener thread: %s", strerror(e));
     pthread_cond_destroy(&S.cond);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/service_thread.h"
 #include "runtime/bootstrap.h"
 #include "runtime/kvs_server.h"
 
@@ -73,12 +74,7 @@ int gcoll_kvs_thread_start(const char *job_key, const char *bind_ip, int nranks,
     return -1;
   }
   *port = kvs_server_port(u->kvs);
-  pthread_t th;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  int e = pthread_create(&th, &attr, kvs_thread_main, u);
-  pthread_attr_destroy(&attr);
+  int e = gcoll_service_thread_start(kvs_thread_main, u);
   if (e != 0) {
     kvs_server_close(u->kvs);
     free(u);
