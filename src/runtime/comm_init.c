@@ -287,20 +287,23 @@ static void forward_abort(struct gcoll_proxy_entry *entry) {
  * rank must come to the same limits (shared_cores is rank 0's). Capped so
  * that one FIFO step carries the whole message (beyond that the ring
  * pipelines anyway) and the gather scratch, nranks x the limit, is at
- * most one FIFO's memory. Between nodes, also capped at
+ * most one FIFO's memory. Between two nodes, also capped at
  * NET_GATHER_MAX_BYTES: with the proxy thread carrying every network step
  * the gather form measured slower than the ring at every size over TCP
  * between virtual nodes, 8 B included; with the small collectives' steps
  * moved inline (comm_coll.c, proxy.h) its nranks-1 steps instead of the
  * ring's 2(nranks-1) won up to 8 KiB (4 ranks on 2 virtual nodes, 2 cores:
  * 40-68 us against 45-110 us) and lost at 32 KiB (115 against 87 us),
- * where it moves (nranks-1) x the bytes. The node count is the plan's, the
+ * where it moves (nranks-1) x the bytes. More nodes, and one node whose
+ * edges all go through the proxy (GCOLL_TRANSPORT), were not measured
+ * with inline steps and keep the ring. The node count is the plan's, the
  * same on every rank (has_net alone is not: on 2 nodes a rank in the
  * middle of its node's ring segment may have no network edge); in one
  * node every edge takes the same transport, so has_net agrees there. */
 #define NET_GATHER_MAX_BYTES 8192u
 static gcollResult_t gather_limits(const struct gcollComm *comm, uint64_t *limit) {
   for (int p = 0; p < GCOLL_NPROTOS; p++) limit[p] = 0;
+  if (comm->view->nnodes > 2 || (comm->view->nnodes == 1 && comm->has_net)) return gcollSuccess;
   struct gcoll_tuning_model model = gcoll_tuning_defaults;
   char why[256];
   const char *spec = getenv("GCOLL_TUNING");
@@ -310,7 +313,7 @@ static gcollResult_t gather_limits(const struct gcollComm *comm, uint64_t *limit
   for (int p = 0; p < GCOLL_NPROTOS; p++) {
     uint64_t step = p == GCOLL_PROTO_LL ? comm->slot_bytes / 4 : comm->slot_bytes;
     uint64_t cap = step < fifo_share ? step : fifo_share;
-    if ((comm->view->nnodes > 1 || comm->has_net) && cap > NET_GATHER_MAX_BYTES)
+    if (comm->view->nnodes == 2 && cap > NET_GATHER_MAX_BYTES)
       cap = NET_GATHER_MAX_BYTES;
     limit[p] = p == GCOLL_PROTO_LL128 ? 0
                : gcoll_tuning_gather_limit(&model, (enum gcoll_proto)p, comm->nranks,

@@ -80,7 +80,7 @@ gather_limit() {  # PROTO GCOLLRUN-ARGS...: the limit in bytes the ranks report
     sed -n "s/.*gathers whole vectors up to \([0-9]*\) B (simple), \([0-9]*\) B (ll).*/\1 \2/p" |
     head -n 1 | awk -v p="$proto" '{ print p == "ll" ? $2 : $1 }'
 }
-# Between nodes (comm_init.c) the limit is at most 8 KiB: above that the
+# Between two nodes (comm_init.c) the limit is at most 8 KiB: above that the
 # ring measured faster over TCP; 3 ranks on 2 nodes is the uneven split.
 for nk in "2 1" "3 1" "4 1" "5 1" "8 1" "4 2" "3 2"; do
   read -r n k <<<"$nk"
