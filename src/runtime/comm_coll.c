@@ -124,14 +124,26 @@ static gcollResult_t check_args(struct gcollComm *comm, const struct call *c, vo
   return rc;
 }
 
-/* Host collectives up to this size (the whole message, every rank's part
- * for allgather/reducescatter) move their network steps in the executor's
- * own threads (proxy.h's inline polling): a step of a small collective
- * then costs one system call on each side instead of two thread hand-offs,
- * which dominated 4 ranks on 2 virtual nodes over TCP on 2 cores (issue
- * 17). Above it the proxy thread keeps moving the network while the
- * executor reduces and copies, the overlap large messages need. */
+/* Host allreduce, allgather and reducescatter up to this size (the whole
+ * message, every rank's part for allgather/reducescatter) move their
+ * network steps in the executor's own threads (proxy.h's inline polling):
+ * a step of a small collective then costs one system call on each side
+ * instead of two thread hand-offs, which dominated 4 ranks on 2 virtual
+ * nodes over TCP on 2 cores (issue 17). Above it the proxy thread keeps
+ * moving the network while the executor reduces and copies, the overlap
+ * large messages need. Broadcast and reduce keep the proxy thread at every
+ * size: a rank returns as soon as its own part is done (the root of a
+ * broadcast once its data is in the FIFO), so back-to-back calls pipeline
+ * through the proxies, and inline they measured slower (broadcast 8 B to
+ * 32 KiB on 4 ranks over 2 virtual nodes: 11-17 us against 4-10 us). An
+ * empty call has nothing to move. */
 #define NET_INLINE_MAX_BYTES (64u * 1024u)
+static int net_inline(const struct gcollComm *comm, enum gcoll_coll coll, size_t bytes,
+                      enum gcoll_exec_kind kind) {
+  return comm->has_net && kind == GCOLL_EXEC_HOST && bytes > 0 && bytes <= NET_INLINE_MAX_BYTES &&
+         (coll == GCOLL_COLL_ALLREDUCE || coll == GCOLL_COLL_ALLGATHER ||
+          coll == GCOLL_COLL_REDUCESCATTER);
+}
 
 /* The plan's choice for this size, then the environment's overrides, then
  * what the host executor has: tree for allreduce only, no NVLS or LL128. */
@@ -270,7 +282,7 @@ static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *str
   if (rc != gcollSuccess) return gcoll_group_note(rc);
   op.exec = kind;
   choose(comm, c, bytes, kind, &op.hc);
-  op.hc.poll_inline = comm->has_net && kind == GCOLL_EXEC_HOST && bytes <= NET_INLINE_MAX_BYTES;
+  op.hc.poll_inline = net_inline(comm, c->coll, bytes, kind);
   gcoll_log_trace(comm, "%s: %zu bytes, %s/%s on %d channels, %s executor, stream %p%s%s", c->name,
                   bytes, gcoll_algo_name(op.hc.algo), gcoll_proto_name(op.hc.proto),
                   op.hc.nchannels, kind == GCOLL_EXEC_CUDA ? "CUDA" : "host", stream,

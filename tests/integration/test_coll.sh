@@ -153,22 +153,24 @@ for spec in "4 1 2" "4 2 1" "5 1 3" "3 2 2" "4 1 1 host.ring.simple.intra_lat=20
   fi
 done
 
-# Host collectives up to 64 KiB between nodes move their network steps in
-# the calling thread (proxy.h's inline polling), and allreduces up to 8 KiB
-# between nodes take the gather form (issue 17). Every collective, type and
-# op, in and out of place, at per-rank counts across both limits (16384
-# floats are 64 KiB, 16385 not; 2048 floats are 8 KiB), on an even and an
-# uneven split; the trace must show both paths taken.
+# Host allreduce, allgather and reducescatter up to 64 KiB between nodes
+# move their network steps in the calling thread (proxy.h's inline
+# polling), and allreduces up to 8 KiB between nodes take the gather form
+# (issue 17). Every collective, type and op, in and out of place, at
+# per-rank counts across both limits (16384 floats are 64 KiB, 16385 not;
+# 2048 floats are 8 KiB), on an even and an uneven split; the trace must
+# show both paths taken, and broadcasts never inline.
 for shape in "4 2" "3 2"; do
   set -- $shape
   GCOLL_DEBUG=TRACE matrix "n=$1 nodes=$2 small collectives, network steps inline" -n "$1" --nodes "$2" \
     "$CHECK" matrix --sizes 0,1,2,3,13,31,1021,2047,2048,2049,4099,8191,8192,8193,16383,16384,16385
   inl=$(grep -c "gcollAllReduce: 65536 bytes, .*network steps inline" "$tmp/out")
   outl=$(grep "gcollAllReduce: 65540 bytes, " "$tmp/out" | grep -vc "network steps inline")
-  if [ "$inl" -gt 0 ] && [ "$outl" -gt 0 ]; then
+  bcast=$(grep "gcollBroadcast: " "$tmp/out" | grep -c "network steps inline")
+  if [ "$inl" -gt 0 ] && [ "$outl" -gt 0 ] && [ "$bcast" -eq 0 ]; then
     ok; echo "ok: n=$1 nodes=$2: 64 KiB allreduces inline ($inl), 64 KiB + 4 through the proxy ($outl)"
   else
-    bad "n=$1 nodes=$2: inline allreduces at 64 KiB: $inl, not inline at 64 KiB + 4: $outl"
+    bad "n=$1 nodes=$2: inline allreduces at 64 KiB: $inl, not inline at 64 KiB + 4: $outl, inline broadcasts: $bcast"
   fi
 done
 
