@@ -141,8 +141,12 @@ static int inline_round(struct gcoll_proxy *p, int *pending) {
  * only (its sockets are that thread's to read), then one zero-timeout
  * round of our own, unless the lock is taken: then an inline poller is at
  * work, and waiting for it would make each of its unlocks a futex wake-up,
- * so we sleep again. Lock held on entry and return. */
-static void standby_round(struct gcoll_proxy *p, uint64_t *last_move, uint64_t *next_check) {
+ * so we sleep again. A wake-up (work that is not inline started: another
+ * communicator's large collective, a send/recv, or steps an inline spell
+ * left) ends the standby for GCOLL_PROXY_ACTIVE_NS, sets *awake_until.
+ * Lock held on entry and return. */
+static void standby_round(struct gcoll_proxy *p, uint64_t *last_move, uint64_t *next_check,
+                          uint64_t *awake_until) {
   pthread_mutex_unlock(&p->lock);
   for (;;) {
     uint64_t t = now_ns();
@@ -158,7 +162,12 @@ static void standby_round(struct gcoll_proxy *p, uint64_t *last_move, uint64_t *
     if (timeout > 0) atomic_fetch_add_explicit(&p->sleeps, 1, memory_order_relaxed);
     int r = ppoll(&w, 1, &ts, NULL);
     atomic_store(&p->sleeping, 0);
-    if (r > 0 && (w.revents & POLLIN)) drain_wake_fd(p);
+    if (r > 0 && (w.revents & POLLIN)) {
+      drain_wake_fd(p);
+      *awake_until = now_ns() + GCOLL_PROXY_ACTIVE_NS;
+      pthread_mutex_lock(&p->lock);
+      break;
+    }
     if (pthread_mutex_trylock(&p->lock) == 0) break;
     if (atomic_load(&p->inline_users) == 0 || atomic_load(&p->stop)) {
       pthread_mutex_lock(&p->lock);
@@ -177,12 +186,13 @@ static void standby_round(struct gcoll_proxy *p, uint64_t *last_move, uint64_t *
 static void *proxy_main(void *arg) {
   struct gcoll_proxy *p = arg;
   uint64_t last_move = now_ns(), next_check = last_move + GCOLL_PROXY_CHECK_MS * 1000000ull;
+  uint64_t awake_until = 0;
   uint64_t sleep_ns = GCOLL_PROXY_MIN_SLEEP_NS;
   int busy = 0;
   pthread_mutex_lock(&p->lock);
   while (!atomic_load(&p->stop)) {
-    if (atomic_load(&p->inline_users) > 0) {
-      standby_round(p, &last_move, &next_check);
+    if (atomic_load(&p->inline_users) > 0 && now_ns() >= awake_until) {
+      standby_round(p, &last_move, &next_check, &awake_until);
       continue;
     }
     int sockets;
