@@ -50,6 +50,7 @@ struct gcoll_exec_config {
   uint32_t spin_rounds;           /* host waits; 0: GCOLL_WAIT_SPINS */
   uint64_t gather_bytes[GCOLL_NPROTOS]; /* host: gather-form allreduce limit (host_exec.h) */
   int device;                     /* CUDA device ordinal (CUDA executor) */
+  struct gcoll_exec_poll poll;    /* host: inline network polling (host_exec.h) */
 };
 
 struct gcoll_exec;

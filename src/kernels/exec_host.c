@@ -21,6 +21,7 @@ static struct gcoll_exec *host_create(const struct gcoll_exec_config *cfg, char 
       .abort_word = cfg->abort_word,
       .timeout_ns = cfg->timeout_ns,
       .spin_rounds = cfg->spin_rounds,
+      .poll = cfg->poll,
   };
   for (int p = 0; p < GCOLL_NPROTOS; p++) hc.gather_bytes[p] = cfg->gather_bytes[p];
   e->host = gcoll_host_exec_create(&hc, err, errlen);

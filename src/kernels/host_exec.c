@@ -41,6 +41,7 @@ struct gcoll_host_exec {
   void *scratch_mem;
   uint64_t gather_bytes[GCOLL_NPROTOS];
   void *gather;                     /* nranks x the largest gather_bytes */
+  struct gcoll_exec_poll poll;
 
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
@@ -236,6 +237,7 @@ struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_host_exec_conf
   e->abort_word = cfg->abort_word;
   e->timeout_ns = cfg->timeout_ns;
   e->spin_rounds = cfg->spin_rounds;
+  e->poll = cfg->poll;
   pthread_mutex_init(&e->mu, NULL);
   pthread_cond_init(&e->work_cv, NULL);
   pthread_cond_init(&e->done_cv, NULL);
@@ -504,6 +506,12 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
   struct gcoll_wait w;
   gcoll_wait_init(&w, e->abort_word, &e->local_abort, e->timeout_ns);
   if (e->spin_rounds > 0) w.spins = e->spin_rounds;
+  int inline_poll = c->poll_inline && e->poll.poll != NULL;
+  if (inline_poll) {
+    w.poll = e->poll.poll;
+    w.poll_arg = e->poll.arg;
+    if (e->poll.begin != NULL) e->poll.begin(e->poll.arg);
+  }
   for (int i = 0; i < nch; i++) e->ch[i].wait = w;
   atomic_store(&e->local_abort, 0);
   atomic_store(&e->first_failed, -1);
@@ -533,6 +541,7 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
     pthread_mutex_unlock(&e->mu);
   }
 
+  if (inline_poll && e->poll.end != NULL) e->poll.end(e->poll.arg);
   r = (gcollResult_t)atomic_load(&e->local_abort);
   if (r != gcollSuccess) describe_failure(e, r, err, errlen);
   return r;

@@ -69,6 +69,17 @@ struct gcoll_host_channel {
   struct gcoll_host_tree tree;
 };
 
+/* Network steps moved by the executor's own threads (runtime/proxy.h's
+ * inline polling), for collectives marked poll_inline: begin before the
+ * first step, poll in every wait (wait.h), end after the last step, each
+ * with arg. poll == NULL: never. */
+struct gcoll_exec_poll {
+  void (*begin)(void *arg);
+  int (*poll)(void *arg);
+  void (*end)(void *arg);
+  void *arg;
+};
+
 struct gcoll_host_exec_config {
   int rank, nranks;
   int nchannels;                  /* 1..GCOLL_HOST_MAX_CHANNELS */
@@ -77,6 +88,7 @@ struct gcoll_host_exec_config {
   uint64_t timeout_ns;            /* per collective */
   uint32_t spin_rounds;           /* pauses before a wait yields; 0: GCOLL_WAIT_SPINS */
   uint64_t gather_bytes[GCOLL_NPROTOS];  /* gather-form allreduce limit; 0: never */
+  struct gcoll_exec_poll poll;
 };
 
 struct gcoll_host_coll {
@@ -94,6 +106,7 @@ struct gcoll_host_coll {
    * executor takes IMMEDIATE only, the CUDA one both (reduce.h). */
   enum gcoll_premul_kind premul;
   uint64_t premul_k;              /* the scalar's bits, or its device address */
+  int poll_inline;                /* waits drive the network (config's poll) */
 };
 
 struct gcoll_host_exec;

@@ -23,6 +23,12 @@
  * the deadline is checked every round once spinning ends and every 32 spins
  * before (a clock read can be a system call in a VM).
  *
+ * A wait may also drive the connections it depends on (w->poll, set by the
+ * executor for a collective whose network steps its own threads move, see
+ * runtime/proxy.h): called every round before backing off; a round in
+ * which it moved something does not yield or sleep, since the condition
+ * may hold now or the next step is on its way.
+ *
  * Usage:  gcoll_wait_begin(w);
  *         while (!condition) if ((r = gcoll_wait_round(w))) return r;
  */
@@ -55,6 +61,8 @@ struct gcoll_wait {
   uint32_t sleeps;               /* sleep rounds in the current wait */
   uint64_t yield_end_ns;         /* end of the yield phase; 0 before it */
   enum gcoll_wait_reason reason; /* why the last failed wait failed */
+  int (*poll)(void *arg);        /* NULL, or moves steps; nonzero: something moved */
+  void *poll_arg;
 };
 
 uint64_t gcoll_wait_now_ns(void);

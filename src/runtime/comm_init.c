@@ -287,16 +287,23 @@ static void forward_abort(struct gcoll_proxy_entry *entry) {
  * rank must come to the same limits (shared_cores is rank 0's). Capped so
  * that one FIFO step carries the whole message (beyond that the ring
  * pipelines anyway) and the gather scratch, nranks x the limit, is at
- * most one FIFO's memory. One node
- * only, with no connection through the proxy: over TCP between virtual
- * nodes the gather form measured slower than the ring at every size, 8 B
- * included, despite its fewer steps. The node count is the plan's, the
+ * most one FIFO's memory. Between two nodes, also capped at
+ * NET_GATHER_MAX_BYTES: with the proxy thread carrying every network step
+ * the gather form measured slower than the ring at every size over TCP
+ * between virtual nodes, 8 B included; with the small collectives' steps
+ * moved inline (comm_coll.c, proxy.h) its nranks-1 steps instead of the
+ * ring's 2(nranks-1) won up to 8 KiB (4 ranks on 2 virtual nodes, 2 cores:
+ * 40-68 us against 45-110 us) and lost at 32 KiB (115 against 87 us),
+ * where it moves (nranks-1) x the bytes. More nodes, and one node whose
+ * edges all go through the proxy (GCOLL_TRANSPORT), were not measured
+ * with inline steps and keep the ring. The node count is the plan's, the
  * same on every rank (has_net alone is not: on 2 nodes a rank in the
  * middle of its node's ring segment may have no network edge); in one
  * node every edge takes the same transport, so has_net agrees there. */
+#define NET_GATHER_MAX_BYTES 8192u
 static gcollResult_t gather_limits(const struct gcollComm *comm, uint64_t *limit) {
   for (int p = 0; p < GCOLL_NPROTOS; p++) limit[p] = 0;
-  if (comm->view->nnodes > 1 || comm->has_net) return gcollSuccess;
+  if (comm->view->nnodes > 2 || (comm->view->nnodes == 1 && comm->has_net)) return gcollSuccess;
   struct gcoll_tuning_model model = gcoll_tuning_defaults;
   char why[256];
   const char *spec = getenv("GCOLL_TUNING");
@@ -306,12 +313,20 @@ static gcollResult_t gather_limits(const struct gcollComm *comm, uint64_t *limit
   for (int p = 0; p < GCOLL_NPROTOS; p++) {
     uint64_t step = p == GCOLL_PROTO_LL ? comm->slot_bytes / 4 : comm->slot_bytes;
     uint64_t cap = step < fifo_share ? step : fifo_share;
+    if (comm->view->nnodes == 2 && cap > NET_GATHER_MAX_BYTES)
+      cap = NET_GATHER_MAX_BYTES;
     limit[p] = p == GCOLL_PROTO_LL128 ? 0
                : gcoll_tuning_gather_limit(&model, (enum gcoll_proto)p, comm->nranks,
                                            comm->view->nnodes, comm->shared_cores, cap);
   }
   return gcollSuccess;
 }
+
+/* The host executor's inline network polling (proxy.h), on this
+ * communicator's proxy. */
+static void poll_begin(void *proxy) { gcoll_proxy_inline_begin(proxy); }
+static int poll_round(void *proxy) { return gcoll_proxy_poll(proxy); }
+static void poll_end(void *proxy) { gcoll_proxy_inline_end(proxy); }
 
 gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind kind) {
   if (comm->exec[kind].e != NULL) return gcollSuccess;
@@ -332,6 +347,9 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
       .spin_rounds = spin_rounds(comm),
       .device = comm->cuda_device,
   };
+  if (comm->has_net)
+    cfg.poll = (struct gcoll_exec_poll){
+        .begin = poll_begin, .poll = poll_round, .end = poll_end, .arg = comm->proxy};
   if (kind == GCOLL_EXEC_HOST) {
     gcollResult_t rc = gather_limits(comm, cfg.gather_bytes);
     if (rc != gcollSuccess) return rc;

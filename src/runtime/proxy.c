@@ -35,7 +35,14 @@ struct gcoll_proxy {
   struct pollfd *pfd, *next_pfd;
   struct gcoll_proxy_entry **pfd_entry, **next_pfd_entry;
   int pfd_cap, next_cap;
-  _Atomic uint64_t rounds, sleeps, yields;
+  /* Threads between gcoll_proxy_inline_begin and _end, and the poll set
+   * of inline rounds: its own, as the thread may be polling pfd without
+   * the lock; only used under the lock, so grown directly by add(). */
+  _Atomic int inline_users;
+  struct pollfd *ipfd;
+  struct gcoll_proxy_entry **ipfd_entry;
+  int ipfd_cap;
+  _Atomic uint64_t rounds, sleeps, yields, inline_rounds;
 };
 
 static uint64_t now_ns(void) {
@@ -99,13 +106,95 @@ static void check_all(struct gcoll_proxy *p) {
     if (e->check != NULL) e->check(e);
 }
 
+/* One zero-timeout round on the inline poll set, lock held: poll every
+ * entry's fd, then every progress callback with its poll result. Returns
+ * whether anything moved; *pending (when asked) says whether an entry is
+ * left with work only a later round can do (a socket that took part of a
+ * step wants POLLOUT; a busy entry waits on its executor). */
+static int inline_round(struct gcoll_proxy *p, int *pending) {
+  int n = 0;
+  for (struct gcoll_proxy_entry *e = p->entries; e != NULL; e = e->next) {
+    if (e->fd < 0 || e->events == 0 || n >= p->ipfd_cap) continue;
+    p->ipfd[n] = (struct pollfd){.fd = e->fd, .events = e->events};
+    p->ipfd_entry[n++] = e;
+  }
+  int r = n > 0 ? poll(p->ipfd, (nfds_t)n, 0) : 0;
+  int moved = 0, i = 0;
+  if (pending != NULL) *pending = 0;
+  /* The callbacks cannot add or remove entries, so the list is in the
+   * order the set was built in. */
+  for (struct gcoll_proxy_entry *e = p->entries; e != NULL; e = e->next) {
+    short rev = 0;
+    if (i < n && p->ipfd_entry[i] == e) {
+      if (r > 0) rev = p->ipfd[i].revents;
+      i++;
+    }
+    if (e->progress == NULL) continue;
+    if (e->progress(e, rev)) moved = 1;
+    if (pending != NULL && (e->busy || (e->events & POLLOUT))) *pending = 1;
+  }
+  atomic_fetch_add_explicit(&p->inline_rounds, 1, memory_order_relaxed);
+  return moved;
+}
+
+/* A round while some thread polls inline: sleep on the wake-up eventfd
+ * only (its sockets are that thread's to read), then one zero-timeout
+ * round of our own, unless the lock is taken: then an inline poller is at
+ * work, and waiting for it would make each of its unlocks a futex wake-up,
+ * so we sleep again. A wake-up (work that is not inline started: another
+ * communicator's large collective, a send/recv, or steps an inline spell
+ * left) ends the standby for GCOLL_PROXY_ACTIVE_NS, sets *awake_until.
+ * Lock held on entry and return. */
+static void standby_round(struct gcoll_proxy *p, uint64_t *last_move, uint64_t *next_check,
+                          uint64_t *awake_until) {
+  pthread_mutex_unlock(&p->lock);
+  for (;;) {
+    uint64_t t = now_ns();
+    uint64_t to_check = *next_check > t ? *next_check - t : 0;
+    uint64_t timeout = to_check < GCOLL_PROXY_STANDBY_NS ? to_check : GCOLL_PROXY_STANDBY_NS;
+    atomic_store(&p->sleeping, 1);
+    /* Pairs with inline_end: it drops its count, then looks at `sleeping`. */
+    if (atomic_load(&p->inline_users) == 0 || atomic_load(&p->stop)) timeout = 0;
+    struct pollfd w = {.fd = p->wake_fd, .events = POLLIN};
+    struct timespec ts = {.tv_sec = (time_t)(timeout / 1000000000ull),
+                          .tv_nsec = (long)(timeout % 1000000000ull)};
+    atomic_fetch_add_explicit(&p->rounds, 1, memory_order_relaxed);
+    if (timeout > 0) atomic_fetch_add_explicit(&p->sleeps, 1, memory_order_relaxed);
+    int r = ppoll(&w, 1, &ts, NULL);
+    atomic_store(&p->sleeping, 0);
+    if (r > 0 && (w.revents & POLLIN)) {
+      drain_wake_fd(p);
+      *awake_until = now_ns() + GCOLL_PROXY_ACTIVE_NS;
+      pthread_mutex_lock(&p->lock);
+      break;
+    }
+    if (pthread_mutex_trylock(&p->lock) == 0) break;
+    if (atomic_load(&p->inline_users) == 0 || atomic_load(&p->stop)) {
+      pthread_mutex_lock(&p->lock);
+      break;
+    }
+  }
+  if (atomic_load(&p->stop)) return;
+  uint64_t t = now_ns();
+  if (inline_round(p, NULL)) *last_move = t;
+  if (t >= *next_check) {
+    check_all(p);
+    *next_check = t + GCOLL_PROXY_CHECK_MS * 1000000ull;
+  }
+}
+
 static void *proxy_main(void *arg) {
   struct gcoll_proxy *p = arg;
   uint64_t last_move = now_ns(), next_check = last_move + GCOLL_PROXY_CHECK_MS * 1000000ull;
+  uint64_t awake_until = 0;
   uint64_t sleep_ns = GCOLL_PROXY_MIN_SLEEP_NS;
   int busy = 0;
   pthread_mutex_lock(&p->lock);
   while (!atomic_load(&p->stop)) {
+    if (atomic_load(&p->inline_users) > 0 && now_ns() >= awake_until) {
+      standby_round(p, &last_move, &next_check, &awake_until);
+      continue;
+    }
     int sockets;
     int n = build_poll_set(p, &sockets);
     uint64_t gen = p->generation, t = now_ns();
@@ -183,8 +272,30 @@ static int grow_poll_set(struct gcoll_proxy *p, int need) {
   return 0;
 }
 
+/* The inline set, under the lock (only lock holders use it). */
+static int grow_inline_set(struct gcoll_proxy *p, int need) {
+  if (need <= p->ipfd_cap) return 0;
+  int cap = p->ipfd_cap ? p->ipfd_cap : 16;
+  while (cap < need) cap *= 2;
+  struct pollfd *pfd = calloc((size_t)cap, sizeof(*pfd));
+  struct gcoll_proxy_entry **pe = calloc((size_t)cap, sizeof(*pe));
+  if (pfd == NULL || pe == NULL) {
+    free(pfd);
+    free(pe);
+    return -1;
+  }
+  free(p->ipfd);
+  free(p->ipfd_entry);
+  p->ipfd = pfd;
+  p->ipfd_entry = pe;
+  p->ipfd_cap = cap;
+  return 0;
+}
+
 static void proxy_free(struct gcoll_proxy *p) {
   if (p->wake_fd >= 0) close(p->wake_fd);
+  free(p->ipfd);
+  free(p->ipfd_entry);
   pthread_mutex_destroy(&p->lock);
   free(p->pfd);
   free(p->pfd_entry);
@@ -210,7 +321,8 @@ int gcoll_proxy_create(struct gcoll_proxy **out, char *err, size_t errlen) {
     proxy_free(p);
     return -1;
   }
-  if (grow_poll_set(p, 16) != 0) {
+  atomic_init(&p->inline_users, 0);
+  if (grow_poll_set(p, 16) != 0 || grow_inline_set(p, 16) != 0) {
     snprintf(err, errlen, "out of memory for the proxy's poll set");
     proxy_free(p);
     return -1;
@@ -248,7 +360,7 @@ void gcoll_proxy_destroy(struct gcoll_proxy *p) {
 
 int gcoll_proxy_add(struct gcoll_proxy *p, struct gcoll_proxy_entry *e, char *err, size_t errlen) {
   pthread_mutex_lock(&p->lock);
-  if (grow_poll_set(p, p->nentries + 2) != 0) {
+  if (grow_poll_set(p, p->nentries + 2) != 0 || grow_inline_set(p, p->nentries + 2) != 0) {
     pthread_mutex_unlock(&p->lock);
     snprintf(err, errlen, "out of memory for the proxy's poll set");
     return -1;
@@ -290,7 +402,29 @@ void gcoll_proxy_wake(struct gcoll_proxy *p) {
   }
 }
 
+int gcoll_proxy_poll(struct gcoll_proxy *p) {
+  if (pthread_mutex_trylock(&p->lock) != 0) return 0;
+  int moved = inline_round(p, NULL);
+  pthread_mutex_unlock(&p->lock);
+  return moved;
+}
+
+void gcoll_proxy_inline_begin(struct gcoll_proxy *p) { atomic_fetch_add(&p->inline_users, 1); }
+
+void gcoll_proxy_inline_end(struct gcoll_proxy *p) {
+  int pending;
+  /* Waits for the lock: a step the executor published last (the tree's
+   * root sends down and returns) must reach the socket now, not when the
+   * thread next looks. */
+  pthread_mutex_lock(&p->lock);
+  inline_round(p, &pending);
+  pthread_mutex_unlock(&p->lock);
+  atomic_fetch_sub(&p->inline_users, 1);
+  if (pending) gcoll_proxy_wake(p);
+}
+
 void gcoll_proxy_get_stats(struct gcoll_proxy *p, struct gcoll_proxy_stats *st) {
+  st->inline_rounds = atomic_load_explicit(&p->inline_rounds, memory_order_relaxed);
   st->rounds = atomic_load_explicit(&p->rounds, memory_order_relaxed);
   st->sleeps = atomic_load_explicit(&p->sleeps, memory_order_relaxed);
   st->yields = atomic_load_explicit(&p->yields, memory_order_relaxed);

@@ -26,6 +26,29 @@
  * gcoll_proxy_wake() ends a sleep at once: call it when a collective starts
  * so its first step does not wait for the sleep to end.
  *
+ * Inline polling (small collectives, issue 17): the thread that waits for
+ * a step can run the round itself (gcoll_proxy_poll: a zero-timeout poll of
+ * the entries' fds and every progress callback, under the same lock), so a
+ * step goes from the executor to the socket and from the socket to the
+ * executor without a hand-off to this thread and back, which costs a
+ * wake-up and a scheduler slice on each side when the cores are shared.
+ * Between gcoll_proxy_inline_begin() and _end() the thread stands back:
+ * it does not spin, and sleeps on the wake-up eventfd only, in rounds of at
+ * most GCOLL_PROXY_STANDBY_NS, each followed by one zero-timeout round of
+ * its own (so entries nobody polls inline, another communicator's, still
+ * move, and the liveness checks still run). _end() runs a last round under
+ * the lock and wakes the thread when something is left for it (a socket
+ * that took only part of a step, an entry that waits on its executor). Any
+ * wake-up during a standby (work that does not run inline started, such
+ * as another communicator's large collective or a send/recv) brings the
+ * thread back to its usual rounds for GCOLL_PROXY_ACTIVE_NS.
+ * The standby round is long because every wake-up of a proxy preempts a
+ * rank's thread on a shared core: 4 ranks on 2 virtual nodes, 2 cores,
+ * took 30-33 us per small allreduce with 10 ms, 33-41 with 1 ms and 41-45
+ * with 0.1 ms. What it delays is bounded by it: a peer's death seen by a
+ * communicator idle after an inline collective (collectives and send/recv
+ * that go through this thread wake it when they start).
+ *
  * Entries are only touched under the proxy's lock: callbacks run with it
  * held (they must not call the functions below), and after
  * gcoll_proxy_remove() returns the thread never touches the entry again.
@@ -45,6 +68,7 @@
 #define GCOLL_PROXY_BUSY_NS 20000000ull
 #define GCOLL_PROXY_MIN_SLEEP_NS 20000ull
 #define GCOLL_PROXY_MAX_SLEEP_NS 10000000ull
+#define GCOLL_PROXY_STANDBY_NS 10000000ull
 
 struct gcoll_proxy;
 
@@ -76,10 +100,19 @@ void gcoll_proxy_remove(struct gcoll_proxy *p, struct gcoll_proxy_entry *e);
 /* Ends the thread's sleep; cheap (no system call) while it is active. */
 void gcoll_proxy_wake(struct gcoll_proxy *p);
 
+/* Runs one zero-timeout round in the calling thread unless another thread
+ * holds the lock right now; returns nonzero when something moved. */
+int gcoll_proxy_poll(struct gcoll_proxy *p);
+/* Brackets a collective whose waits call gcoll_proxy_poll (see above). */
+void gcoll_proxy_inline_begin(struct gcoll_proxy *p);
+void gcoll_proxy_inline_end(struct gcoll_proxy *p);
+
 /* Counters since creation, for tests and debug logs: loop rounds, rounds
- * that slept (timeout > 0) and rounds that yielded the CPU. */
+ * that slept (timeout > 0), rounds that yielded the CPU, and inline rounds
+ * (gcoll_proxy_poll, _inline_end, and the thread's own while it stands
+ * back). */
 struct gcoll_proxy_stats {
-  uint64_t rounds, sleeps, yields;
+  uint64_t rounds, sleeps, yields, inline_rounds;
 };
 void gcoll_proxy_get_stats(struct gcoll_proxy *p, struct gcoll_proxy_stats *st);
 

@@ -3,9 +3,10 @@
  *
  *   coll_check matrix [--full]   every collective x type x op x size, in and
  *                                out of place, against a serial reference
- *   coll_check die RANK ITER     RANK SIGKILLs itself in iteration ITER of an
- *                                allreduce loop; the others must fail with
- *                                gcollRemoteError naming RANK
+ *   coll_check die RANK ITER [COUNT]  RANK SIGKILLs itself in iteration ITER
+ *                                of an allreduce loop of COUNT floats (1024);
+ *                                the others must fail with gcollRemoteError
+ *                                naming RANK
  *   coll_check abort             a thread aborts the communicator while rank
  *                                0 waits in a collective its peers never join
  *   coll_check badargs           invalid arguments are refused, and the
@@ -314,16 +315,16 @@ static int matrix(gcollComm_t comm, int full, const char *size_list) {
   return wrong ? 1 : 0;
 }
 
-static int die(gcollComm_t comm, int victim, int iter) {
+static int die(gcollComm_t comm, int victim, int iter, size_t count) {
   /* Survivors must report, not be stopped by gcollrun's SIGTERM first. */
   signal(SIGTERM, SIG_IGN);
-  float *buf = test_buffer(1024 * sizeof(float));
+  float *buf = test_buffer((count ? count : 1) * sizeof(float));
   for (int i = 0;; i++) {
     if (rank == victim && i == iter) raise(SIGKILL);
     if (!on_device)
-      for (int k = 0; k < 1024; k++) buf[k] = (float)k;
+      for (size_t k = 0; k < count; k++) buf[k] = (float)k;
     double t0 = now_s();
-    gcollResult_t rc = gcollAllReduce(buf, buf, 1024, gcollFloat, gcollSum, comm, NULL);
+    gcollResult_t rc = gcollAllReduce(buf, buf, count, gcollFloat, gcollSum, comm, NULL);
     if (rc != gcollSuccess) {
       printf("rank %d: iteration %d: %s after %.2f s: %s\n", rank, i, gcollGetErrorString(rc),
              now_s() - t0, gcollGetLastError(comm));
@@ -721,7 +722,7 @@ int main(int argc, char **argv) {
   }
   if (argc < 2) {
     fprintf(stderr, "usage: coll_check [--uid FILE NRANKS RANK] [--device] matrix [--full | --sizes N,N,...] | "
-                    "die RANK ITER | abort | badargs | init | hostcall\n");
+                    "die RANK ITER [COUNT] | abort | badargs | init | hostcall\n");
     return 2;
   }
   gcollComm_t comm;
@@ -741,7 +742,8 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "matrix") == 0)
     status = matrix(comm, argc > 2 && strcmp(argv[2], "--full") == 0,
                     argc > 3 && strcmp(argv[2], "--sizes") == 0 ? argv[3] : NULL);
-  else if (strcmp(argv[1], "die") == 0 && argc == 4) status = die(comm, atoi(argv[2]), atoi(argv[3]));
+  else if (strcmp(argv[1], "die") == 0 && (argc == 4 || argc == 5))
+    status = die(comm, atoi(argv[2]), atoi(argv[3]), argc == 5 ? (size_t)atol(argv[4]) : 1024);
   else if (strcmp(argv[1], "abort") == 0) return abort_test(comm);
   else if (strcmp(argv[1], "badargs") == 0) status = badargs(comm);
 #ifdef HAVE_CUDA

@@ -1065,6 +1065,91 @@ static void test_stalled_consumer(void **state) {
   assert_int_equal(atomic_load(&b.abort_word), 0);
 }
 
+/* Inline polling (proxy.h): while the threads that produce and consume the
+ * steps run the proxies' rounds themselves, every step arrives intact, the
+ * proxy threads stand back (a few rounds per millisecond at most, not the
+ * thousands of a spinning proxy), and once the inline spell ends with steps
+ * still queued (the sender's socket full of up to 256 KiB steps nobody reads
+ * yet, more than loopback buffers hold)
+ * the proxy threads take over and deliver them. One connected pair of
+ * sockets per slot size. */
+static void test_inline_poll(void **state) {
+  (void)state;
+  char job[64], err[512];
+  unique_job(job, sizeof(job), "inline");
+  const size_t slots[2] = {1024, 262144};
+  for (int k = 0; k < 2; k++) {
+    struct endpoint a, b;
+    assert_int_equal(ep_init(&a, &gcoll_transport_socket_ops, 0, 2, job, slots[k], err, sizeof(err)), 0);
+    assert_int_equal(ep_init(&b, &gcoll_transport_socket_ops, 1, 2, job, slots[k], err, sizeof(err)), 0);
+    unsigned char addr[GCOLL_CONN_ADDR_MAX];
+    size_t len = sizeof(addr);
+    assert_int_equal(a.ops->recv_setup(a.t, 1, 1, &a.recv, addr, &len, err, sizeof(err)), 0);
+    a.has_recv = 1;
+    assert_int_equal(
+        b.ops->send_connect(b.t, 0, 1, addr, len, &b.send, now_ms() + 1000, err, sizeof(err)), 0);
+    b.has_send = 1;
+    assert_int_equal(a.ops->recv_complete(a.t, &a.recv, now_ms() + 1000, err, sizeof(err)), 0);
+    const uint64_t total = k == 0 ? 2000 : 512;
+    struct stream out, in;
+    stream_init(&out, b.send.fifo, 31 + (uint64_t)k, total, slots[k]);
+    stream_init(&in, a.recv.fifo, 31 + (uint64_t)k, total, slots[k]);
+    struct gcoll_proxy_stats a0, b0, a1, b1;
+    gcoll_proxy_inline_begin(a.proxy);
+    gcoll_proxy_inline_begin(b.proxy);
+    gcoll_proxy_get_stats(a.proxy, &a0);
+    gcoll_proxy_get_stats(b.proxy, &b0);
+    uint64_t start = now_ms();
+    if (k == 0) {
+      /* Both ends polled by this thread only. */
+      while ((out.step < total || in.step < total) && now_ms() - start < 10000) {
+        int moved = try_produce(&out) | try_consume(&in);
+        moved |= gcoll_proxy_poll(b.proxy) | gcoll_proxy_poll(a.proxy);
+        if (!moved) sched_yield();
+      }
+    } else {
+      /* The sender alone, polled inline, until its socket is full. */
+      uint64_t last = now_ms();
+      while (out.step < total && now_ms() - last < 200 && now_ms() - start < 10000) {
+        if (try_produce(&out) | gcoll_proxy_poll(b.proxy)) last = now_ms();
+        else sched_yield();
+      }
+      assert_true(out.step < total || atomic_load(&b.send.fifo->head) < total);
+    }
+    uint64_t ms = now_ms() - start;
+    gcoll_proxy_get_stats(a.proxy, &a1);
+    gcoll_proxy_get_stats(b.proxy, &b1);
+    gcoll_proxy_inline_end(b.proxy);
+    gcoll_proxy_inline_end(a.proxy);
+    assert_true(b1.inline_rounds - b0.inline_rounds > 0);
+    uint64_t bound = (ms + 1) * 4 + 20;
+    if (getenv("TTRANS_VERBOSE") || a1.rounds - a0.rounds > bound || b1.rounds - b0.rounds > bound)
+      fprintf(stderr, "inline poll (slot %zu): proxies made %llu and %llu rounds in %llu ms (bound %llu)\n",
+              slots[k], (unsigned long long)(a1.rounds - a0.rounds),
+              (unsigned long long)(b1.rounds - b0.rounds), (unsigned long long)ms,
+              (unsigned long long)bound);
+    assert_true(a1.rounds - a0.rounds <= bound);
+    assert_true(b1.rounds - b0.rounds <= bound);
+    if (k == 0) {
+      assert_true(a1.inline_rounds - a0.inline_rounds > 0);
+    } else {
+      /* The proxy threads finish what the inline spell left. */
+      start = now_ms();
+      while ((out.step < total || in.step < total) && now_ms() - start < 10000)
+        if (!(try_produce(&out) | try_consume(&in))) sched_yield();
+    }
+    assert_int_equal(out.step, total);
+    assert_int_equal(in.step, total);
+    assert_int_equal(in.bad, 0);
+    stream_free(&out);
+    stream_free(&in);
+    ep_fini(&b);
+    ep_fini(&a);
+    assert_int_equal(atomic_load(&a.abort_word), 0);
+    assert_int_equal(atomic_load(&b.abort_word), 0);
+  }
+}
+
 /* The proxy may be destroyed before or after the connections are closed. */
 static void test_proxy_outlives_or_not(void **state) {
   (void)state;
@@ -1121,6 +1206,7 @@ int main(void) {
       cmocka_unit_test(test_plugin_close_clean_or_in_error),
       cmocka_unit_test(test_idle_proxy_sleeps),
       cmocka_unit_test(test_stalled_consumer),
+      cmocka_unit_test(test_inline_poll),
       cmocka_unit_test(test_proxy_outlives_or_not),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
