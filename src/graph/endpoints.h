@@ -59,6 +59,12 @@ int gcoll_endpoints_check(const struct gcoll_endpoints *ep, int nranks, const ch
 int gcoll_endpoints_write_file(const struct gcoll_endpoints *ep, const char *path, char *err,
                                size_t errlen);
 
+/* The same text and checks, to an open stdio stream (a FILE *): for a
+ * writer that makes the file itself (the SPANK plugin writes through its
+ * private step directory). */
+int gcoll_endpoints_write_stream(const struct gcoll_endpoints *ep, void *stream, char *err,
+                                 size_t errlen);
+
 /* A fresh table for nranks ranks (hosts empty, ports 0); NULL when out of
  * memory or nranks is out of range. */
 struct gcoll_endpoints *gcoll_endpoints_new(int nranks);

@@ -188,8 +188,8 @@ static int write_cb(void *stream, const void *arg, char *err, size_t errlen) {
   return 0;
 }
 
-int gcoll_endpoints_write_file(const struct gcoll_endpoints *ep, const char *path, char *err,
-                               size_t errlen) {
+/* What the reader would refuse is not written. */
+static int writable(const struct gcoll_endpoints *ep, const char *path, char *err, size_t errlen) {
   if (!job_valid(ep->job) || ep->nranks < 1 || ep->nranks > GCOLL_MAX_RANKS) {
     snprintf(err, errlen, "%s: refusing to write endpoints with job '%.16s' for %d ranks", path,
              ep->job, ep->nranks);
@@ -201,5 +201,17 @@ int gcoll_endpoints_write_file(const struct gcoll_endpoints *ep, const char *pat
                ep->rank[r].host, (unsigned)ep->rank[r].port);
       return -1;
     }
+  return 0;
+}
+
+int gcoll_endpoints_write_file(const struct gcoll_endpoints *ep, const char *path, char *err,
+                               size_t errlen) {
+  if (writable(ep, path, err, errlen) != 0) return -1;
   return gcoll_atomic_write(path, write_cb, ep, err, errlen);
+}
+
+int gcoll_endpoints_write_stream(const struct gcoll_endpoints *ep, void *stream, char *err,
+                                 size_t errlen) {
+  if (writable(ep, "endpoints", err, errlen) != 0) return -1;
+  return write_cb(stream, ep, err, errlen);
 }

@@ -8,8 +8,9 @@
  * Why inherited sockets rather than ports agreed in advance: a port that is
  * bound before the rank exists cannot be taken by anyone else in between,
  * and needs no range reserved on the nodes (Slurm's MpiParams=ports); the
- * price is that only a launcher that forks the ranks can do it (the Slurm
- * path keeps its store for now: docs/scale.md). */
+ * price is that only a launcher whose process the ranks are forked from
+ * can do it (the SPANK plugin binds them in slurmstepd, before it forks
+ * the tasks: src/launcher/spank/spank_endpoints.c). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

@@ -161,8 +161,8 @@ extern const struct gcoll_bootstrap_backend gcoll_bootstrap_tcp_backend;
 /* Endpoints from the launcher (GCOLL_ENDPOINTS + GCOLL_LISTEN_FD): tried
  * first by gcoll_bootstrap_open_from_env when offered; a file or listener
  * that does not match the step falls back to the store, the reason in
- * endpoints_note. Plain puts and gets go to the store (GCOLL_KVS_ADDR),
- * opened on first use only. */
+ * endpoints_note. Plain puts and gets go to the store (GCOLL_KVS_ADDR;
+ * under srun --gcoll=plan --mpi=pmi2, PMI2's), opened on first use only. */
 extern const struct gcoll_bootstrap_backend gcoll_bootstrap_endpoints_backend;
 /* Only in builds with PMI2 (HAVE_PMI2). */
 extern const struct gcoll_bootstrap_backend gcoll_bootstrap_pmi2_backend;

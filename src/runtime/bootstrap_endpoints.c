@@ -19,9 +19,17 @@
  * Plain put, get and barrier (split, shrink, a collective's "which rank
  * died") still need every rank's view: they go to the job's store
  * (GCOLL_KVS_ADDR), opened on first use, so that an init which needs none
- * of them sends it nothing. */
+ * of them sends it nothing. Under srun --gcoll=plan (the SPANK plugin
+ * hands out the endpoints, spank_endpoints.c) there is no launcher's
+ * store: with srun --mpi=pmi2 the first plain request opens the PMI2
+ * bootstrap (rank 0's store, found through one PMI2 fence: so that first
+ * request must come from every rank of the step at once, as a split of
+ * the world communicator does); without PMI2 there is none to open. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
+#ifdef HAVE_CONFIG_H
+#include <config.h>
 #endif
 #include <arpa/inet.h>
 #include <errno.h>
@@ -65,20 +73,49 @@ static int ep_detect(void) {
   return v != NULL && *v != '\0';
 }
 
+static int env_set(const char *name) {
+  const char *v = getenv(name);
+  return v != NULL && *v != '\0';
+}
+
+/* The store plain requests go to: the launcher's (GCOLL_KVS_ADDR), else
+ * PMI2's under srun, else none. */
+static const struct gcoll_bootstrap_backend *store_backend(void) {
+  if (env_set("GCOLL_KVS_ADDR")) return &gcoll_bootstrap_tcp_backend;
+#ifdef HAVE_PMI2
+  if (gcoll_bootstrap_pmi2_backend.detect()) return &gcoll_bootstrap_pmi2_backend;
+#endif
+  return NULL;
+}
+
+/* Requests a handle and the one it forwards to sent. */
+static uint64_t sent(const struct gcoll_bootstrap *b) {
+  return b->requests + (b->via != NULL ? b->via->requests : 0);
+}
+static uint64_t waited(const struct gcoll_bootstrap *b) {
+  return b->request_ns + (b->via != NULL ? b->via->request_ns : 0);
+}
+
 /* ---- to the store, for what only a store can answer ------------------------ */
 
 static int store(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
   struct ep_state *s = bs->impl;
   if (s->store != NULL) return 0;
+  const struct gcoll_bootstrap_backend *be = store_backend();
+  if (be == NULL) {
+    snprintf(err, errlen, "bootstrap(endpoints): this needs the job's store, and there is none "
+             "(no GCOLL_KVS_ADDR; under srun add --mpi=pmi2)");
+    return -1;
+  }
   struct gcoll_bootstrap *st = calloc(1, sizeof(*st));
   if (st == NULL) {
     snprintf(err, errlen, "bootstrap(endpoints): out of memory");
     return -1;
   }
-  st->backend = gcoll_bootstrap_tcp_backend.name;
+  st->backend = be->name;
   st->timeout_ms = bs->timeout_ms;
   st->opened_ns = gcoll_wait_now_ns();
-  if (gcoll_bootstrap_tcp_backend.open(st, err, errlen) != 0) {
+  if (be->open(st, err, errlen) != 0) {
     free(st);
     return -1;
   }
@@ -90,13 +127,13 @@ static int store(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
 #define VIA_STORE(bs, call)                                                     \
   do {                                                                          \
     struct ep_state *s_ = (bs)->impl;                                           \
-    uint64_t r0_ = s_->store ? s_->store->requests : 0;                         \
-    uint64_t n0_ = s_->store ? s_->store->request_ns : 0;                       \
+    uint64_t r0_ = s_->store ? sent(s_->store) : 0;                             \
+    uint64_t n0_ = s_->store ? waited(s_->store) : 0;                           \
     int rc_ = store((bs), err, errlen);                                         \
     if (rc_ == 0) rc_ = (call);                                                 \
     if (s_->store != NULL) {                                                    \
-      (bs)->requests += s_->store->requests - r0_;                              \
-      (bs)->request_ns += s_->store->request_ns - n0_;                          \
+      (bs)->requests += sent(s_->store) - r0_;                                  \
+      (bs)->request_ns += waited(s_->store) - n0_;                              \
     }                                                                           \
     return rc_;                                                                 \
   } while (0)
@@ -108,6 +145,16 @@ static int ep_put(struct gcoll_bootstrap *bs, const char *key, const void *value
 
 static int ep_get(struct gcoll_bootstrap *bs, const char *key, void *buf, size_t buflen,
                   size_t *len, uint64_t deadline, char *err, size_t errlen) {
+  struct ep_state *s = bs->impl;
+  /* Asked by the ranks a failure reached, not by all: PMI2's store cannot
+   * be opened for them alone (its fence needs every rank), and PMI2 keeps
+   * no record of lost ranks anyway. */
+  if (s->store == NULL && store_backend() != &gcoll_bootstrap_tcp_backend &&
+      strcmp(key, GCOLL_BOOTSTRAP_LOST_RANK_KEY) == 0) {
+    snprintf(err, errlen, "bootstrap(endpoints): get '%s': not available without the "
+             "launcher's store", key);
+    return -1;
+  }
   VIA_STORE(bs, gcoll_bootstrap_get(s_->store, key, buf, buflen, len, deadline, err, errlen));
 }
 
@@ -320,8 +367,11 @@ static int ep_open(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
   bs->impl = s;
   bs->peer_routed = 1;
   const char *kvs = getenv("GCOLL_KVS_ADDR");
-  if (kvs != NULL && *kvs != '\0')
+  const struct gcoll_bootstrap_backend *be = store_backend();
+  if (be == &gcoll_bootstrap_tcp_backend)
     snprintf(bs->store, sizeof(bs->store), "the store at %.256s", kvs);
+  else if (be != NULL)
+    snprintf(bs->store, sizeof(bs->store), "PMI2 (opened only when needed)");
   else
     snprintf(bs->store, sizeof(bs->store), "no store");
   return 0;

@@ -32,7 +32,6 @@
 #define HELLO_MAGIC 0x47455048u /* "GEPH" */
 #define WIRE_VERSION 1
 #define POLL_MS 100             /* hello deadlines are checked this often */
-#define JOB_ID_LABEL "gcoll endpoints job id v1"
 
 struct reader {
   int fd;
@@ -287,12 +286,4 @@ void gcoll_epsrv_forget(uint32_t gen) {
     }
   }
   pthread_mutex_unlock(&S.lock);
-}
-
-int gcoll_endpoints_job_id(const char *job_key, char out[33], char *err, size_t errlen) {
-  struct gcoll_auth_secret s;
-  if (gcoll_auth_derive(job_key, strlen(job_key), JOB_ID_LABEL, &s, err, errlen) != 0) return -1;
-  for (int i = 0; i < GCOLL_AUTH_SECRET_BYTES && 2 * i + 2 < 33; i++)
-    snprintf(out + 2 * i, 3, "%02x", s.bytes[i]);
-  return 0;
 }

@@ -4,6 +4,7 @@
 # plan's tree.
 libgcoll_la_SOURCES += src/graph/endpoints.h src/graph/endpoints_file.c \
 	src/runtime/endpoint_server.h src/runtime/endpoint_server.c \
+	src/runtime/endpoints_job_id.c \
 	src/runtime/bootstrap_endpoints.c \
 	src/runtime/comm_init_wave.h src/runtime/comm_init_wave.c
 

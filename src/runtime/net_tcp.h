@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/netaddr.h"
 #include "runtime/auth.h"
 
 /* Accepted connections that have not proven they belong to the job yet.
@@ -40,11 +41,6 @@
 
 /* Where a listener is, or where to connect: AF_INET or AF_INET6, the
  * address in network order (4 or 16 bytes used), the port. */
-struct gcoll_tcp_endpoint {
-  int family;
-  unsigned char ip[16];
-  uint16_t port;
-};
 
 /* Big-endian fields of addresses and hellos. */
 static inline void gcoll_put_be16(unsigned char *p, uint16_t v) {
@@ -141,26 +137,6 @@ int gcoll_tcp_pick_address(struct gcoll_tcp_endpoint *ep, char *err, size_t errl
  * stores (whose addresses are IPv4): -1 with one line in err when the
  * address picked is IPv6. */
 int gcoll_tcp_pick_ipv4(char *ip, size_t len, char *err, size_t errlen);
-
-struct ifaddrs;
-/* The address other hosts most likely reach us at, as NCCL picks its
- * socket interface: up, not loopback, not a container or VM bridge
- * (docker*, virbr*, veth*, cni*, podman*, lxcbr*), no IPv6 link-local;
- * IPoIB (ib*) before others, IPv4 before IPv6, then list order. 0 with
- * the address (and the interface's name when name is not NULL), -1 when
- * the list has none. */
-int gcoll_tcp_choose_interface(const struct ifaddrs *list, struct gcoll_tcp_endpoint *ep,
-                               char *name, size_t namelen);
-
-/* As NCCL_SOCKET_IFNAME chooses: the interfaces spec lists (prefixes,
- * "=name" exact names, "^..." all but those; gcoll_ifname_match) that are
- * up with an IPv4 or a global IPv6 address, loopback and bridges included;
- * IPv4 before IPv6, loopback and bridges after others unless the list
- * names what to use, then list order. 0 with the address (and name), -1
- * with one line in err when none matches or spec names nothing. */
-int gcoll_tcp_choose_listed(const struct ifaddrs *list, const char *spec,
-                            struct gcoll_tcp_endpoint *ep, char *name, size_t namelen, char *err,
-                            size_t errlen);
 
 /* A non-blocking listening socket on ep's address and an ephemeral port,
  * which it stores in ep->port; the fd, or -1 with one line in err. */

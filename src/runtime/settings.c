@@ -567,33 +567,6 @@ int gcoll_setting_long(const char *gcoll_name, long min, long max, long *out, ch
 
 /* ---- interface lists ------------------------------------------------------------- */
 
-int gcoll_ifname_match(const char *spec, const char *ifname, int *included, char *err,
-                       size_t errlen) {
-  const char *p = spec;
-  int exclude = *p == '^';
-  p += exclude;
-  int exact = *p == '=';
-  p += exact;
-  int entries = 0, hit = 0;
-  size_t iflen = strlen(ifname);
-  while (*p != '\0') {
-    size_t n = strcspn(p, ","), name = strcspn(p, ",:");
-    if (name > 0) {
-      entries++;
-      if (exact ? iflen == name && memcmp(ifname, p, name) == 0
-                : iflen >= name && memcmp(ifname, p, name) == 0)
-        hit = 1;
-    }
-    p += n;
-    if (*p == ',') p++;
-  }
-  if (included != NULL) *included = !exclude;
-  if (entries == 0) {
-    snprintf(err, errlen, "'%.64s' names no interface", spec);
-    return -1;
-  }
-  return exclude ? !hit : hit;
-}
 
 int gcoll_log_info_enabled(void) {
   const char *level = gcoll_setting("GCOLL_DEBUG");

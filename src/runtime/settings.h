@@ -27,6 +27,8 @@
 
 #include <stddef.h>
 
+#include "common/netaddr.h"
+
 #define GCOLL_SETTINGS_FILE_MAX (1u << 20)
 
 /* The value of the setting, or NULL when none of the sources sets it (an
@@ -45,13 +47,7 @@ void gcoll_setting_origin(const char *gcoll_name, char *buf, size_t len);
 int gcoll_setting_long(const char *gcoll_name, long min, long max, long *out, char *err,
                        size_t errlen);
 
-/* Whether an interface name passes an NCCL_SOCKET_IFNAME-style list
- * ("eth,ib" prefixes, "=eth0" exact names, "^docker,lo" excluded, ":port"
- * suffixes ignored): 1 yes, 0 no, -1 when the list names nothing (with one
- * line in err). *included is set to whether the list names interfaces to
- * use (1) or to avoid (0). */
-int gcoll_ifname_match(const char *spec, const char *ifname, int *included, char *err,
-                       size_t errlen);
+/* gcoll_ifname_match (NCCL_SOCKET_IFNAME-style lists): common/netaddr.h. */
 
 /* Tests only: forget the files read and the lines logged, and read
  * system_conf (NULL: /etc/nccl.conf) in place of /etc/nccl.conf from now on.

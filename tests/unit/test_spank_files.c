@@ -17,12 +17,15 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "graph/endpoints.h"
 #include "launcher/spank/spank_gcoll.h"
+#include "runtime/endpoint_server.h"
 
 #define OTHER_UID 65534
 
@@ -108,7 +111,11 @@ static void test_config(void **state) {
   assert_int_equal(gcoll_spank_config_parse(&c, 1, defaults, err, sizeof(err)), 0);
   assert_string_equal(c.topo, "auto");
   assert_int_equal(c.cache, 1);
+  assert_int_equal(c.endpoints, 1);
   assert_true(c.timeout_s > 0);
+  char *noep[] = {"plandir=/p", "endpoints=no"};
+  assert_int_equal(gcoll_spank_config_parse(&c, 2, noep, err, sizeof(err)), 0);
+  assert_int_equal(c.endpoints, 0);
 
   struct { char *arg; const char *says; } bad[] = {
       {"plandr=/x", "unknown plugstack argument 'plandr'"},
@@ -116,6 +123,7 @@ static void test_config(void **state) {
       {"timeout=0", "timeout="},
       {"timeout=5s", "timeout="},
       {"cache=maybe", "cache="},
+      {"endpoints=sometimes", "endpoints=sometimes must be yes or no"},
       {"novalue", "not key=value"},
       {"topo_file=rel/topo.xml", "topo_file=rel/topo.xml must be an absolute path"},
       {"topo_file=", "topo_file= must be a non-empty path"},
@@ -129,6 +137,99 @@ static void test_config(void **state) {
   }
   assert_int_equal(gcoll_spank_config_parse(&c, 0, NULL, err, sizeof(err)), -1);
   assert_non_null(strstr(err, "plandir= is required"));
+}
+
+/* Endpoints (spank_endpoints.c): two nodes of a -m cyclic step bind their
+ * tasks' sockets, node 0 merges the fragments into a file every node
+ * accepts; a node's own error, a missing fragment and another step's key
+ * are refused with one line. */
+static void node_of(struct gcoll_gather_node *me, uint32_t index, int r0, int r1) {
+  memset(me, 0, sizeof(*me));
+  me->node_index = index;
+  me->nnodes = 1;                 /* loopback, whatever the host has */
+  me->ntasks_total = 4;
+  me->ntasks_local = 2;
+  me->ranks[0] = r0;
+  me->ranks[1] = r1;
+}
+
+static void test_endpoints_merge(void **state) {
+  (void)state;
+  struct gcoll_gather_node n0, n1;
+  struct gcoll_spank_endpoints e0, e1;
+  char err[GCOLL_SPANK_ERRLEN];
+  node_of(&n0, 0, 0, 2);
+  node_of(&n1, 1, 1, 3);
+  assert_int_equal(gcoll_spank_endpoints_bind(&e0, &n0, err, sizeof(err)), 0);
+  assert_int_equal(gcoll_spank_endpoints_bind(&e1, &n1, err, sizeof(err)), 0);
+  assert_string_equal(e0.host, "127.0.0.1");
+  for (int i = 0; i < 2; i++) {
+    int fl = fcntl(e0.fd[i], F_GETFD), on = 0;
+    socklen_t len = sizeof(on);
+    assert_true(fl >= 0 && (fl & FD_CLOEXEC));
+    assert_int_equal(getsockopt(e0.fd[i], SOL_SOCKET, SO_ACCEPTCONN, &on, &len), 0);
+    assert_int_equal(on, 1);
+    assert_true(e0.port[i] > 0);
+  }
+  size_t l0, l1, len;
+  char *frag[2] = {gcoll_spank_endpoints_fragment(&e0, NULL, &l0),
+                   gcoll_spank_endpoints_fragment(&e1, NULL, &l1)};
+  assert_non_null(frag[0]);
+  assert_non_null(frag[1]);
+  int tasks[2] = {2, 2}, slots[4] = {0, 2, 1, 3}, fault = -1;
+  const char *key = "0123456789abcdef0123456789abcdef";
+  char *text = gcoll_spank_endpoints_merge(frag, tasks, 2, slots, 4, key, &len, &fault, err,
+                                           sizeof(err));
+  assert_non_null(text);
+  assert_int_equal(fault, 0);
+  struct gcoll_endpoints *ep = gcoll_endpoints_read_mem(text, len, "t", err, sizeof(err));
+  assert_non_null(ep);
+  char job[33];
+  assert_int_equal(gcoll_endpoints_job_id(key, job, err, sizeof(err)), 0);
+  assert_string_equal(ep->job, job);
+  assert_int_equal(ep->rank[2].port, e0.port[1]);
+  assert_int_equal(ep->rank[1].port, e1.port[0]);
+  gcoll_endpoints_free(ep);
+  assert_int_equal(gcoll_spank_endpoints_check(text, len, key, &n0, &e0, err, sizeof(err)), 0);
+  assert_int_equal(gcoll_spank_endpoints_check(text, len, key, &n1, &e1, err, sizeof(err)), 0);
+  /* Node 1's sockets are not node 0's. */
+  assert_int_equal(gcoll_spank_endpoints_check(text, len, key, &n0, &e1, err, sizeof(err)), -1);
+  assert_non_null(strstr(err, "its socket is"));
+  assert_int_equal(gcoll_spank_endpoints_check(text, len, "ffff", &n0, &e0, err, sizeof(err)),
+                   -1);
+  assert_non_null(strstr(err, "endpoints of another job"));
+  free(text);
+
+  /* Node 1 could not bind: its reason, marked as its own. */
+  char *bad = gcoll_spank_endpoints_fragment(NULL, "listen: \"no\"\nsecond line", &l1);
+  char *frag2[2] = {frag[0], bad};
+  assert_null(gcoll_spank_endpoints_merge(frag2, tasks, 2, slots, 4, key, &len, &fault, err,
+                                          sizeof(err)));
+  assert_int_equal(fault, 1);
+  assert_non_null(strstr(err, "node 1: listen: ?no??second line"));
+  /* No fragment at all, and one of the wrong task count. */
+  char *frag3[2] = {frag[0], NULL};
+  assert_null(gcoll_spank_endpoints_merge(frag3, tasks, 2, slots, 4, key, &len, &fault, err,
+                                          sizeof(err)));
+  assert_int_equal(fault, 0);
+  assert_non_null(strstr(err, "node 1 wrote no endpoints"));
+  int tasks3[2] = {1, 3};
+  assert_null(gcoll_spank_endpoints_merge(frag, tasks3, 2, slots, 4, key, &len, &fault, err,
+                                          sizeof(err)));
+  assert_non_null(strstr(err, "are not 1 ports"));
+  assert_null(strchr(err, '\n'));
+  free(bad);
+  free(frag[0]);
+  free(frag[1]);
+  gcoll_spank_endpoints_close(&e0);
+  gcoll_spank_endpoints_close(&e1);
+  assert_int_equal(e0.ntasks, 0);
+
+  /* An address no interface has: one line, nothing left open. */
+  strcpy(n0.job_ifaddr, "203.0.113.7");
+  assert_int_equal(gcoll_spank_endpoints_bind(&e0, &n0, err, sizeof(err)), -1);
+  assert_non_null(strstr(err, "local task 0 on 203.0.113.7: listen: "));
+  assert_int_equal(e0.ntasks, 0);
 }
 
 static void test_option(void **state) {
@@ -559,6 +660,7 @@ int main(void) {
       cmocka_unit_test(test_config), cmocka_unit_test(test_topo_file),
       cmocka_unit_test(test_option),
       cmocka_unit_test(test_step_name),
+      cmocka_unit_test(test_endpoints_merge),
       cmocka_unit_test(test_private_dir_created_0700),
       cmocka_unit_test(test_private_dir_refuses_symlink),
       cmocka_unit_test(test_private_dir_refuses_open_mode),

@@ -3,7 +3,7 @@
 # never built with the sanitizers (slurmstepd does not load the ASan
 # runtime first, so an instrumented plugin could not be loaded).
 SPANK_PLUGIN_SOURCES = src/launcher/spank/spank_gcoll.h src/launcher/spank/spank_config.c \
-	src/launcher/spank/spank_jobdir.c
+	src/launcher/spank/spank_jobdir.c src/launcher/spank/spank_endpoints.c
 EXTRA_DIST += src/launcher/spank/spank.map etc/plugstack.conf.d/gcoll.conf
 if HAVE_SPANK
 spankdir = $(libdir)/slurm
@@ -11,11 +11,14 @@ spank_LTLIBRARIES = spank_gcoll.la
 spank_gcoll_la_SOURCES = $(SPANK_PLUGIN_SOURCES) \
 	src/launcher/spank/spank_plugin.h src/launcher/spank/spank_plugin.c \
 	src/launcher/spank/spank_remote.c src/launcher/spank/spank_gather.c \
-	src/launcher/spank/spank_epilog.c $(GRAPH_SOURCES)
-spank_gcoll_la_CFLAGS = $(WARN_CFLAGS) $(AX_PTHREAD_CFLAGS) $(YAML_CFLAGS) $(XML_CFLAGS) $(HWLOC_CFLAGS)
+	src/launcher/spank/spank_epilog.c \
+	src/graph/endpoints.h src/graph/endpoints_file.c \
+	src/runtime/auth.h src/runtime/auth.c src/runtime/endpoints_job_id.c $(GRAPH_SOURCES)
+spank_gcoll_la_CFLAGS = $(WARN_CFLAGS) $(AX_PTHREAD_CFLAGS) $(YAML_CFLAGS) $(XML_CFLAGS) $(HWLOC_CFLAGS) \
+	$(CRYPTO_CFLAGS)
 spank_gcoll_la_LDFLAGS = -module -avoid-version -shared \
 	-Wl,--version-script=$(srcdir)/src/launcher/spank/spank.map
-spank_gcoll_la_LIBADD = $(YAML_LIBS) $(XML_LIBS) $(HWLOC_LIBS) $(VERBS_LIBS) -ldl -lm
+spank_gcoll_la_LIBADD = $(YAML_LIBS) $(XML_LIBS) $(HWLOC_LIBS) $(VERBS_LIBS) $(CRYPTO_LIBS) -ldl -lm
 endif
 
 if HAVE_CMOCKA
@@ -29,9 +32,10 @@ endif
 # Tests on a real Slurm (contrib/slurm). They skip unless GCOLL_TEST_SLURM=1,
 # because they install packages and start daemons as root; CI runs them in a
 # step of their own (.ci/run).
-TESTS += tests/slurm/test_cluster.sh tests/slurm/test_spank.sh
+TESTS += tests/slurm/test_cluster.sh tests/slurm/test_spank.sh tests/slurm/test_spank_endpoints.sh
 EXTRA_DIST += contrib/slurm/up contrib/slurm/down contrib/slurm/lib.sh contrib/slurm/README.md \
-	tests/slurm/lib.sh tests/slurm/test_cluster.sh tests/slurm/test_spank.sh
+	tests/slurm/lib.sh tests/slurm/test_cluster.sh tests/slurm/test_spank.sh \
+	tests/slurm/test_spank_endpoints.sh
 
 # The plan-directory attack (issue 13, part 4): another user squats the next
 # job's names in plandir; needs the same Slurm, so it skips the same way and

@@ -35,6 +35,7 @@ int gcoll_spank_config_parse(struct gcoll_spank_config *cfg, int argc, char **ar
   snprintf(cfg->topo, sizeof(cfg->topo), "auto");
   cfg->timeout_s = DEFAULT_TIMEOUT_S;
   cfg->cache = 1;
+  cfg->endpoints = 1;
   for (int i = 0; i < argc; i++) {
     const char *arg = argv[i], *eq = strchr(arg, '=');
     if (eq == NULL) {
@@ -79,9 +80,14 @@ int gcoll_spank_config_parse(struct gcoll_spank_config *cfg, int argc, char **ar
         snprintf(err, errlen, "cache=%.32s must be yes or no", v);
         return -1;
       }
+    } else if (klen == 9 && strncmp(arg, "endpoints", 9) == 0) {
+      if (parse_bool(v, &cfg->endpoints) != 0) {
+        snprintf(err, errlen, "endpoints=%.32s must be yes or no", v);
+        return -1;
+      }
     } else {
       snprintf(err, errlen, "unknown plugstack argument '%.*s' (known: plandir, topo, topo_file, "
-                            "fabric, timeout, cache)", (int)(klen > 64 ? 64 : klen), arg);
+                            "fabric, timeout, cache, endpoints)", (int)(klen > 64 ? 64 : klen), arg);
       return -1;
     }
   }

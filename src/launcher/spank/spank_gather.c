@@ -3,9 +3,15 @@
  * <uid>):
  *   nonce            this run's random id, written by node 0
  *   nodes/<i>.yaml   node i's name, task count, first rank and the nonce
+ *   nodes/<i>.endpoints  where node i's tasks listen (spank_endpoints.c),
+ *                    written before its topology; absent with endpoints=no
  *   topo/<i>.yaml    node i's topology (written last: its presence says
  *                    node i is done)
  *   key              the step's job key (random; names shm segments)
+ *   endpoints.yaml   every rank's endpoint, or
+ *   endpoints.error  why node 0 could not make it (one line); either one
+ *                    is written before plan.yaml, so every node finds it
+ *                    when the plan is there. Never cached: per step.
  *   plan.yaml        the plan, or
  *   plan.error       why node 0 could not make one (one line)
  * Node 0 removes what an earlier run under the same job id left there (a
@@ -32,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "graph/endpoints.h"
 #include "graph/plan.h"
 #include "graph/fabric.h"
 #include "graph/topo.h"
@@ -171,9 +178,34 @@ static struct gcoll_topo *load_topology(const struct gcoll_spank_config *cfg,
 
 /* ---- this node's contribution ---------------------------------------- */
 
+/* Where this node's tasks listen, or why they do not (none when endpoints
+ * are off): before the topology, so node 0 has it once the topology is
+ * there. A fragment that cannot be written only costs the endpoints. */
+struct ep_part {
+  const struct gcoll_spank_endpoints *ep;
+  const char *why;                 /* ep NULL: "" off, else the reason */
+  struct gcoll_gather_result *out;
+};
+
+static void write_fragment(const struct stepdir *d, const struct gcoll_gather_node *me,
+                           const struct ep_part *p) {
+  if (p->ep == NULL && p->why[0] == '\0') return;
+  char name[32], why[GCOLL_SPANK_ERRLEN];
+  size_t len = 0;
+  char *text = gcoll_spank_endpoints_fragment(p->ep, p->why, &len);
+  snprintf(name, sizeof(name), "%u.endpoints", me->node_index);
+  if (text == NULL)
+    snprintf(why, sizeof(why), "out of memory");
+  if (text == NULL || gcoll_jobdir_write(d->nodes, name, text, len, why, sizeof(why)) != 0) {
+    snprintf(p->out->endpoints_err, sizeof(p->out->endpoints_err), "nodes/%s: %.400s", name, why);
+    p->out->endpoints_report = 1;
+  }
+  free(text);
+}
+
 static int write_node(const struct stepdir *d, const struct gcoll_spank_config *cfg,
-                      const struct gcoll_gather_node *me, char *topo_info, size_t topo_infolen,
-                      char *err, size_t errlen) {
+                      const struct gcoll_gather_node *me, const struct ep_part *part,
+                      char *topo_info, size_t topo_infolen, char *err, size_t errlen) {
   char why[GCOLL_SPANK_ERRLEN], name[32], info[4096];
   struct gcoll_topo *topo = load_topology(cfg, me, topo_info, topo_infolen, why, sizeof(why));
   if (topo == NULL) {
@@ -195,7 +227,9 @@ static int write_node(const struct stepdir *d, const struct gcoll_spank_config *
   if (n < 0 || (size_t)n >= sizeof(info) || strpbrk(me->node_name, "\"\\\n") != NULL ||
       strpbrk(me->step_gpus, "\"\\\n") != NULL)
     snprintf(err, errlen, "node name '%.64s' or its ranks cannot be recorded", me->node_name);
-  else if (gcoll_jobdir_write(d->nodes, name, info, (size_t)n, why, sizeof(why)) != 0 ||
+  else if (gcoll_jobdir_write(d->nodes, name, info, (size_t)n, why, sizeof(why)) != 0)
+    snprintf(err, errlen, "%s: %s", d->name, why);
+  else if (write_fragment(d, me, part),
            write_yaml(d->topo, name, topo_writer, topo, why, sizeof(why)) != 0)
     snprintf(err, errlen, "%s: %s", d->name, why);
   else
@@ -533,9 +567,8 @@ static struct gcoll_plan *compute(const struct gathered *g, const int *order, co
   return plan;
 }
 
-static int write_key(const struct stepdir *d, char *err, size_t errlen) {
+static int write_key(const struct stepdir *d, char *hex, char *err, size_t errlen) {
   unsigned char raw[16];
-  char hex[2 * sizeof(raw) + 1];
   if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
     snprintf(err, errlen, "getrandom: %s", strerror(errno));
     return -1;
@@ -544,13 +577,57 @@ static int write_key(const struct stepdir *d, char *err, size_t errlen) {
   return gcoll_jobdir_write(d->step, "key", hex, strlen(hex), err, errlen);
 }
 
+/* Node 0, before the plan is published: every node's fragment merged into
+ * endpoints.yaml, or endpoints.error saying why not. Never fails the plan. */
+static void node0_endpoints(const struct stepdir *d, const struct gcoll_gather_node *me,
+                            const struct gathered *g, const char *key, const struct ep_part *p) {
+  if (p->ep == NULL && p->why[0] == '\0') return;
+  char **frag = calloc((size_t)g->nnodes, sizeof(char *));
+  char err[GCOLL_SPANK_ERRLEN] = "", why[GCOLL_SPANK_ERRLEN], name[32];
+  char *text = NULL;
+  size_t len = 0;
+  int node_fault = 0;
+  if (frag == NULL) {
+    snprintf(err, sizeof(err), "out of memory for %d nodes' endpoints", g->nnodes);
+    goto out;
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    snprintf(name, sizeof(name), "%d.endpoints", i);
+    size_t n;
+    int rc = gcoll_jobdir_read(d->nodes, name, 4096, &frag[i], &n, why, sizeof(why));
+    if (rc < 0) {
+      snprintf(err, sizeof(err), "nodes/%.480s", why);
+      goto out;
+    }
+  }
+  text = gcoll_spank_endpoints_merge(frag, g->tasks, g->nnodes, g->rank_of_slot,
+                                     (int)me->ntasks_total, key, &len, &node_fault, err,
+                                     sizeof(err));
+  if (text != NULL && gcoll_jobdir_write(d->step, "endpoints.yaml", text, len, why,
+                                         sizeof(why)) != 0)
+    snprintf(err, sizeof(err), "%s", why);
+out:
+  if (err[0] != '\0') {
+    /* The others read it and run without; whoever failed says so. */
+    gcoll_jobdir_write(d->step, "endpoints.error", err, strlen(err), why, sizeof(why));
+    if (p->out->endpoints_err[0] == '\0') {
+      snprintf(p->out->endpoints_err, sizeof(p->out->endpoints_err), "%s", err);
+      p->out->endpoints_report = !node_fault;
+    }
+  }
+  for (int i = 0; frag != NULL && i < g->nnodes; i++) free(frag[i]);
+  free(frag);
+  free(text);
+}
+
 static int node0_plan(const struct gcoll_spank_config *cfg, const struct stepdir *d,
-                      const struct gcoll_gather_node *me, double deadline,
-                      struct gcoll_gather_result *out, char *err, size_t errlen) {
+                      const struct gcoll_gather_node *me, const struct ep_part *part,
+                      double deadline, struct gcoll_gather_result *out, char *err,
+                      size_t errlen) {
   struct gathered g = {0};
   struct gcoll_plan *plan = NULL;
   int cdir = -1, rc = -1, *order = NULL, *blocks = NULL;
-  char cname[64], centry[40], why[GCOLL_SPANK_ERRLEN];
+  char cname[64], centry[40], why[GCOLL_SPANK_ERRLEN], key[33];
   if (wait_topologies(d, (int)me->nnodes, deadline, err, errlen) != 0 ||
       gather(d, me, &g, err, errlen) != 0 ||
       fabric_order(cfg, &g, me, &order, &blocks, err, errlen) != 0)
@@ -565,9 +642,10 @@ static int node0_plan(const struct gcoll_spank_config *cfg, const struct stepdir
   out->from_cache = plan != NULL;
   out->distinct_topologies = g.ntexts;
   if (plan == NULL && (plan = compute(&g, order, blocks, me, err, errlen)) == NULL) goto out;
-  if (write_key(d, err, errlen) != 0 ||
-      write_yaml(d->step, "plan.yaml", plan_writer, plan, err, errlen) != 0)
-    goto out;
+  if (write_key(d, key, err, errlen) != 0) goto out;
+  /* Per step, whether the plan came from the cache or not. */
+  node0_endpoints(d, me, &g, key, part);
+  if (write_yaml(d->step, "plan.yaml", plan_writer, plan, err, errlen) != 0) goto out;
   if (cdir >= 0 && !out->from_cache)
     write_yaml(cdir, centry, plan_writer, plan, why, sizeof(why)); /* best effort */
   rc = 0;
@@ -610,8 +688,9 @@ static int read_error(const struct stepdir *d, char *err, size_t errlen) {
  * and wait for the outcome, joining again whenever the directory turns
  * out to be a leftover or is replaced. 0 when plan.yaml is there. */
 static int join_and_wait(struct stepdir *d, const struct gcoll_spank_config *cfg,
-                         const struct gcoll_gather_node *me, double deadline, char *topo_info,
-                         size_t topo_infolen, char *err, size_t errlen) {
+                         const struct gcoll_gather_node *me, const struct ep_part *part,
+                         double deadline, char *topo_info, size_t topo_infolen, char *err,
+                         size_t errlen) {
   char why[GCOLL_SPANK_ERRLEN] = "";
   double nap_ms = 1;
   for (;;) {
@@ -626,7 +705,7 @@ static int join_and_wait(struct stepdir *d, const struct gcoll_spank_config *cfg
           snprintf(why, sizeof(why), "%s holds an earlier run's plan", d->name);
         stepdir_leave(d);
       } else if (rc == 0) {
-        if (stepdir_subdirs(d, me, err, errlen) != 0 || write_node(d, cfg, me, topo_info, topo_infolen, err, errlen) != 0) {
+        if (stepdir_subdirs(d, me, err, errlen) != 0 || write_node(d, cfg, me, part, topo_info, topo_infolen, err, errlen) != 0) {
           /* Node 0 removed a leftover under us: join the new one. */
           if (!same_run(d, me)) {
             stepdir_leave(d);
@@ -730,17 +809,80 @@ static int check_published(const struct stepdir *d, const struct gcoll_gather_no
   return rc;
 }
 
+/* Every node once the plan is there: node 0's endpoints file is this
+ * step's and names this node's sockets, else why not. */
+static void take_endpoints(const struct stepdir *d, const struct gcoll_spank_config *cfg,
+                           const struct gcoll_gather_node *me, const struct ep_part *p) {
+  struct gcoll_gather_result *out = p->out;
+  if (p->ep == NULL) {
+    /* This node's own failure: it says so (node 0's merge only names it). */
+    if (p->why[0] != '\0') {
+      snprintf(out->endpoints_err, sizeof(out->endpoints_err), "%s", p->why);
+      out->endpoints_report = 1;
+    }
+    return;
+  }
+  if (out->endpoints_err[0] != '\0') return;
+  char *buf = NULL, why[GCOLL_SPANK_ERRLEN];
+  size_t len;
+  int rc = gcoll_jobdir_read(d->step, "endpoints.yaml",
+                             4096 + (size_t)GCOLL_ENDPOINTS_BYTES_PER_RANK * me->ntasks_total,
+                             &buf, &len, why, sizeof(why));
+  if (rc == 0) {
+    if (gcoll_spank_endpoints_check(buf, len, out->job_key, me, p->ep, why, sizeof(why)) == 0) {
+      int n = snprintf(out->endpoints_path, sizeof(out->endpoints_path),
+                       "%s/%u/%s/endpoints.yaml", cfg->plandir, (unsigned)me->uid, d->name);
+      if (n < 0 || (size_t)n >= sizeof(out->endpoints_path)) {
+        out->endpoints_path[0] = '\0';
+        snprintf(why, sizeof(why), "endpoints path too long");
+        rc = -1;
+      }
+    } else {
+      rc = -1;
+    }
+    if (rc != 0) {
+      snprintf(out->endpoints_err, sizeof(out->endpoints_err), "%s", why);
+      out->endpoints_report = 1;
+    }
+  } else if (rc > 0) {
+    /* Node 0 said why (and reported it, or the node at fault did). */
+    free(buf);
+    buf = NULL;
+    rc = gcoll_jobdir_read(d->step, "endpoints.error", 1024, &buf, &len, why, sizeof(why));
+    if (rc == 0) {
+      len = strcspn(buf, "\n");
+      snprintf(out->endpoints_err, sizeof(out->endpoints_err), "node 0: %.*s", (int)len, buf);
+    } else {
+      snprintf(out->endpoints_err, sizeof(out->endpoints_err), "node 0 published no endpoints "
+               "(is endpoints=no on node 0?)");
+      out->endpoints_report = 1;
+    }
+  } else {
+    snprintf(out->endpoints_err, sizeof(out->endpoints_err), "%s", why);
+    out->endpoints_report = 1;
+  }
+  free(buf);
+}
+
 int gcoll_spank_gather(const struct gcoll_spank_config *cfg, const struct gcoll_gather_node *me,
                        struct gcoll_gather_result *out, char *err, size_t errlen) {
+  return gcoll_spank_gather_ep(cfg, me, NULL, "", out, err, errlen);
+}
+
+int gcoll_spank_gather_ep(const struct gcoll_spank_config *cfg, const struct gcoll_gather_node *me,
+                          const struct gcoll_spank_endpoints *ep, const char *ep_err,
+                          struct gcoll_gather_result *out, char *err, size_t errlen) {
   memset(out, 0, sizeof(*out));
+  struct ep_part part = {.ep = ep, .why = ep_err != NULL ? ep_err : "", .out = out};
   double t0 = gcoll_spank_now_ms(), deadline = t0 + cfg->timeout_s * 1e3;
   struct stepdir d;
   if (stepdir_open(cfg, me, &d, err, errlen) != 0) return -1;
   int rc = -1;
   char why[GCOLL_SPANK_ERRLEN];
   if (me->node_index == 0) {
-    if (write_node(&d, cfg, me, out->topo_info, sizeof(out->topo_info), err, errlen) != 0 ||
-        node0_plan(cfg, &d, me, t0 + GATHER_SHARE * cfg->timeout_s * 1e3, out, err, errlen) != 0) {
+    if (write_node(&d, cfg, me, &part, out->topo_info, sizeof(out->topo_info), err, errlen) != 0 ||
+        node0_plan(cfg, &d, me, &part, t0 + GATHER_SHARE * cfg->timeout_s * 1e3, out, err,
+                   errlen) != 0) {
       /* Node 0 tells the others why (its own topology, or the plan,
        * failed), so they stop waiting with the reason instead of at the
        * deadline. */
@@ -748,8 +890,8 @@ int gcoll_spank_gather(const struct gcoll_spank_config *cfg, const struct gcoll_
       goto out;
     }
     out->build_ms = gcoll_spank_now_ms() - t0;
-  } else if (join_and_wait(&d, cfg, me, deadline, out->topo_info, sizeof(out->topo_info), err,
-                           errlen) != 0) {
+  } else if (join_and_wait(&d, cfg, me, &part, deadline, out->topo_info, sizeof(out->topo_info),
+                           err, errlen) != 0) {
     goto out;
   }
   if (check_published(&d, me, err, errlen) != 0 ||
@@ -767,6 +909,7 @@ int gcoll_spank_gather(const struct gcoll_spank_config *cfg, const struct gcoll_
     snprintf(err, errlen, "plan path too long");
     goto out;
   }
+  take_endpoints(&d, cfg, me, &part);
   rc = 0;
 out:
   stepdir_close(&d);

@@ -7,6 +7,8 @@
  *   spank_gather.c   the file barrier: topologies in, plan out, cache
  *   spank_jobdir.c   safe files under plandir (no symlinks, 0700, sizes)
  *   spank_epilog.c   slurmd job epilog: removes the job's directories
+ *   spank_endpoints.c each node's listening sockets and its endpoints
+ *                    fragment; node 0 merges them into endpoints.yaml
  * Only spank_plugin.c, spank_remote.c and spank_epilog.c talk to Slurm;
  * the rest report through err buffers, so the tests can drive them. */
 #ifndef GCOLL_SPANK_GCOLL_H
@@ -37,6 +39,7 @@ struct gcoll_spank_config {
   char fabric[GCOLL_SPANK_PATH_MAX];    /* fabric=: Slurm's topology.conf; "" none */
   int timeout_s;                       /* every wait of the plan phase */
   int cache;                           /* reuse plans across steps of a job */
+  int endpoints;                       /* endpoints=: bind the tasks' sockets (default yes) */
 };
 
 struct gcoll_spank_option {
@@ -141,7 +144,53 @@ struct gcoll_gather_node {
   /* The step's GPUs on this node (SLURM_STEP_GPUS: Slurm's GPU indices,
    * the node topology's numbering), "" when the step has none named. */
   char step_gpus[256];
+  /* The job's GCOLL_SOCKET_IFADDR and GCOLL_SOCKET_IFNAME (else
+   * NCCL_SOCKET_IFNAME), "" when unset: where the endpoints listen. */
+  char job_ifaddr[256];
+  char job_ifname[256];
+  char job_ifname_from[32];
 };
+
+/* ---- spank_endpoints.c: the tasks' listening sockets (issue 16) ---------- */
+
+#define GCOLL_SPANK_MAX_LOCAL 256
+
+/* This node's part: one listening TCP socket per local task, bound in
+ * slurmstepd before the tasks are forked (each task inherits them and
+ * keeps its own, spank_remote.c), on one address. */
+struct gcoll_spank_endpoints {
+  int ntasks;
+  int fd[GCOLL_SPANK_MAX_LOCAL];         /* by local task id; -1 closed */
+  uint16_t port[GCOLL_SPANK_MAX_LOCAL];
+  char host[48];                         /* numeric */
+};
+
+/* Binds me->ntasks_local sockets (close-on-exec, listening) on the address
+ * the job's settings pick (common/netaddr.h's rules; loopback for a step
+ * on one node unless GCOLL_SOCKET_IFADDR names one). -1 with one line in
+ * err, nothing left open. */
+int gcoll_spank_endpoints_bind(struct gcoll_spank_endpoints *e,
+                               const struct gcoll_gather_node *me, char *err, size_t errlen);
+void gcoll_spank_endpoints_close(struct gcoll_spank_endpoints *e);
+/* The node's fragment (nodes/<i>.endpoints): its host and ports in local
+ * task order, or, when e is NULL, the one-line reason it has none. A
+ * malloc'd text. */
+char *gcoll_spank_endpoints_fragment(const struct gcoll_spank_endpoints *e, const char *why,
+                                     size_t *len);
+/* Node 0: the step's endpoints file from every node's fragment. nodes[i]
+ * is node i's fragment text, tasks[i] its task count, rank_of_slot the
+ * nodes' task ids node by node; job_key the step's key. The file's text
+ * (malloc'd), or NULL with one line in err (*node_fault set when it is a
+ * node's own reason, which that node reported). */
+char *gcoll_spank_endpoints_merge(char *const *nodes, const int *tasks, int nnodes,
+                                  const int *rank_of_slot, int nranks, const char *job_key,
+                                  size_t *len, int *node_fault, char *err, size_t errlen);
+/* Every node: whether the published file is this step's and names this
+ * node's sockets for its ranks. 0, or -1 with one line in err. */
+int gcoll_spank_endpoints_check(const char *text, size_t len, const char *job_key,
+                                const struct gcoll_gather_node *me,
+                                const struct gcoll_spank_endpoints *e, char *err,
+                                size_t errlen);
 
 struct gcoll_gather_result {
   char plan_path[GCOLL_SPANK_PATH_MAX];
@@ -150,6 +199,12 @@ struct gcoll_gather_result {
   int distinct_topologies;      /* node 0: topology files parsed (nodes share equal ones) */
   double build_ms;              /* node 0: gather wait + compute/cache */
   char topo_info[1024];         /* one line: detected, or which file merged */
+  /* Endpoints (when the caller passed its sockets): the file's path, or
+   * "" and why not; endpoints_report says whether this node is the one to
+   * log that reason (node 0 for its merge, each node for its own part). */
+  char endpoints_path[GCOLL_SPANK_PATH_MAX];
+  char endpoints_err[GCOLL_SPANK_ERRLEN];
+  int endpoints_report;
 };
 
 /* The whole plan phase on this node: write the topology, (node 0) compute
@@ -157,6 +212,14 @@ struct gcoll_gather_result {
  * one-line reason (the same on every node when node 0 failed). */
 int gcoll_spank_gather(const struct gcoll_spank_config *cfg, const struct gcoll_gather_node *me,
                        struct gcoll_gather_result *out, char *err, size_t errlen);
+/* The same with this node's endpoints: ep its bound sockets, or NULL with
+ * ep_err saying why it has none (NULL and "": endpoints are off, no
+ * fragment is written). Node 0 publishes endpoints.yaml (or
+ * endpoints.error) before plan.yaml, so the plan's wait covers it; an
+ * endpoints failure never fails the plan phase. */
+int gcoll_spank_gather_ep(const struct gcoll_spank_config *cfg, const struct gcoll_gather_node *me,
+                          const struct gcoll_spank_endpoints *ep, const char *ep_err,
+                          struct gcoll_gather_result *out, char *err, size_t errlen);
 
 /* --gcoll=FILE: checks the plan fits this step (ranks, nodes, this node's
  * name and task count). The plan node 0 made is checked the same way on

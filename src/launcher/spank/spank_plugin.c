@@ -9,7 +9,7 @@
 
 SPANK_PLUGIN(gcoll, 1);
 
-struct gcoll_spank_state gcoll_spank = {.config_ok = 0};
+struct gcoll_spank_state gcoll_spank = {.config_ok = 0, .ep = {.ntasks = 0}};
 
 static int option_cb(int val, const char *optarg, int remote) {
   (void)val;
@@ -80,6 +80,23 @@ int slurm_spank_task_init(spank_t sp, int argc, char **argv) {
   (void)argv;
   if (spank_context() != S_CTX_REMOTE || !gcoll_spank.config_ok) return 0;
   return gcoll_spank_remote_task_init(sp);
+}
+
+/* slurmstepd, after each task is forked (before any of them runs
+ * task_init): its copy of the task's socket is closed. */
+int slurm_spank_task_post_fork(spank_t sp, int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  if (spank_context() != S_CTX_REMOTE || !gcoll_spank.config_ok) return 0;
+  return gcoll_spank_remote_task_post_fork(sp);
+}
+
+int slurm_spank_exit(spank_t sp, int argc, char **argv) {
+  (void)sp;
+  (void)argc;
+  (void)argv;
+  if (spank_context() == S_CTX_REMOTE) gcoll_spank_remote_exit();
+  return 0;
 }
 
 /* Slurm runs the job epilog in a process of its own that does not call

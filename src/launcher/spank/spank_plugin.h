@@ -17,6 +17,12 @@ struct gcoll_spank_state {
   char reason[GCOLL_SPANK_ERRLEN];
   /* slurmstepd, init_post_opt (root): plandir/<uid> could not be made */
   char setup_err[GCOLL_SPANK_ERRLEN];
+  /* slurmstepd: this node's tasks' listening sockets (each task keeps its
+   * own from task_init; slurmstepd closes its copies after the forks) and
+   * the step's endpoints file, "" when the tasks use the store */
+  struct gcoll_spank_endpoints ep;
+  char endpoints_path[GCOLL_SPANK_PATH_MAX];
+  uint32_t nranks;
 };
 
 extern struct gcoll_spank_state gcoll_spank;
@@ -25,6 +31,8 @@ int gcoll_spank_remote_init_post_opt(spank_t sp);
 int gcoll_spank_remote_user_init(spank_t sp);
 int gcoll_spank_remote_task_init_privileged(spank_t sp);
 int gcoll_spank_remote_task_init(spank_t sp);
+int gcoll_spank_remote_task_post_fork(spank_t sp);
+void gcoll_spank_remote_exit(void);
 int gcoll_spank_job_epilog(spank_t sp);
 
 #endif

@@ -5,6 +5,7 @@
  * step in `plan` mode: the tasks run without GCOLL_PLAN, and the reason
  * reaches the job's stderr. In `plan:strict` the tasks are failed from
  * task_init_privileged (see there). */
+#include <fcntl.h>
 #include <slurm/spank.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,15 +158,42 @@ int gcoll_spank_remote_user_init(spank_t sp) {
     job_env(sp, "NCCL_TOPO_FILE", me.job_nccl_topo_file, (int)sizeof(me.job_nccl_topo_file));
     job_env(sp, "GCOLL_FABRIC_FILE", me.job_fabric_file, (int)sizeof(me.job_fabric_file));
     job_env(sp, "SLURM_STEP_GPUS", me.step_gpus, (int)sizeof(me.step_gpus));
+    /* Where the tasks listen: the job's settings, as the runtime reads
+     * them (the NCCL name when gcoll's is unset; NCCL's configuration
+     * files are not read here). */
+    job_env(sp, "GCOLL_SOCKET_IFADDR", me.job_ifaddr, (int)sizeof(me.job_ifaddr));
+    job_env(sp, "GCOLL_SOCKET_IFNAME", me.job_ifname, (int)sizeof(me.job_ifname));
+    snprintf(me.job_ifname_from, sizeof(me.job_ifname_from), "GCOLL_SOCKET_IFNAME");
+    if (me.job_ifname[0] == '\0') {
+      job_env(sp, "NCCL_SOCKET_IFNAME", me.job_ifname, (int)sizeof(me.job_ifname));
+      snprintf(me.job_ifname_from, sizeof(me.job_ifname_from), "NCCL_SOCKET_IFNAME");
+    }
   }
   if (rc == 0 && st->setup_err[0] != '\0') {
-    snprintf(err, sizeof(err), "%s", st->setup_err);
+    snprintf(err, sizeof(err), "%.500s", st->setup_err);
     rc = -1;
   }
+  /* Endpoints come with a plan this step computes (or takes from the
+   * cache), never with a given file: the sockets are bound here, before
+   * the gather, and the tasks inherit them. A failure costs only the
+   * endpoints. */
+  char ep_err[GCOLL_SPANK_ERRLEN] = "";
+  int want_ep = rc == 0 && st->option.mode != GCOLL_MODE_FILE && st->config.endpoints;
+  int have_ep = want_ep && gcoll_spank_endpoints_bind(&st->ep, &me, ep_err, sizeof(ep_err)) == 0;
   if (rc == 0) {
     rc = st->option.mode == GCOLL_MODE_FILE
              ? gcoll_spank_check_file(st->option.file, &me, &res, err, sizeof(err))
-             : gcoll_spank_gather(&st->config, &me, &res, err, sizeof(err));
+             : gcoll_spank_gather_ep(&st->config, &me, have_ep ? &st->ep : NULL,
+                                     want_ep ? ep_err : "", &res, err, sizeof(err));
+  }
+  if (rc == 0 && want_ep && res.endpoints_path[0] != '\0') {
+    snprintf(st->endpoints_path, sizeof(st->endpoints_path), "%s", res.endpoints_path);
+    st->nranks = me.ntasks_total;
+  } else {
+    gcoll_spank_endpoints_close(&st->ep);
+    if (rc == 0 && want_ep && res.endpoints_report)
+      slurm_error("gcoll: step %u.%u node %u: no endpoints, the tasks find each other through "
+                  "the store: %s", me.job, me.step, me.node_index, res.endpoints_err);
   }
   if (rc == 0 && res.topo_info[0] != '\0' && job_debug_info(sp))
     slurm_info("gcoll: step %u.%u node %u: %s", me.job, me.step, me.node_index, res.topo_info);
@@ -174,12 +202,13 @@ int gcoll_spank_remote_user_init(spank_t sp) {
     st->have_plan = 1;
     if (me.node_index == 0)
       slurm_info("gcoll: step %u.%u: plan phase %.1f ms on node 0 (%s, %u nodes, %u tasks, "
-                 "%d distinct node topologies): %s",
+                 "%d distinct node topologies): %s%s",
                  me.job, me.step, gcoll_spank_now_ms() - t0,
                  st->option.mode == GCOLL_MODE_FILE ? "given file"
                  : res.from_cache                   ? "from cache"
                                                     : "computed",
-                 me.nnodes, me.ntasks_total, res.distinct_topologies, res.plan_path);
+                 me.nnodes, me.ntasks_total, res.distinct_topologies, res.plan_path,
+                 st->endpoints_path[0] != '\0' ? " with endpoints.yaml" : "");
     return 0;
   }
   /* A GCOLL_PLAN the user exported by hand must not be mistaken for this
@@ -210,6 +239,48 @@ int gcoll_spank_remote_task_init_privileged(spank_t sp) {
   return 0;
 }
 
+int gcoll_spank_remote_task_post_fork(spank_t sp) {
+  struct gcoll_spank_endpoints *e = &gcoll_spank.ep;
+  int local = -1;
+  if (e->ntasks == 0 || spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS) return 0;
+  /* The task holds its own copy now: a connection to a task that died is
+   * then refused, not queued at a socket nobody accepts on. */
+  if (local >= 0 && local < e->ntasks && e->fd[local] >= 0) {
+    close(e->fd[local]);
+    e->fd[local] = -1;
+  }
+  return 0;
+}
+
+void gcoll_spank_remote_exit(void) { gcoll_spank_endpoints_close(&gcoll_spank.ep); }
+
+/* In the task, before exec: its own socket survives the exec (the node's
+ * others are closed), and GCOLL_LISTEN_FD and GCOLL_ENDPOINTS say where
+ * it and its peers are. Any failure: the task runs without (its peers'
+ * neighbours then wait for it, and its own line says why). */
+static void task_endpoints(spank_t sp, uint32_t global, int local) {
+  struct gcoll_spank_endpoints *e = &gcoll_spank.ep;
+  if (gcoll_spank.endpoints_path[0] == '\0' || e->ntasks == 0) return;
+  int mine = local >= 0 && local < e->ntasks ? e->fd[local] : -1;
+  for (int i = 0; i < e->ntasks; i++)
+    if (i != local && e->fd[i] >= 0) close(e->fd[i]), e->fd[i] = -1;
+  char buf[32];
+  int flags = mine >= 0 ? fcntl(mine, F_GETFD) : -1;
+  if (flags < 0 || fcntl(mine, F_SETFD, flags & ~FD_CLOEXEC) != 0) {
+    slurm_error("gcoll: task %u: its endpoint socket is not open in the task; it runs without "
+                "GCOLL_ENDPOINTS", global);
+    return;
+  }
+  snprintf(buf, sizeof(buf), "%d", mine);
+  if (spank_setenv(sp, "GCOLL_LISTEN_FD", buf, 1) != ESPANK_SUCCESS ||
+      (snprintf(buf, sizeof(buf), "%u", gcoll_spank.nranks),
+       spank_setenv(sp, "GCOLL_NRANKS", buf, 1) != ESPANK_SUCCESS) ||
+      spank_setenv(sp, "GCOLL_ENDPOINTS", gcoll_spank.endpoints_path, 1) != ESPANK_SUCCESS) {
+    spank_unsetenv(sp, "GCOLL_ENDPOINTS");
+    slurm_error("gcoll: task %u: cannot set GCOLL_ENDPOINTS in its environment", global);
+  }
+}
+
 int gcoll_spank_remote_task_init(spank_t sp) {
   if (!gcoll_spank.have_plan) return 0;
   uint32_t global = 0;
@@ -224,5 +295,6 @@ int gcoll_spank_remote_task_init(spank_t sp) {
   spank_setenv(sp, "GCOLL_RANK", buf, 1);
   snprintf(buf, sizeof(buf), "%d", local);
   spank_setenv(sp, "GCOLL_LOCAL_RANK", buf, 1);
+  task_endpoints(sp, global, local);
   return 0;
 }
