@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 struct gcoll_tcp_endpoint {
   int family;
@@ -54,5 +55,17 @@ int gcoll_tcp_choose_listed(const struct ifaddrs *list, const char *spec,
  * err when a setting names nothing usable or the unspecified address. */
 int gcoll_netaddr_pick(const char *ifaddr, const char *ifname, const char *ifname_from,
                        struct gcoll_tcp_endpoint *ep, char *err, size_t errlen);
+
+/* ep as a socket address (port included); its length. */
+socklen_t gcoll_tcp_sockaddr(const struct gcoll_tcp_endpoint *ep, struct sockaddr_storage *ss);
+
+/* "ip:port" (IPv6 as "[ip]:port") for error messages. */
+void gcoll_tcp_format(const struct gcoll_tcp_endpoint *ep, char *buf, size_t len);
+
+/* A non-blocking, close-on-exec listening socket on ep's address and an
+ * ephemeral port, which it stores in ep->port; the fd, or -1 with one line
+ * in err. The runtime's listeners and the SPANK plugin's per-task
+ * rendezvous sockets are made here. */
+int gcoll_tcp_listen(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen);
 
 #endif

@@ -31,28 +31,6 @@ int gcoll_tcp_remaining_ms(uint64_t deadline_ms) {
   return deadline_ms - now > 1000000 ? 1000000 : (int)(deadline_ms - now);
 }
 
-static socklen_t make_sockaddr(const struct gcoll_tcp_endpoint *ep, struct sockaddr_storage *ss) {
-  memset(ss, 0, sizeof(*ss));
-  if (ep->family == AF_INET) {
-    struct sockaddr_in *a = (struct sockaddr_in *)ss;
-    a->sin_family = AF_INET;
-    a->sin_port = htons(ep->port);
-    memcpy(&a->sin_addr, ep->ip, 4);
-    return sizeof(*a);
-  }
-  struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
-  a->sin6_family = AF_INET6;
-  a->sin6_port = htons(ep->port);
-  memcpy(&a->sin6_addr, ep->ip, 16);
-  return sizeof(*a);
-}
-
-void gcoll_tcp_format(const struct gcoll_tcp_endpoint *ep, char *buf, size_t len) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  inet_ntop(ep->family, ep->ip, host, sizeof(host));
-  snprintf(buf, len, ep->family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, (unsigned)ep->port);
-}
-
 int gcoll_tcp_pick_address(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen) {
   char from[512] = "";
   const char *spec = gcoll_setting("GCOLL_SOCKET_IFNAME");
@@ -70,35 +48,6 @@ int gcoll_tcp_pick_ipv4(char *ip, size_t len, char *err, size_t errlen) {
   return 0;
 }
 
-int gcoll_tcp_listen(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen) {
-  struct sockaddr_storage ss;
-  struct gcoll_tcp_endpoint any_port = *ep;
-  any_port.port = 0;
-  socklen_t len = make_sockaddr(&any_port, &ss);
-  int fd = socket(ep->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    snprintf(err, errlen, "socket: %s", strerror(errno));
-    return -1;
-  }
-  if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, SOMAXCONN) != 0) {
-    int e = errno;
-    char where[80];
-    gcoll_tcp_format(&any_port, where, sizeof(where));
-    snprintf(err, errlen, "listen on %s: %s", where, strerror(e));
-    close(fd);
-    return -1;
-  }
-  len = sizeof(ss);
-  if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
-    snprintf(err, errlen, "getsockname: %s", strerror(errno));
-    close(fd);
-    return -1;
-  }
-  ep->port = ntohs(ep->family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
-                                         : ((struct sockaddr_in6 *)&ss)->sin6_port);
-  return fd;
-}
-
 /* Small messages (hellos, headers) would otherwise wait for Nagle. */
 static void no_delay(int fd) {
   int one = 1;
@@ -114,7 +63,7 @@ int gcoll_tcp_connect(const struct gcoll_tcp_endpoint *to, uint64_t deadline_ms,
   }
   no_delay(fd);
   struct sockaddr_storage ss;
-  socklen_t len = make_sockaddr(to, &ss);
+  socklen_t len = gcoll_tcp_sockaddr(to, &ss);
   int e = 0;
   if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
     e = errno;

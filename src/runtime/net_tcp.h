@@ -121,9 +121,6 @@ void gcoll_tcp_backoff(uint64_t *backoff_ms);
  * poll's int timeout. */
 int gcoll_tcp_remaining_ms(uint64_t deadline_ms);
 
-/* "ip:port" (IPv6 as "[ip]:port") for error messages. */
-void gcoll_tcp_format(const struct gcoll_tcp_endpoint *ep, char *buf, size_t len);
-
 /* The address to listen on from GCOLL_SOCKET_IFADDR: a numeric IPv4 or
  * IPv6 address or an interface name (its IPv4 address, else its IPv6 one);
  * when unset, gcoll_tcp_choose_listed over this host's interfaces if
@@ -137,10 +134,6 @@ int gcoll_tcp_pick_address(struct gcoll_tcp_endpoint *ep, char *err, size_t errl
  * stores (whose addresses are IPv4): -1 with one line in err when the
  * address picked is IPv6. */
 int gcoll_tcp_pick_ipv4(char *ip, size_t len, char *err, size_t errlen);
-
-/* A non-blocking listening socket on ep's address and an ephemeral port,
- * which it stores in ep->port; the fd, or -1 with one line in err. */
-int gcoll_tcp_listen(struct gcoll_tcp_endpoint *ep, char *err, size_t errlen);
 
 /* A non-blocking TCP_NODELAY socket connected to `to` before deadline_ms;
  * the fd, or -1 with one line in err (errno kept). */

@@ -148,10 +148,16 @@ static int inline_round(struct gcoll_proxy *p, int *pending) {
 static void standby_round(struct gcoll_proxy *p, uint64_t *last_move, uint64_t *next_check,
                           uint64_t *awake_until) {
   pthread_mutex_unlock(&p->lock);
+  int lock_busy = 0;
   for (;;) {
     uint64_t t = now_ns();
     uint64_t to_check = *next_check > t ? *next_check - t : 0;
     uint64_t timeout = to_check < GCOLL_PROXY_STANDBY_NS ? to_check : GCOLL_PROXY_STANDBY_NS;
+    /* The periodic check is due but an inline poller holds the lock: it is
+     * at work, so the check waits a millisecond more rather than being
+     * retried in a spin (a spinning proxy takes the core the poller and
+     * its peer need; seen as thousands of rounds a second under load). */
+    if (timeout == 0 && lock_busy) timeout = 1000000;
     atomic_store(&p->sleeping, 1);
     /* Pairs with inline_end: it drops its count, then looks at `sleeping`. */
     if (atomic_load(&p->inline_users) == 0 || atomic_load(&p->stop)) timeout = 0;
@@ -169,6 +175,7 @@ static void standby_round(struct gcoll_proxy *p, uint64_t *last_move, uint64_t *
       break;
     }
     if (pthread_mutex_trylock(&p->lock) == 0) break;
+    lock_busy = 1;
     if (atomic_load(&p->inline_users) == 0 || atomic_load(&p->stop)) {
       pthread_mutex_lock(&p->lock);
       break;
@@ -250,20 +257,33 @@ static void *proxy_main(void *arg) {
   return NULL;
 }
 
+/* A pollfd array and its entries with room for `need` (doubling from
+ * `have`, 16 when empty), for the caller to swap in: 0, or -1 when out of
+ * memory (nothing changed). */
+static int alloc_poll_arrays(int have, int need, struct pollfd **pfd,
+                             struct gcoll_proxy_entry ***pe, int *cap) {
+  int c = have ? have : 16;
+  while (c < need) c *= 2;
+  *pfd = calloc((size_t)c, sizeof(**pfd));
+  *pe = calloc((size_t)c, sizeof(**pe));
+  if (*pfd == NULL || *pe == NULL) {
+    free(*pfd);
+    free(*pe);
+    return -1;
+  }
+  *cap = c;
+  return 0;
+}
+
 /* Makes room for `need` poll slots: allocated here, swapped in by the
  * thread (it may be polling the current set right now). */
 static int grow_poll_set(struct gcoll_proxy *p, int need) {
   int have = p->next_pfd != NULL ? p->next_cap : p->pfd_cap;
   if (need <= have) return 0;
-  int cap = have ? have : 16;
-  while (cap < need) cap *= 2;
-  struct pollfd *pfd = calloc((size_t)cap, sizeof(*pfd));
-  struct gcoll_proxy_entry **pe = calloc((size_t)cap, sizeof(*pe));
-  if (pfd == NULL || pe == NULL) {
-    free(pfd);
-    free(pe);
-    return -1;
-  }
+  struct pollfd *pfd;
+  struct gcoll_proxy_entry **pe;
+  int cap;
+  if (alloc_poll_arrays(have, need, &pfd, &pe, &cap) != 0) return -1;
   free(p->next_pfd);
   free(p->next_pfd_entry);
   p->next_pfd = pfd;
@@ -275,15 +295,10 @@ static int grow_poll_set(struct gcoll_proxy *p, int need) {
 /* The inline set, under the lock (only lock holders use it). */
 static int grow_inline_set(struct gcoll_proxy *p, int need) {
   if (need <= p->ipfd_cap) return 0;
-  int cap = p->ipfd_cap ? p->ipfd_cap : 16;
-  while (cap < need) cap *= 2;
-  struct pollfd *pfd = calloc((size_t)cap, sizeof(*pfd));
-  struct gcoll_proxy_entry **pe = calloc((size_t)cap, sizeof(*pe));
-  if (pfd == NULL || pe == NULL) {
-    free(pfd);
-    free(pe);
-    return -1;
-  }
+  struct pollfd *pfd;
+  struct gcoll_proxy_entry **pe;
+  int cap;
+  if (alloc_poll_arrays(p->ipfd_cap, need, &pfd, &pe, &cap) != 0) return -1;
   free(p->ipfd);
   free(p->ipfd_entry);
   p->ipfd = pfd;

@@ -228,7 +228,7 @@ static void test_endpoints_merge(void **state) {
   /* An address no interface has: one line, nothing left open. */
   strcpy(n0.job_ifaddr, "203.0.113.7");
   assert_int_equal(gcoll_spank_endpoints_bind(&e0, &n0, err, sizeof(err)), -1);
-  assert_non_null(strstr(err, "local task 0 on 203.0.113.7: listen: "));
+  assert_non_null(strstr(err, "local task 0 on 203.0.113.7: listen on 203.0.113.7:0: "));
   assert_int_equal(e0.ntasks, 0);
 }
 

@@ -37,46 +37,6 @@ void gcoll_spank_endpoints_close(struct gcoll_spank_endpoints *e) {
   e->ntasks = 0;
 }
 
-/* A listening socket on where's address and a port of the kernel's. */
-static int listen_on(const struct gcoll_tcp_endpoint *where, uint16_t *port, char *err,
-                     size_t errlen) {
-  struct sockaddr_storage ss;
-  socklen_t len;
-  memset(&ss, 0, sizeof(ss));
-  if (where->family == AF_INET) {
-    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-    a->sin_family = AF_INET;
-    memcpy(&a->sin_addr, where->ip, 4);
-    len = sizeof(*a);
-  } else {
-    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-    a->sin6_family = AF_INET6;
-    memcpy(&a->sin6_addr, where->ip, 16);
-    len = sizeof(*a);
-  }
-  /* Non-blocking, as the runtime's endpoint server expects of the
-   * socket gcollrun hands it; close-on-exec until task_init keeps it. */
-  int fd = socket(where->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    snprintf(err, errlen, "socket: %s", strerror(errno));
-    return -1;
-  }
-  if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, SOMAXCONN) != 0) {
-    snprintf(err, errlen, "listen: %s", strerror(errno));
-    close(fd);
-    return -1;
-  }
-  len = sizeof(ss);
-  if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
-    snprintf(err, errlen, "getsockname: %s", strerror(errno));
-    close(fd);
-    return -1;
-  }
-  *port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
-                                        : ((struct sockaddr_in6 *)&ss)->sin6_port);
-  return fd;
-}
-
 int gcoll_spank_endpoints_bind(struct gcoll_spank_endpoints *e,
                                const struct gcoll_gather_node *me, char *err, size_t errlen) {
   memset(e, 0, sizeof(*e));
@@ -101,8 +61,12 @@ int gcoll_spank_endpoints_bind(struct gcoll_spank_endpoints *e,
     return -1;
   }
   e->ntasks = (int)me->ntasks_local;
+  /* Non-blocking, as the runtime's endpoint server expects of the socket
+   * it is handed; close-on-exec until task_init keeps a task's own. */
   for (int i = 0; i < e->ntasks; i++) {
-    e->fd[i] = listen_on(&where, &e->port[i], why, sizeof(why));
+    struct gcoll_tcp_endpoint ep = where;
+    e->fd[i] = gcoll_tcp_listen(&ep, why, sizeof(why));
+    e->port[i] = ep.port;
     if (e->fd[i] < 0) {
       snprintf(err, errlen, "local task %d on %s: %s", i, e->host, why);
       gcoll_spank_endpoints_close(e);
