@@ -37,7 +37,9 @@ libs="$(pkg-config --libs $deps) -ldl -lm"
 # The library once, instrumented for coverage but without libFuzzer's main.
 echo "== building in $work"
 mkdir -p "$work/obj"
-for c in "$src"/src/graph/*.c; do
+# The graph layer and the part of the common layer it uses (GRAPH_SOURCES
+# in Makefile.am: the collective names).
+for c in "$src"/src/graph/*.c "$src"/src/common/coll_names.c; do
   $CC $cflags -fsanitize=fuzzer-no-link -c "$c" -o "$work/obj/$(basename "$c" .c).o"
 done
 targets="topo topo_xml plan endpoints"
