@@ -166,7 +166,7 @@ check "an endpoints file of another job: the store, 0 wrong, the INFO line says 
 out=$(GCOLL_SOCKET_IFADDR=203.0.113.7 run_srun 60 --gcoll=plan -N2 -n4 \
   bash -c 'echo "task endpoints=${GCOLL_ENDPOINTS:-unset} fd=${GCOLL_LISTEN_FD:-unset} plan=${GCOLL_PLAN:-unset}"')
 check "sockets that cannot be bound: one line per node says why; the tasks have the plan, no endpoints" \
-  eval 'test "$(count "gcoll: step [0-9.]* node [01]: no endpoints, the tasks find each other through the store: local task 0 on 203.0.113.7: listen: Cannot assign requested address$" "$out")" = 2 &&
+  eval 'test "$(count "gcoll: step [0-9.]* node [01]: no endpoints, the tasks find each other through the store: local task 0 on 203.0.113.7: listen on 203.0.113.7:0: Cannot assign requested address$" "$out")" = 2 &&
         test "$(grep -c "^task endpoints=unset fd=unset plan=/.*/plan.yaml$" <<<"$out")" = 4 &&
         test "$(grep -c "gcoll:" <<<"$out")" = 2'
 
