@@ -44,6 +44,14 @@ struct builder {
   size_t errlen;
 };
 
+/* One line whatever the file holds: values and keys echoed from it may
+ * carry line breaks (a multi-line plain scalar, a key with CRs) or control
+ * bytes; they become '?'. */
+static void one_line(char *err) {
+  for (char *c = err; *c != '\0'; c++)
+    if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f) *c = '?';
+}
+
 static int fail(struct builder *b, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(struct builder *b, int line, const char *fmt, ...) {
@@ -52,7 +60,10 @@ static int fail(struct builder *b, int line, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  if (b->err && b->errlen) snprintf(b->err, b->errlen, "%s:%d: %s", b->doc->what, line, msg);
+  if (b->err && b->errlen) {
+    snprintf(b->err, b->errlen, "%s:%d: %s", b->doc->what, line, msg);
+    one_line(b->err);
+  }
   return -1;
 }
 
@@ -338,10 +349,7 @@ int ydoc_error(const struct ydoc *doc, const struct ydoc_node *n, const char *fi
       snprintf(err, errlen, "%s:%d: field '%s': %s", doc->what, n ? n->line : 0, field, msg);
     else
       snprintf(err, errlen, "%s:%d: %s", doc->what, n ? n->line : 0, msg);
-    /* One line whatever the file holds: values and keys echoed from it may
-     * carry line breaks (a multi-line plain scalar) or control bytes. */
-    for (char *c = err; *c != '\0'; c++)
-      if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f) *c = '?';
+    one_line(err);
   }
   return -1;
 }
