@@ -184,12 +184,17 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
  * the others read it after (agree_channel_cap). */
 #define CHANNEL_CAP_KEY "init/channel-cap"
 
+/* This rank's cap as take_channel_cap reads it: "CAP DCAP DMIN SHARED". */
+static void format_channel_cap(const struct gcollComm *comm, char *buf, size_t len) {
+  snprintf(buf, len, "%d %d %d %d", comm->max_run_channels, comm->max_device_channels,
+           comm->min_device_channels, comm->shared_cores);
+}
+
 static gcollResult_t publish_channel_cap(struct gcollComm *comm) {
   char err[512], value[32];
   /* With endpoints from the plan, init's closing wave carries the cap. */
   if (comm->rank != 0 || comm->nranks == 1 || comm->bs->peer_routed) return gcollSuccess;
-  snprintf(value, sizeof(value), "%d %d %d %d", comm->max_run_channels, comm->max_device_channels,
-           comm->min_device_channels, comm->shared_cores);
+  format_channel_cap(comm, value, sizeof(value));
   if (gcoll_bootstrap_put(comm->bs, CHANNEL_CAP_KEY, value, strlen(value) + 1, err,
                           sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "%s", err);
@@ -205,8 +210,7 @@ static gcollResult_t take_channel_cap(struct gcollComm *comm, const char *value,
 static gcollResult_t wave_channel_cap(struct gcollComm *comm) {
   char mine[32], value[64];
   int root = -1;
-  snprintf(mine, sizeof(mine), "%d %d %d %d", comm->max_run_channels, comm->max_device_channels,
-           comm->min_device_channels, comm->shared_cores);
+  format_channel_cap(comm, mine, sizeof(mine));
   gcollResult_t rc = gcoll_comm_init_wave(comm, mine, value, sizeof(value), &root);
   if (rc != gcollSuccess || root == comm->rank) return rc;
   return take_channel_cap(comm, value, strlen(value) + 1, root);
