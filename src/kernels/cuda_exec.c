@@ -499,6 +499,10 @@ static gcollResult_t launch_copy(struct gcoll_cuda_exec *e, const struct gcoll_c
                                  void *stream, char *err, size_t errlen) {
   gcoll_cu_stream caller = (gcoll_cu_stream)stream;
   gcollResult_t r;
+  /* In place or empty there is nothing to order: two events and two
+   * waits cost ~3 us a call on an H100 (nccl-tests in place: 2.8-3.7 us
+   * against NCCL's 0.35-0.45 us). */
+  if (c->count == 0 || c->sendbuf == c->recvbuf) return gcollSuccess;
   if ((r = after_caller(e, caller, err, errlen)) != gcollSuccess ||
       (r = copy_one_rank(e, c, e->own_stream, err, errlen)) != gcollSuccess)
     return r;
