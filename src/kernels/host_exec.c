@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/service_thread.h"
 #include "kernels/algo_ring.h"
 #include "kernels/algo_tree.h"
 #include "kernels/coll_args.h"
@@ -256,6 +257,9 @@ struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_host_exec_conf
       gcoll_host_exec_destroy(e);
       return NULL;
     }
+    char name[24];
+    snprintf(name, sizeof(name), "gcoll-ch%d", c);
+    gcoll_thread_name(e->ch[c].thread, name);
     e->ch[c].started = 1;
   }
   return e;

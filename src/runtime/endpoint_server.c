@@ -221,7 +221,7 @@ int gcoll_epsrv_start(int listen_fd, const struct gcoll_auth_secret *secret, int
   S.hellos.hello_bytes = GCOLL_EPSRV_HELLO_BYTES;
   S.hellos.secret = &S.secret;
   S.hellos.purpose = GCOLL_EPSRV_PURPOSE;
-  int e = gcoll_service_thread_start(serve, NULL);
+  int e = gcoll_service_thread_start("gcoll-endpoints", serve, NULL);
   if (e != 0) {
     snprintf(err, errlen, "endpoint listener thread: %s", strerror(e));
     pthread_cond_destroy(&S.cond);

@@ -74,7 +74,7 @@ int gcoll_kvs_thread_start(const char *job_key, const char *bind_ip, int nranks,
     return -1;
   }
   *port = kvs_server_port(u->kvs);
-  int e = gcoll_service_thread_start(kvs_thread_main, u);
+  int e = gcoll_service_thread_start("gcoll-store", kvs_thread_main, u);
   if (e != 0) {
     kvs_server_close(u->kvs);
     free(u);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/service_thread.h"
 
 struct gcoll_proxy {
   pthread_mutex_t lock;
@@ -192,7 +193,8 @@ static void standby_round(struct gcoll_proxy *p, uint64_t *last_move, uint64_t *
 
 static void *proxy_main(void *arg) {
   struct gcoll_proxy *p = arg;
-  uint64_t last_move = now_ns(), next_check = last_move + GCOLL_PROXY_CHECK_MS * 1000000ull;
+  /* No movement yet: idle until the first wake-up (proxy.h). */
+  uint64_t last_move = 0, next_check = now_ns() + GCOLL_PROXY_CHECK_MS * 1000000ull;
   uint64_t awake_until = 0;
   uint64_t sleep_ns = GCOLL_PROXY_MIN_SLEEP_NS;
   int busy = 0;
@@ -209,7 +211,8 @@ static void *proxy_main(void *arg) {
     uint64_t timeout = 0;
     if (!active) {
       uint64_t to_check = next_check > t ? next_check - t : 0;
-      timeout = sockets && sleep_ns < to_check ? sleep_ns : to_check;
+      int idle = last_move == 0 || t - last_move >= GCOLL_PROXY_IDLE_NS;
+      timeout = sockets && !idle && sleep_ns < to_check ? sleep_ns : to_check;
       /* Announce the sleep, then look at the FIFOs once more: a waker
        * either sees the announcement or published before this look. */
       atomic_store(&p->sleeping, 1);
@@ -348,6 +351,7 @@ int gcoll_proxy_create(struct gcoll_proxy **out, char *err, size_t errlen) {
     proxy_free(p);
     return -1;
   }
+  gcoll_thread_name(p->thread, "gcoll-proxy");
   p->thread_started = 1;
   *out = p;
   return 0;

@@ -22,7 +22,16 @@
  *           timeouts doubling from GCOLL_PROXY_MIN_SLEEP_NS to
  *           GCOLL_PROXY_MAX_SLEEP_NS while there are socket entries (steps
  *           the executor publishes are noticed within that bound), or until
- *           the next check when there are none.
+ *           the next check when there are none;
+ *   idle    nothing moved and no wake-up came for GCOLL_PROXY_IDLE_NS, or
+ *           none ever did (a communicator still connecting its peers, whose
+ *           first collective will wake the thread): sleeps until the next
+ *           check, as with no socket entries. Every collective wakes the
+ *           thread when it starts, so only a step published more than this
+ *           long after the previous movement waits for the check; an
+ *           init that lasts seconds while a large job's processes start
+ *           (256 ranks on 2 cores: 3-5 s) otherwise cost each rank ~100
+ *           wake-ups a second, and its init CPU time grew with the job.
  * gcoll_proxy_wake() ends a sleep at once: call it when a collective starts
  * so its first step does not wait for the sleep to end.
  *
@@ -69,6 +78,7 @@
 #define GCOLL_PROXY_MIN_SLEEP_NS 20000ull
 #define GCOLL_PROXY_MAX_SLEEP_NS 10000000ull
 #define GCOLL_PROXY_STANDBY_NS 10000000ull
+#define GCOLL_PROXY_IDLE_NS 1000000000ull
 
 struct gcoll_proxy;
 
