@@ -32,8 +32,18 @@ void gcoll_init_timings_log(const struct gcollComm *comm, const struct gcoll_ini
              (unsigned long long)comm->bs->peers);
   else if (comm->bs->endpoints_note[0] != '\0')
     snprintf(from, sizeof(from), "; endpoints from the store (%s)", comm->bs->endpoints_note);
+  /* The progress thread's rounds so far (it is the process's, so a second
+   * communicator's line counts the first's too): each is a wake-up that
+   * took CPU from the ranks still starting. */
+  char proxy[96] = "";
+  if (comm->proxy != NULL) {
+    struct gcoll_proxy_stats st;
+    gcoll_proxy_get_stats(comm->proxy, &st);
+    snprintf(proxy, sizeof(proxy), "; proxy thread %llu rounds, %llu asleep",
+             (unsigned long long)st.rounds, (unsigned long long)st.sleeps);
+  }
   gcoll_log_info(comm, "init timings: total %.2f ms = plan %.2f + bootstrap %.2f + connect %.2f "
-                 "+ executor %.2f + other %.2f; bootstrap requests %llu: %s%s", ms(total),
+                 "+ executor %.2f + other %.2f; bootstrap requests %llu: %s%s%s", ms(total),
                  ms(t->plan_ns), ms(store_ns), ms(connect), ms(t->executor_ns), ms(other),
-                 (unsigned long long)requests, to, from);
+                 (unsigned long long)requests, to, from, proxy);
 }

@@ -44,6 +44,10 @@ struct gcoll_proxy {
   struct gcoll_proxy_entry **ipfd_entry;
   int ipfd_cap;
   _Atomic uint64_t rounds, sleeps, yields, inline_rounds;
+  /* Set by the first collective or send/recv (gcoll_proxy_wake, inline
+   * begin): until then only connections are being made, whose progress
+   * comes with fd events, so the thread neither spins nor polls often. */
+  _Atomic int started;
 };
 
 static uint64_t now_ns(void) {
@@ -193,7 +197,6 @@ static void standby_round(struct gcoll_proxy *p, uint64_t *last_move, uint64_t *
 
 static void *proxy_main(void *arg) {
   struct gcoll_proxy *p = arg;
-  /* No movement yet: idle until the first wake-up (proxy.h). */
   uint64_t last_move = 0, next_check = now_ns() + GCOLL_PROXY_CHECK_MS * 1000000ull;
   uint64_t awake_until = 0;
   uint64_t sleep_ns = GCOLL_PROXY_MIN_SLEEP_NS;
@@ -207,12 +210,14 @@ static void *proxy_main(void *arg) {
     int sockets;
     int n = build_poll_set(p, &sockets);
     uint64_t gen = p->generation, t = now_ns();
-    int active = t - last_move < (busy ? GCOLL_PROXY_BUSY_NS : GCOLL_PROXY_ACTIVE_NS);
+    /* Idle (proxy.h) before the first collective. */
+    int started = atomic_load_explicit(&p->started, memory_order_relaxed);
+    int active =
+        started && t - last_move < (busy ? GCOLL_PROXY_BUSY_NS : GCOLL_PROXY_ACTIVE_NS);
     uint64_t timeout = 0;
     if (!active) {
       uint64_t to_check = next_check > t ? next_check - t : 0;
-      int idle = last_move == 0 || t - last_move >= GCOLL_PROXY_IDLE_NS;
-      timeout = sockets && !idle && sleep_ns < to_check ? sleep_ns : to_check;
+      timeout = sockets && started && sleep_ns < to_check ? sleep_ns : to_check;
       /* Announce the sleep, then look at the FIFOs once more: a waker
        * either sees the announcement or published before this look. */
       atomic_store(&p->sleeping, 1);
@@ -411,8 +416,14 @@ void gcoll_proxy_remove(struct gcoll_proxy *p, struct gcoll_proxy_entry *e) {
   pthread_mutex_unlock(&p->lock);
 }
 
+static void mark_started(struct gcoll_proxy *p) {
+  if (!atomic_load_explicit(&p->started, memory_order_relaxed))
+    atomic_store_explicit(&p->started, 1, memory_order_relaxed);
+}
+
 void gcoll_proxy_wake(struct gcoll_proxy *p) {
   if (p == NULL) return;
+  mark_started(p);
   atomic_thread_fence(memory_order_seq_cst);
   if (!atomic_load(&p->sleeping)) return;
   uint64_t one = 1;
@@ -428,7 +439,10 @@ int gcoll_proxy_poll(struct gcoll_proxy *p) {
   return moved;
 }
 
-void gcoll_proxy_inline_begin(struct gcoll_proxy *p) { atomic_fetch_add(&p->inline_users, 1); }
+void gcoll_proxy_inline_begin(struct gcoll_proxy *p) {
+  mark_started(p);
+  atomic_fetch_add(&p->inline_users, 1);
+}
 
 void gcoll_proxy_inline_end(struct gcoll_proxy *p) {
   int pending;

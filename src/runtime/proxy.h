@@ -23,15 +23,17 @@
  *           GCOLL_PROXY_MAX_SLEEP_NS while there are socket entries (steps
  *           the executor publishes are noticed within that bound), or until
  *           the next check when there are none;
- *   idle    nothing moved and no wake-up came for GCOLL_PROXY_IDLE_NS, or
- *           none ever did (a communicator still connecting its peers, whose
- *           first collective will wake the thread): sleeps until the next
- *           check, as with no socket entries. Every collective wakes the
- *           thread when it starts, so only a step published more than this
- *           long after the previous movement waits for the check; an
- *           init that lasts seconds while a large job's processes start
- *           (256 ranks on 2 cores: 3-5 s) otherwise cost each rank ~100
- *           wake-ups a second, and its init CPU time grew with the job.
+ *   idle    before the first gcoll_proxy_wake() or inline begin (the
+ *           first collective or send/recv): the process is still
+ *           connecting its peers, whose progress comes with fd events, so
+ *           the thread has no active window and sleeps until the next
+ *           check, as with no socket entries. An init that lasts seconds
+ *           while a large job's processes start (256 ranks on 2 cores: 3-5
+ *           s) otherwise cost each rank ~100 wake-ups a second, and its
+ *           init CPU time grew with the job. Not after a quiet spell: a
+ *           CUDA graph's replays move network steps with no call to wake
+ *           the thread, so the bound above must hold whenever a
+ *           collective may run.
  * gcoll_proxy_wake() ends a sleep at once: call it when a collective starts
  * so its first step does not wait for the sleep to end.
  *
@@ -78,7 +80,6 @@
 #define GCOLL_PROXY_MIN_SLEEP_NS 20000ull
 #define GCOLL_PROXY_MAX_SLEEP_NS 10000000ull
 #define GCOLL_PROXY_STANDBY_NS 10000000ull
-#define GCOLL_PROXY_IDLE_NS 1000000000ull
 
 struct gcoll_proxy;
 

@@ -122,51 +122,6 @@ uint64_t gcoll_transport_now_ms(void) {
   return gcoll_clock_ms();
 }
 
-/* State letter and starttime from /proc/<pid>/stat; -1 when unreadable.
- * The command name may hold spaces and parentheses: fields are counted from
- * the last ')'. */
-static int proc_stat(int pid, char *state, uint64_t *start) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
-  char *p = strrchr(buf, ')');
-  if (p == NULL || p[1] != ' ' || p[2] == '\0') return -1;
-  *state = p[2];
-  /* starttime is field 22; the state is field 3. */
-  p += 2;
-  for (int field = 3; field < 22; field++) {
-    p = strchr(p, ' ');
-    if (p == NULL) return -1;
-    p++;
-  }
-  *start = strtoull(p, NULL, 10);
-  return 0;
-}
-
-uint64_t gcoll_process_start_ticks(int pid) {
-  char state;
-  uint64_t start;
-  return proc_stat(pid, &state, &start) == 0 ? start : 0;
-}
-
-int gcoll_process_alive(int pid, uint64_t start_ticks) {
-  if (pid <= 0) return 0;
-  if (kill(pid, 0) == -1 && errno == ESRCH) return 0;
-  char state;
-  uint64_t start;
-  /* A zombie is dead to its peers (its parent may not have reaped it yet);
-   * a different start time means the pid was reused. Without /proc (or for
-   * a process we may not inspect) kill() is all we know. */
-  if (proc_stat(pid, &state, &start) != 0) return 1;
-  if (state == 'Z' || state == 'X' || state == 'x') return 0;
-  return start_ticks == 0 || start == start_ticks;
-}
-
 struct gcoll_fifo *gcoll_local_fifo_alloc(size_t slot_bytes, size_t *mapped_bytes, char *err,
                                           size_t errlen) {
   size_t bytes = gcoll_fifo_bytes(slot_bytes);

@@ -177,7 +177,8 @@ int gcoll_transport_blame(const struct gcoll_transport_config *cfg);
 uint64_t gcoll_transport_now_ms(void);
 
 /* Whether pid is a live process (not gone, not a zombie) that started at
- * start_ticks (its /proc starttime; 0 = unknown, not compared). */
+ * start_ticks (its /proc starttime; 0 = unknown, not compared). Cheap
+ * after the first call for a (pid, start_ticks): peer_process.c. */
 int gcoll_process_alive(int pid, uint64_t start_ticks);
 /* /proc starttime of pid, 0 when unknown. */
 uint64_t gcoll_process_start_ticks(int pid);

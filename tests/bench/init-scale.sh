@@ -91,7 +91,7 @@ for n in $ranks; do
     status=1
     continue
   fi
-  grep '^init_bench rank ' "$log" >"$tmp/bench"
+  grep '^init_bench rank [0-9]* of ' "$log" >"$tmp/bench"
   grep '^gcoll rank [0-9]*: init timings: ' "$log" >"$tmp/timings"
   got_bench=$(wc -l <"$tmp/bench") got_timings=$(wc -l <"$tmp/timings")
   if [ "$got_bench" -ne "$n" ] || [ "$got_timings" -ne "$n" ]; then

@@ -70,7 +70,7 @@ requests() {
   timings "$1" | sed -n 's/.*; bootstrap requests \([0-9]*\): .*/\1/p' | sort -n |
     awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s/%s", lo, hi }'
 }
-zero_re='; bootstrap requests 0: 0 to (PMI2 \(opened only when needed\)|no store); endpoints from the plan.s endpoints file: [0-9]+ messages to [0-9]+ plan neighbours$'
+zero_re='; bootstrap requests 0: 0 to (PMI2 \(opened only when needed\)|no store); endpoints from the plan.s endpoints file: [0-9]+ messages to [0-9]+ plan neighbours(; proxy thread [0-9]+ rounds, [0-9]+ asleep)?$'
 wrong0() { grep -Ec '^rank [0-9]+: [0-9]+ calls, 0 wrong bytes$' <<<"$1"; }
 
 use_plugin
