@@ -44,11 +44,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/futex.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,6 +88,26 @@ struct shm_ctl {
   uint32_t reserved;
   unsigned char fifo_handle[GCOLL_DEVMEM_HANDLE_BYTES];
 };
+
+/* The receiver sleeps on sender_attached (a futex in the shared segment)
+ * until the sender says it attached, instead of polling it: in a large
+ * job's init the sender may start seconds later (256 ranks on 2 cores),
+ * and a poll doubling to 2 ms cost the waiting rank up to ~100 ms of CPU.
+ * Woken rounds are at most WAIT_ATTACHED_MS, so the deadline holds even
+ * without a wake-up. 0, or -1 when the futex call is unavailable (then
+ * the caller polls as before). */
+#define WAIT_ATTACHED_MS 100
+static int wait_attached(struct shm_ctl *ctl, uint64_t left_ms) {
+  uint64_t ms = left_ms < WAIT_ATTACHED_MS ? left_ms : WAIT_ATTACHED_MS;
+  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+  long r = syscall(SYS_futex, (uint32_t *)&ctl->sender_attached, FUTEX_WAIT, 0u, &ts, NULL, 0);
+  return r == 0 || errno == EAGAIN || errno == EINTR || errno == ETIMEDOUT ? 0 : -1;
+}
+
+static void wake_attached(struct shm_ctl *ctl) {
+  (void)syscall(SYS_futex, (uint32_t *)&ctl->sender_attached, FUTEX_WAKE, INT32_MAX, NULL, NULL,
+                0);
+}
 
 /* Same host, same ABI on both ends: the address is the struct's bytes. */
 struct shm_addr {
@@ -475,6 +498,7 @@ static int shm_send_connect(struct gcoll_transport *t, int peer, uint32_t conn_i
   atomic_store_explicit(&c->ctl->sender_pid, t->pid, memory_order_relaxed);
   c->ctl->sender_start = t->start_ticks;
   atomic_store_explicit(&c->ctl->sender_attached, 1, memory_order_release);
+  wake_attached(c->ctl);
   if (watch_peer(t, c, err, errlen) != 0) {
     release_dev_fifo(c);
     shm_conn_free(c);
@@ -494,13 +518,16 @@ static int shm_recv_complete(struct gcoll_transport *t, struct gcoll_conn *gc,
   struct shm_conn *c = gc->impl;
   unsigned pause = 20;
   while (!atomic_load_explicit(&c->ctl->sender_attached, memory_order_acquire)) {
-    if (gcoll_transport_now_ms() >= deadline_ms) {
+    uint64_t now = gcoll_transport_now_ms();
+    if (now >= deadline_ms) {
       snprintf(err, errlen, "rank %d did not attach to shm segment %s before the deadline",
                c->peer, c->name);
       return -1;
     }
-    sleep_us(pause);
-    if (pause < 2000) pause *= 2;
+    if (wait_attached(c->ctl, deadline_ms - now) != 0) {
+      sleep_us(pause);
+      if (pause < 2000) pause *= 2;
+    }
   }
   /* Normally already done by the sender. */
   shm_unlink(c->name);
