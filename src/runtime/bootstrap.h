@@ -180,6 +180,17 @@ int gcoll_bootstrap_timeout_from_env(uint64_t *ms, char *err, size_t errlen);
 int gcoll_bootstrap_tcp_open(struct gcoll_bootstrap **bs, const char *addr, const char *job_key,
                              int rank, int nranks, char *err, size_t errlen);
 
+/* A handle whose endpoints came with the plan and that no launcher's store
+ * serves (bootstrap_endpoints.c): host_store starts the job's store in this
+ * process (the plan tree's root does, at init) and writes its address to
+ * addr, "" when this handle needs none or cannot serve one; offer_store
+ * tells a handle where that store is, for its first plain request. Both
+ * do nothing on other handles. 0, or -1 with one line in err. */
+int gcoll_bootstrap_endpoints_host_store(struct gcoll_bootstrap *bs, char *addr, size_t cap,
+                                         char *err, size_t errlen);
+int gcoll_bootstrap_endpoints_offer_store(struct gcoll_bootstrap *bs, const char *addr,
+                                          char *err, size_t errlen);
+
 /* Backend "local" (bootstrap_local.c): the ranks are threads of one
  * process. create() makes the shared store for nranks ranks; each rank's
  * thread opens its own handle on it; the store lives until the creator

@@ -21,10 +21,15 @@
  * (GCOLL_KVS_ADDR), opened on first use, so that an init which needs none
  * of them sends it nothing. Under srun --gcoll=plan (the SPANK plugin
  * hands out the endpoints, spank_endpoints.c) there is no launcher's
- * store: with srun --mpi=pmi2 the first plain request opens the PMI2
- * bootstrap (rank 0's store, found through one PMI2 fence: so that first
- * request must come from every rank of the step at once, as a split of
- * the world communicator does); without PMI2 there is none to open. */
+ * store, so the rank at the root of the plan's tree serves one from its
+ * own process (kvs_thread.h, keyed by GCOLL_JOB_KEY, which never goes on
+ * the wire) and init's closing wave, which every rank waits for anyway,
+ * carries its address (gcoll_bootstrap_endpoints_host_store and _offer_
+ * store, from comm_init.c): no request at init, and a split or a shrink
+ * by any subset of ranks, with or without PMI2. Only where the root cannot
+ * serve one (an IPv6 endpoint) does the first plain request open the PMI2
+ * bootstrap (rank 0's store, found through one PMI2 fence, so that
+ * request must come from every rank of the step at once). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -45,6 +50,7 @@
 #include "kernels/wait.h"
 #include "runtime/bootstrap.h"
 #include "runtime/endpoint_server.h"
+#include "runtime/kvs_thread.h"
 #include "runtime/net_tcp.h"
 
 #define HELLO_MAGIC 0x47455048u /* "GEPH", endpoint_server.c's */
@@ -61,6 +67,7 @@ struct ep_state {
   struct out_conn *out;
   int nout, capout;
   struct gcoll_bootstrap *store;  /* opened on the first plain request */
+  char store_addr[64];            /* the tree root's store (IPv4:PORT), or "" */
   unsigned char *msg;             /* one message, header + key + value */
 };
 
@@ -101,6 +108,16 @@ static uint64_t waited(const struct gcoll_bootstrap *b) {
 static int store(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
   struct ep_state *s = bs->impl;
   if (s->store != NULL) return 0;
+  if (!env_set("GCOLL_KVS_ADDR") && s->store_addr[0] != '\0') {
+    char why[512];
+    if (gcoll_bootstrap_tcp_open(&s->store, s->store_addr, getenv("GCOLL_JOB_KEY"), bs->rank,
+                                 bs->nranks, why, sizeof(why)) != 0) {
+      snprintf(err, errlen, "bootstrap(endpoints): the plan tree root's store at %s: %.400s",
+               s->store_addr, why);
+      return -1;
+    }
+    return 0;
+  }
   const struct gcoll_bootstrap_backend *be = store_backend();
   if (be == NULL) {
     snprintf(err, errlen, "bootstrap(endpoints): this needs the job's store, and there is none "
@@ -148,9 +165,9 @@ static int ep_get(struct gcoll_bootstrap *bs, const char *key, void *buf, size_t
   struct ep_state *s = bs->impl;
   /* Asked by the ranks a failure reached, not by all: PMI2's store cannot
    * be opened for them alone (its fence needs every rank), and PMI2 keeps
-   * no record of lost ranks anyway. */
+   * no record of lost ranks anyway. The tree root's store can be asked. */
   if (s->store == NULL && store_backend() != &gcoll_bootstrap_tcp_backend &&
-      strcmp(key, GCOLL_BOOTSTRAP_LOST_RANK_KEY) == 0) {
+      s->store_addr[0] == '\0' && strcmp(key, GCOLL_BOOTSTRAP_LOST_RANK_KEY) == 0) {
     snprintf(err, errlen, "bootstrap(endpoints): get '%s': not available without the "
              "launcher's store", key);
     return -1;
@@ -386,3 +403,43 @@ fail:
 
 const struct gcoll_bootstrap_backend gcoll_bootstrap_endpoints_backend = {
     .name = "endpoints", .detect = ep_detect, .open = ep_open};
+
+/* ---- the plan tree root's store (see the top of the file) ------------------ */
+
+static struct ep_state *endpoints_state(struct gcoll_bootstrap *bs) {
+  return bs != NULL && bs->ops == &ep_ops ? bs->impl : NULL;
+}
+
+int gcoll_bootstrap_endpoints_host_store(struct gcoll_bootstrap *bs, char *addr, size_t cap,
+                                         char *err, size_t errlen) {
+  struct ep_state *s = endpoints_state(bs);
+  addr[0] = '\0';
+  /* A launcher's store serves the job; IPv6 endpoints fall back to PMI2. */
+  if (s == NULL || env_set("GCOLL_KVS_ADDR") || strchr(s->ep->rank[bs->rank].host, ':') != NULL)
+    return 0;
+  uint16_t port = 0;
+  char why[384];
+  if (gcoll_kvs_thread_start(getenv("GCOLL_JOB_KEY"), s->ep->rank[bs->rank].host, bs->nranks,
+                             GCOLL_KVS_THREAD_UNTIL_EXIT, &port, why, sizeof(why)) != 0) {
+    snprintf(err, errlen, "bootstrap(endpoints): the job's store on %s: %s",
+             s->ep->rank[bs->rank].host, why);
+    return -1;
+  }
+  snprintf(addr, cap, "%s:%u", s->ep->rank[bs->rank].host, (unsigned)port);
+  return 0;
+}
+
+int gcoll_bootstrap_endpoints_offer_store(struct gcoll_bootstrap *bs, const char *addr,
+                                          char *err, size_t errlen) {
+  struct ep_state *s = endpoints_state(bs);
+  if (s == NULL || addr[0] == '\0') return 0;
+  if (strlen(addr) >= sizeof(s->store_addr) || strchr(addr, ':') == NULL) {
+    snprintf(err, errlen, "bootstrap(endpoints): '%.80s' is not a store address", addr);
+    return -1;
+  }
+  snprintf(s->store_addr, sizeof(s->store_addr), "%s", addr);
+  if (!env_set("GCOLL_KVS_ADDR"))
+    snprintf(bs->store, sizeof(bs->store), "the plan tree root's store at %s (opened only when "
+             "needed)", addr);
+  return 0;
+}

@@ -206,14 +206,29 @@ static gcollResult_t take_channel_cap(struct gcollComm *comm, const char *value,
 
 /* Endpoints from the plan: the closing wave over the plan's tree is init's
  * barrier and carries the tree root's cap to every rank, in place of the
- * store's key (comm_init_wave.h). */
+ * store's key (comm_init_wave.h), followed by the address of the store
+ * the root serves when no launcher does (bootstrap.h's host_store):
+ * "CAP DCAP DMIN SHARED [IP:PORT]". */
 static gcollResult_t wave_channel_cap(struct gcollComm *comm) {
-  char mine[32], value[64];
-  int root = -1;
+  char mine[128], value[160], store[80] = "", err[512];
+  int root = -1, n = 0;
   format_channel_cap(comm, mine, sizeof(mine));
+  if (comm->view->tree[0].parent < 0 && comm->nranks > 1) {
+    if (gcoll_bootstrap_endpoints_host_store(comm->bs, store, sizeof(store), err, sizeof(err)) !=
+        0)
+      return gcoll_fail(gcollSystemError, "%s", err);
+    if (store[0] != '\0') snprintf(mine + strlen(mine), sizeof(mine) - strlen(mine), " %s", store);
+  }
   gcollResult_t rc = gcoll_comm_init_wave(comm, mine, value, sizeof(value), &root);
-  if (rc != gcollSuccess || root == comm->rank) return rc;
-  return take_channel_cap(comm, value, strlen(value) + 1, root);
+  if (rc != gcollSuccess) return rc;
+  if (root != comm->rank && (rc = take_channel_cap(comm, value, strlen(value) + 1, root)) !=
+                                gcollSuccess)
+    return rc;
+  /* The optional fifth field: the store's address. */
+  if (sscanf(value, "%*d %*d %*d %*d %n", &n) >= 0 && n > 0 && value[n] != '\0' &&
+      gcoll_bootstrap_endpoints_offer_store(comm->bs, value + n, err, sizeof(err)) != 0)
+    return gcoll_fail(gcollRemoteError, "rank %d's init wave: %s", root, err);
+  return gcollSuccess;
 }
 
 static gcollResult_t agree_channel_cap(struct gcollComm *comm) {

@@ -19,6 +19,7 @@
 struct kvs_thread {
   struct kvs_server *kvs;
   uint64_t timeout_ms;
+  enum gcoll_kvs_thread_life life;
 };
 
 static void *kvs_thread_main(void *arg) {
@@ -29,15 +30,16 @@ static void *kvs_thread_main(void *arg) {
   while (fds != NULL) {
     int nr = kvs_server_nranks(u->kvs);
     uint64_t now = gcoll_bootstrap_now_ms();
-    if (nr > 0 && kvs_server_nbye(u->kvs) >= nr) break;
-    if (kvs_server_broken_rank(u->kvs) >= 0) {
+    int used = u->life == GCOLL_KVS_THREAD_WHILE_USED;
+    if (used && nr > 0 && kvs_server_nbye(u->kvs) >= nr) break;
+    if (used && kvs_server_broken_rank(u->kvs) >= 0) {
       if (broken_at == 0) broken_at = now;
       if (now - broken_at > u->timeout_ms + 2000) break;
     }
     /* The listener is always there; anything more is a client. */
     int n = kvs_server_fill_pollfds(u->kvs, fds);
     if (n > 1) idle_since = now;
-    else if (now - idle_since > u->timeout_ms) break;
+    else if (used && now - idle_since > u->timeout_ms) break;
     int t = kvs_server_timeout_ms(u->kvs);
     /* Wake now and then to notice the end conditions above. */
     if (t < 0 || t > 200) t = 200;
@@ -51,13 +53,15 @@ static void *kvs_thread_main(void *arg) {
   return NULL;
 }
 
-int gcoll_kvs_thread_start(const char *job_key, const char *bind_ip, int nranks, uint16_t *port,
-                           char *err, size_t errlen) {
+int gcoll_kvs_thread_start(const char *job_key, const char *bind_ip, int nranks,
+                           enum gcoll_kvs_thread_life life, uint16_t *port, char *err,
+                           size_t errlen) {
   struct kvs_thread *u = calloc(1, sizeof(*u));
   if (u == NULL) {
     snprintf(err, errlen, "out of memory for the bootstrap store");
     return -1;
   }
+  u->life = life;
   if (gcoll_bootstrap_timeout_from_env(&u->timeout_ms, err, errlen) != 0) {
     free(u);
     return -1;

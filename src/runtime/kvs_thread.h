@@ -8,13 +8,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* How long the store lives. */
+enum gcoll_kvs_thread_life {
+  /* Until every rank said goodbye, GCOLL_TIMEOUT after a rank was lost (so
+   * the others can still read why), or once no rank was connected for
+   * GCOLL_TIMEOUT: the ranks join at once and stay. */
+  GCOLL_KVS_THREAD_WHILE_USED,
+  /* Until the process ends: the ranks join on first use, which may come
+   * long after init or never (the store a plan's tree root hosts for a
+   * job whose endpoints came with the plan, bootstrap_endpoints.c). */
+  GCOLL_KVS_THREAD_UNTIL_EXIT
+};
+
 /* Starts the store for job_key on bind_ip (IPv4; NULL: 127.0.0.1) and an
- * ephemeral port, served by a detached thread until every rank said
- * goodbye, GCOLL_TIMEOUT after a rank was lost (so the others can still
- * read why), or once no rank was connected for GCOLL_TIMEOUT. nranks 0:
- * the first rank's hello sets the job size. Returns 0 with the port, or -1
+ * ephemeral port, served by a detached thread for `life`. nranks 0: the
+ * first rank's hello sets the job size. Returns 0 with the port, or -1
  * with one line in err. */
-int gcoll_kvs_thread_start(const char *job_key, const char *bind_ip, int nranks, uint16_t *port,
-                           char *err, size_t errlen);
+int gcoll_kvs_thread_start(const char *job_key, const char *bind_ip, int nranks,
+                           enum gcoll_kvs_thread_life life, uint16_t *port, char *err,
+                           size_t errlen);
 
 #endif

@@ -149,11 +149,37 @@ static int split_check(gcollComm_t comm, int rank) {
   return status;
 }
 
+/* --shrink: the last rank leaves at once, with no goodbye (as a crash, but
+ * exit status 0 so that the launcher keeps the others), and the others
+ * shrink the world without it, check the new communicator and abort the
+ * old one. Only the survivors take part in the shrink: its store must be
+ * reachable by a subset of the ranks, as PMI2's, opened by a fence of all
+ * of them, is not. */
+static int shrink_check(gcollComm_t comm, int rank, int nranks) {
+  if (rank == nranks - 1) {
+    fflush(stdout);
+    _exit(0);
+  }
+  int gone = nranks - 1, n = 0, nrank = -1;
+  gcollComm_t less = NULL;
+  if (gcollCommShrink(comm, &gone, 1, &less, GCOLL_SHRINK_DEFAULT) != gcollSuccess ||
+      less == NULL || gcollCommCount(less, &n) != gcollSuccess || n != nranks - 1) {
+    fprintf(stderr, "init_bench rank %d: shrink: %s\n", rank, gcollGetLastError(comm));
+    return 1;
+  }
+  gcollCommUserRank(less, &nrank);
+  int status = check_allreduce(less, nrank, n) == 0 ? 0 : 1;
+  gcollCommDestroy(less);
+  if (status == 0) printf("init_bench rank %d: shrink to %d ranks checked\n", rank, n);
+  return status;
+}
+
 int main(int argc, char **argv) {
   int more = 0, split = argc == 2 && strcmp(argv[1], "--split") == 0;
+  int shrink = argc == 2 && strcmp(argv[1], "--shrink") == 0;
   if (argc == 3 && strcmp(argv[1], "--more") == 0) more = atoi(argv[2]);
-  if (argc != 1 && !split && (more < 1 || more > 8)) {
-    fprintf(stderr, "usage: init_bench [--more K | --split], K in 1..8\n");
+  if (argc != 1 && !split && !shrink && (more < 1 || more > 8)) {
+    fprintf(stderr, "usage: init_bench [--more K | --split | --shrink], K in 1..8\n");
     return 2;
   }
   gcollComm_t comm = NULL;
@@ -180,6 +206,11 @@ int main(int argc, char **argv) {
   if (status == 0) printf("init_bench rank %d threads:%s\n", rank, threads);
   if (status == 0 && more > 0) status = more_comms(more, rank, nranks);
   if (status == 0 && split) status = split_check(comm, rank);
+  if (status == 0 && shrink) {
+    status = shrink_check(comm, rank, nranks);
+    gcollCommAbort(comm);
+    return status;
+  }
   if (gcollCommDestroy(comm) != gcollSuccess) {
     fprintf(stderr, "init_bench rank %d: destroy: %s\n", rank, gcollGetLastError(NULL));
     status = 1;

@@ -9,7 +9,10 @@
 #     wrong bytes; the file is 0600 in the step's private directory; each
 #     task holds exactly one listening socket, its own;
 #   - without --mpi=pmi2 the endpoints alone start the job; several
-#     communicators share the inherited socket; a split opens PMI2's store;
+#     communicators share the inherited socket; a split, with or without
+#     PMI2, goes through the store the plan tree's root serves (its address
+#     came with init's closing wave), and so does a shrink by the survivors
+#     of a task that died;
 #   - a later step of the job takes the plan from the cache but gets
 #     endpoints of its own (0 requests again);
 #   - the fallbacks, each with the collectives still right through the
@@ -70,7 +73,7 @@ requests() {
   timings "$1" | sed -n 's/.*; bootstrap requests \([0-9]*\): .*/\1/p' | sort -n |
     awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s/%s", lo, hi }'
 }
-zero_re='; bootstrap requests 0: 0 to (PMI2 \(opened only when needed\)|no store); endpoints from the plan.s endpoints file: [0-9]+ messages to [0-9]+ plan neighbours(; proxy thread [0-9]+ rounds, [0-9]+ asleep)?$'
+zero_re='; bootstrap requests 0: 0 to (the plan tree root.s store at [0-9.]+:[0-9]+ \(opened only when needed\)|PMI2 \(opened only when needed\)); endpoints from the plan.s endpoints file: [0-9]+ messages to [0-9]+ plan neighbours(; proxy thread [0-9]+ rounds, [0-9]+ asleep)?$'
 wrong0() { grep -Ec '^rank [0-9]+: [0-9]+ calls, 0 wrong bytes$' <<<"$1"; }
 
 use_plugin
@@ -108,21 +111,37 @@ check "each task holds exactly one listening socket, its own; the file is 0600; 
 # Without PMI2 the endpoints alone bootstrap the step.
 out=$(GCOLL_DEBUG=INFO run_srun 120 --gcoll=plan -N2 -n4 "$check_bin" matrix)
 check "no --mpi=pmi2: coll_check matrix runs on the endpoints alone, 0 wrong" \
-  eval 'test "$(wrong0 "$out")" = 4 && test "$(timings "$out" | grep -Ec "0 to no store; endpoints from the plan")" = 4'
+  eval 'test "$(wrong0 "$out")" = 4 && test "$(timings "$out" | grep -Ec "0 to the plan tree root.s store at [0-9.]+:[0-9]+ \(opened only when needed\); endpoints from the plan")" = 4'
 
 # Several communicators on one inherited socket, and a split: the world's
-# init sends the store nothing, the split opens PMI2's store (every rank
-# at once) and its communicator inits through it.
+# init sends the store nothing, the split goes through the plan tree
+# root's store (its first use) and its communicator inits through the
+# leader's id.
 bench=$builddir/tests/bench/init_bench
 out=$(GCOLL_DEBUG=INFO run_srun 120 --mpi=pmi2 --gcoll=plan -N2 -n4 "$bench" --more 3)
 check "4 communicators at once, then one more: all checked, all 20 inits with 0 store requests" \
   eval 'test "$(grep -c "^init_bench rank [0-3]: 4 more communicators checked$" <<<"$out")" = 4 &&
         test "$(timings "$out" | grep -Ec "$zero_re")" = 20'
 out=$(GCOLL_DEBUG=INFO run_srun 120 --mpi=pmi2 --gcoll=plan -N2 -n4 "$bench" --split)
-check "a split: checked on every rank; the world's inits 0 requests, the split's through rank 0's store" \
+check "a split: checked on every rank; the world's inits 0 requests, the split's through its id's store" \
   eval 'test "$(grep -c "^init_bench rank [0-3]: split into 2 ranks checked$" <<<"$out")" = 4 &&
         test "$(timings "$out" | grep -Ec "$zero_re")" = 4 &&
         test "$(timings "$out" | grep -Ec "bootstrap requests [1-9][0-9]*: [0-9]+ to the store at ")" = 4'
+
+# Without PMI2 there is no store but the one the plan tree's root serves: a
+# split (every rank) and a shrink by the survivors of a task that left with
+# no goodbye (a subset, which a store opened by PMI2's fence could not
+# serve) both go through it.
+out=$(GCOLL_DEBUG=INFO run_srun 120 --gcoll=plan -N2 -n4 "$bench" --split)
+check "no --mpi=pmi2: a split, checked on every rank, through the plan tree root's store" \
+  eval 'test "$(grep -c "^init_bench rank [0-3]: split into 2 ranks checked$" <<<"$out")" = 4 &&
+        test "$(timings "$out" | grep -Ec "$zero_re")" = 4'
+out=$(GCOLL_DEBUG=INFO run_srun 120 --gcoll=plan -N2 -n4 "$bench" --shrink)
+check "no --mpi=pmi2: the 3 survivors of a task that left shrink the world and check it" \
+  test "$(grep -c "^init_bench rank [0-2]: shrink to 3 ranks checked$" <<<"$out")" = 3
+out=$(GCOLL_DEBUG=INFO run_srun 120 --mpi=pmi2 --gcoll=plan -N2 -n4 "$bench" --shrink)
+check "with --mpi=pmi2: the same shrink" \
+  test "$(grep -c "^init_bench rank [0-2]: shrink to 3 ranks checked$" <<<"$out")" = 3
 
 # --- a later step: plan from the cache, endpoints of its own -------------------
 out=$(GCOLL_DEBUG=INFO timeout 180 salloc -N2 -n4 bash -c \
