@@ -382,6 +382,16 @@ void gcoll_proxy_destroy(struct gcoll_proxy *p) {
   gcoll_proxy_release(p);
 }
 
+/* Ends the thread's sleep, so that it sees a new entry or work at once. */
+static void ring_wake(struct gcoll_proxy *p) {
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!atomic_load(&p->sleeping)) return;
+  uint64_t one = 1;
+  if (write(p->wake_fd, &one, sizeof(one)) < 0) {
+    /* Only EAGAIN (counter saturated) is possible: a wake-up is pending. */
+  }
+}
+
 int gcoll_proxy_add(struct gcoll_proxy *p, struct gcoll_proxy_entry *e, char *err, size_t errlen) {
   pthread_mutex_lock(&p->lock);
   if (grow_poll_set(p, p->nentries + 2) != 0 || grow_inline_set(p, p->nentries + 2) != 0) {
@@ -397,7 +407,7 @@ int gcoll_proxy_add(struct gcoll_proxy *p, struct gcoll_proxy_entry *e, char *er
   p->nentries++;
   p->generation++;
   pthread_mutex_unlock(&p->lock);
-  gcoll_proxy_wake(p);
+  ring_wake(p);
   return 0;
 }
 
@@ -424,12 +434,7 @@ static void mark_started(struct gcoll_proxy *p) {
 void gcoll_proxy_wake(struct gcoll_proxy *p) {
   if (p == NULL) return;
   mark_started(p);
-  atomic_thread_fence(memory_order_seq_cst);
-  if (!atomic_load(&p->sleeping)) return;
-  uint64_t one = 1;
-  if (write(p->wake_fd, &one, sizeof(one)) < 0) {
-    /* Only EAGAIN (counter saturated) is possible: a wake-up is pending. */
-  }
+  ring_wake(p);
 }
 
 int gcoll_proxy_poll(struct gcoll_proxy *p) {

@@ -35,7 +35,10 @@
  *           the thread, so the bound above must hold whenever a
  *           collective may run.
  * gcoll_proxy_wake() ends a sleep at once: call it when a collective starts
- * so its first step does not wait for the sleep to end.
+ * so its first step does not wait for the sleep to end. Before the first
+ * call (or inline begin) the thread is idle (above), so whatever publishes
+ * steps for it must call it first; gcoll_proxy_add() only ends the sleep
+ * for the thread to see the new entry.
  *
  * Inline polling (small collectives, issue 17): the thread that waits for
  * a step can run the round itself (gcoll_proxy_poll: a zero-timeout poll of

@@ -269,6 +269,9 @@ static int run_streams(struct endpoint *ep, int rank, int peer, uint64_t total, 
   stream_init(&in, ep->recv.fifo, 1000 + (uint64_t)peer, total, slot);
   uint64_t deadline = now_ms() + RUN_LIMIT_MS;
   int rc = 0;
+  /* As the runtime does when a collective starts (proxy.h): until then the
+   * proxy only wakes for fd events and its periodic check. */
+  gcoll_proxy_wake(ep->proxy);
   while (out.step < total || in.step < total) {
     int moved = try_produce(&out) | try_consume(&in);
     if (moved) continue;
