@@ -22,8 +22,8 @@
  * of them sends it nothing. Under srun --gcoll=plan (the SPANK plugin
  * hands out the endpoints, spank_endpoints.c) there is no launcher's
  * store, so the rank at the root of the plan's tree serves one from its
- * own process (kvs_thread.h, keyed by GCOLL_JOB_KEY, which never goes on
- * the wire) and init's closing wave, which every rank waits for anyway,
+ * own process for as long as its communicator lives (kvs_thread.h, keyed
+ * by GCOLL_JOB_KEY, which never goes on the wire) and init's closing wave, which every rank waits for anyway,
  * carries its address (gcoll_bootstrap_endpoints_host_store and _offer_
  * store, from comm_init.c): no request at init, and a split or a shrink
  * by any subset of ranks, with or without PMI2. Only where the root cannot
@@ -68,6 +68,7 @@ struct ep_state {
   int nout, capout;
   struct gcoll_bootstrap *store;  /* opened on the first plain request */
   char store_addr[64];            /* the tree root's store (IPv4:PORT), or "" */
+  struct gcoll_kvs_thread *hosted;  /* that store, when this rank is the root */
   unsigned char *msg;             /* one message, header + key + value */
 };
 
@@ -307,6 +308,7 @@ static void ep_close(struct gcoll_bootstrap *bs) {
   for (int i = 0; i < s->nout; i++) close(s->out[i].fd);
   gcoll_epsrv_forget(s->gen);
   gcoll_bootstrap_close(s->store);
+  gcoll_kvs_thread_stop(s->hosted);
   gcoll_endpoints_free(s->ep);
   free(s->out);
   free(s->msg);
@@ -415,12 +417,14 @@ int gcoll_bootstrap_endpoints_host_store(struct gcoll_bootstrap *bs, char *addr,
   struct ep_state *s = endpoints_state(bs);
   addr[0] = '\0';
   /* A launcher's store serves the job; IPv6 endpoints fall back to PMI2. */
-  if (s == NULL || env_set("GCOLL_KVS_ADDR") || strchr(s->ep->rank[bs->rank].host, ':') != NULL)
+  if (s == NULL || s->hosted != NULL || env_set("GCOLL_KVS_ADDR") ||
+      strchr(s->ep->rank[bs->rank].host, ':') != NULL)
     return 0;
   uint16_t port = 0;
   char why[384];
   if (gcoll_kvs_thread_start(getenv("GCOLL_JOB_KEY"), s->ep->rank[bs->rank].host, bs->nranks,
-                             GCOLL_KVS_THREAD_UNTIL_EXIT, &port, why, sizeof(why)) != 0) {
+                             GCOLL_KVS_THREAD_UNTIL_STOPPED, &s->hosted, &port, why,
+                             sizeof(why)) != 0) {
     snprintf(err, errlen, "bootstrap(endpoints): the job's store on %s: %s",
              s->ep->rank[bs->rank].host, why);
     return -1;

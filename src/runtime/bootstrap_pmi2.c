@@ -351,7 +351,7 @@ static int serve_store(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
   }
   uint16_t port = 0;
   if (gcoll_random_hex(key, STORE_KEY_BYTES, why, sizeof(why)) != 0 ||
-      gcoll_kvs_thread_start(key, ip, bs->nranks, GCOLL_KVS_THREAD_WHILE_USED, &port, why,
+      gcoll_kvs_thread_start(key, ip, bs->nranks, GCOLL_KVS_THREAD_WHILE_USED, NULL, &port, why,
                              sizeof(why)) != 0) {
     snprintf(err, errlen, "bootstrap(pmi2): rank 0's store on %s: %s", ip, why);
     return -1;

@@ -162,7 +162,7 @@ gcollResult_t gcollGetUniqueId(gcollUniqueId *id) {
     snprintf(ip, sizeof(ip), "127.0.0.1");
   else if (gcoll_tcp_pick_ipv4(ip, sizeof(ip), err, sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "bootstrap store: %s", err);
-  if (gcoll_kvs_thread_start(key, ip, 0, GCOLL_KVS_THREAD_WHILE_USED, &port, err,
+  if (gcoll_kvs_thread_start(key, ip, 0, GCOLL_KVS_THREAD_WHILE_USED, NULL, &port, err,
                              sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "bootstrap store on %s: %s", ip, err);
   memset(id, 0, sizeof(*id));

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,18 +17,31 @@
  * store's limits are fixed when it opens. */
 #define UNKNOWN_JOB_MAX_RANKS 4096
 
-struct kvs_thread {
+struct gcoll_kvs_thread {
   struct kvs_server *kvs;
   uint64_t timeout_ms;
   enum gcoll_kvs_thread_life life;
+  /* A stoppable store is shared by its thread and its owner: the last of
+   * the two to let go frees it. */
+  _Atomic int stop, refs;
 };
 
+static void let_go(struct gcoll_kvs_thread *u) {
+  if (atomic_fetch_sub(&u->refs, 1) == 1) free(u);
+}
+
+void gcoll_kvs_thread_stop(struct gcoll_kvs_thread *handle) {
+  if (handle == NULL) return;
+  atomic_store(&handle->stop, 1);
+  let_go(handle);
+}
+
 static void *kvs_thread_main(void *arg) {
-  struct kvs_thread *u = arg;
+  struct gcoll_kvs_thread *u = arg;
   int maxfds = kvs_server_max_pollfds(u->kvs);
   struct pollfd *fds = calloc((size_t)maxfds, sizeof(*fds));
   uint64_t idle_since = gcoll_bootstrap_now_ms(), broken_at = 0;
-  while (fds != NULL) {
+  while (fds != NULL && !atomic_load(&u->stop)) {
     int nr = kvs_server_nranks(u->kvs);
     uint64_t now = gcoll_bootstrap_now_ms();
     int used = u->life == GCOLL_KVS_THREAD_WHILE_USED;
@@ -49,19 +63,22 @@ static void *kvs_thread_main(void *arg) {
   }
   free(fds);
   kvs_server_close(u->kvs);
-  free(u);
+  let_go(u);
   return NULL;
 }
 
 int gcoll_kvs_thread_start(const char *job_key, const char *bind_ip, int nranks,
-                           enum gcoll_kvs_thread_life life, uint16_t *port, char *err,
-                           size_t errlen) {
-  struct kvs_thread *u = calloc(1, sizeof(*u));
+                           enum gcoll_kvs_thread_life life, struct gcoll_kvs_thread **handle,
+                           uint16_t *port, char *err, size_t errlen) {
+  struct gcoll_kvs_thread *u = calloc(1, sizeof(*u));
   if (u == NULL) {
     snprintf(err, errlen, "out of memory for the bootstrap store");
     return -1;
   }
   u->life = life;
+  int stoppable = life == GCOLL_KVS_THREAD_UNTIL_STOPPED && handle != NULL;
+  atomic_init(&u->stop, 0);
+  atomic_init(&u->refs, stoppable ? 2 : 1);
   if (gcoll_bootstrap_timeout_from_env(&u->timeout_ms, err, errlen) != 0) {
     free(u);
     return -1;
@@ -85,5 +102,6 @@ int gcoll_kvs_thread_start(const char *job_key, const char *bind_ip, int nranks,
     snprintf(err, errlen, "bootstrap store thread: %s", strerror(e));
     return -1;
   }
+  if (handle != NULL) *handle = stoppable ? u : NULL;
   return 0;
 }

@@ -163,6 +163,18 @@ check "a split of a communicator with endpoints (exit $rc: $(errtext))" \
 check "... the world's init sent the store nothing; the split used it" \
   eval '[ "$(timings | grep -c "; bootstrap requests 0: .*endpoints from the plan")" -eq 4 ] &&
         grep -Eq "^gcollrun: the store served [1-9][0-9]* requests for 4 ranks" "$tmp/err"'
+# No launcher's store (as under srun --gcoll=plan, whose plugin hands out
+# endpoints but hosts no store): the plan tree's root serves one, and init's
+# closing wave says where. A split (every rank) and a shrink by the
+# survivors of a rank that left with no goodbye (a subset) go through it.
+nostore='unset GCOLL_KVS_ADDR; exec "$0" "$1"'
+GCOLL_DEBUG=INFO run "$RUN" -n 4 --nodes 2 bash -c "$nostore" "$BENCH" --split
+check "no launcher's store: a split through the plan tree root's store (exit $rc: $(errtext))" \
+  eval '[ "$rc" -eq 0 ] && [ "$(grep -c "^init_bench rank [0-3]: split into 2 ranks checked$" "$tmp/out")" -eq 4 ] &&
+        [ "$(timings | grep -Ec "; bootstrap requests 0: 0 to the plan tree root.s store at 127\.0\.0\.1:[0-9]+ \(opened only when needed\); endpoints from the plan")" -eq 4 ]'
+GCOLL_DEBUG=INFO run "$RUN" -n 4 --nodes 2 bash -c "$nostore" "$BENCH" --shrink
+check "no launcher's store: the 3 survivors of a rank that left shrink the world (exit $rc: $(errtext))" \
+  eval '[ "$rc" -eq 0 ] && [ "$(grep -c "^init_bench rank [0-2]: shrink to 3 ranks checked$" "$tmp/out")" -eq 3 ]'
 run "$RUN" -n 3 bash -c 'n=0; for f in /proc/$$/fd/*; do [ "$(readlink "$f")" = "${f##*/}" ] && continue
   case $(readlink "$f") in socket:*) n=$((n + 1));; esac; done; echo "rank $GCOLL_RANK sockets $n fd $GCOLL_LISTEN_FD"'
 check "each rank inherits exactly one socket, its own listener: $(cat "$tmp/out" | tr '\n' ' ')" \

@@ -250,7 +250,8 @@ static void start_store(const char *key, int nranks, char *addr, size_t len) {
   char err[256];
   uint16_t port = 0;
   assert_int_equal(gcoll_kvs_thread_start(key, "127.0.0.1", nranks,
-                                          GCOLL_KVS_THREAD_WHILE_USED, &port, err, sizeof(err)), 0);
+                                          GCOLL_KVS_THREAD_WHILE_USED, NULL, &port, err, sizeof(err)),
+                   0);
   snprintf(addr, len, "127.0.0.1:%u", (unsigned)port);
 }
 
@@ -335,7 +336,7 @@ static void test_store_no_busy_loop_at_fd_limit(void **state) {
     uint16_t port = 0;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0 ||
         gcoll_kvs_thread_start("abcdef0123456789", "127.0.0.1", 2, GCOLL_KVS_THREAD_WHILE_USED,
-                               &port, err, sizeof(err)) != 0)
+                               NULL, &port, err, sizeof(err)) != 0)
       _exit(2);
     if (write(pipefd[1], &port, sizeof(port)) != sizeof(port)) _exit(3);
     struct timespec wait_flood = {.tv_sec = 0, .tv_nsec = 300000000};
