@@ -1,5 +1,5 @@
 #!/bin/bash
-# What the two shared libraries export (README, "Exported symbols"):
+# What the two shared libraries export (README, "Exported symbols and layers"):
 #   - libgcoll.so: every function declared in an installed header
 #     (include/*.h) under version GCOLL_1; besides those, only the names
 #     of src/gcoll.map's GCOLL_PRIVATE node, under that version, each one
