@@ -9,7 +9,7 @@
 #define LAUNCHER GCOLL_PARAM_LAUNCHER
 #define TEST GCOLL_PARAM_TEST
 
-const struct gcoll_param gcoll_params[] = {
+static const struct gcoll_param gcoll_params[] = {
     {"GCOLL_ALGO", USER, "ring|tree", "the plan's tuning table", "NCCL_ALGO",
      "force the algorithm of every collective (tree: allreduce only)"},
     {"GCOLL_BOOTSTRAP", USER, "tcp|pmi2", "gcollrun's store when GCOLL_KVS_ADDR is set, else PMI2",
@@ -91,7 +91,12 @@ const struct gcoll_param gcoll_params[] = {
      "calibrate the tuning model (set alike on every rank)"},
 };
 
-const size_t gcoll_nparams = sizeof(gcoll_params) / sizeof(gcoll_params[0]);
+static const size_t gcoll_nparams = sizeof(gcoll_params) / sizeof(gcoll_params[0]);
+
+const struct gcoll_param *gcoll_param_table(size_t *n) {
+  *n = gcoll_nparams;
+  return gcoll_params;
+}
 
 static int by_name(const void *key, const void *entry) {
   return strcmp((const char *)key, ((const struct gcoll_param *)entry)->name);

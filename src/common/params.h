@@ -29,9 +29,11 @@ struct gcoll_param {
   const char *doc;         /* one line */
 };
 
-/* The table, sorted by name, and its length. */
-extern const struct gcoll_param gcoll_params[];
-extern const size_t gcoll_nparams;
+/* The table, sorted by name, and its length in *n. A function, not the
+ * array: gcoll-info reads it from libgcoll.so, and an exported array would
+ * be copied into the program at the size it had when the program was
+ * linked. */
+const struct gcoll_param *gcoll_param_table(size_t *n);
 
 /* The entry named `name`, or NULL. */
 const struct gcoll_param *gcoll_param_find(const char *name);

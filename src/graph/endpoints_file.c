@@ -47,13 +47,13 @@ static int job_valid(const char *j) {
  * version's file, and is refused rather than ignored. */
 static int only_fields(const struct ydoc *doc, const struct ydoc_node *map,
                        const char *const *allowed, char *err, size_t errlen) {
-  for (size_t i = 0; i < ydoc_count(map); i++) {
-    const char *k = ydoc_key(map, i);
+  for (size_t i = 0; i < gcoll_ydoc_count(map); i++) {
+    const char *k = gcoll_ydoc_key(map, i);
     int ok = 0;
     for (const char *const *a = allowed; *a != NULL && !ok; a++) ok = k != NULL && strcmp(k, *a) == 0;
     if (!ok)
-      return ydoc_error(doc, ydoc_value(map, i), k ? k : "?", err, errlen,
-                        "unknown field in an endpoints file");
+      return gcoll_ydoc_error(doc, gcoll_ydoc_value(map, i), k ? k : "?", err, errlen,
+                              "unknown field in an endpoints file");
   }
   return 0;
 }
@@ -64,25 +64,25 @@ static int read_entry(const struct ydoc *doc, const struct ydoc_node *n,
   const struct ydoc_node *f;
   int64_t rank, port;
   char host[GCOLL_ENDPOINTS_HOST_MAX];
-  if (ydoc_expect(doc, n, YDOC_MAP, "endpoints", err, errlen) != 0 ||
+  if (gcoll_ydoc_expect(doc, n, YDOC_MAP, "endpoints", err, errlen) != 0 ||
       only_fields(doc, n, fields, err, errlen) != 0 ||
-      ydoc_req(doc, n, "rank", &f, err, errlen) != 0 ||
-      ydoc_int(doc, f, "rank", 0, ep->nranks - 1, &rank, err, errlen) != 0 ||
-      ydoc_req(doc, n, "port", &f, err, errlen) != 0 ||
-      ydoc_int(doc, f, "port", 1, 65535, &port, err, errlen) != 0 ||
-      ydoc_req(doc, n, "host", &f, err, errlen) != 0 ||
-      ydoc_str(doc, f, "host", host, sizeof(host), err, errlen) != 0)
+      gcoll_ydoc_req(doc, n, "rank", &f, err, errlen) != 0 ||
+      gcoll_ydoc_int(doc, f, "rank", 0, ep->nranks - 1, &rank, err, errlen) != 0 ||
+      gcoll_ydoc_req(doc, n, "port", &f, err, errlen) != 0 ||
+      gcoll_ydoc_int(doc, f, "port", 1, 65535, &port, err, errlen) != 0 ||
+      gcoll_ydoc_req(doc, n, "host", &f, err, errlen) != 0 ||
+      gcoll_ydoc_str(doc, f, "host", host, sizeof(host), err, errlen) != 0)
     return -1;
   if (!host_valid(host)) {
     /* The message is one line whatever the file holds: the value is
      * echoed with anything unprintable as '?'. */
     for (char *c = host; *c != '\0'; c++)
       if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = '?';
-    return ydoc_error(doc, f, "host", err, errlen, "'%.46s' is not a numeric IPv4 or IPv6 address",
-                      host);
+    return gcoll_ydoc_error(doc, f, "host", err, errlen, "'%.46s' is not a numeric IPv4 or IPv6 address",
+                            host);
   }
   if (seen[rank])
-    return ydoc_error(doc, n, "rank", err, errlen, "duplicate rank %lld", (long long)rank);
+    return gcoll_ydoc_error(doc, n, "rank", err, errlen, "duplicate rank %lld", (long long)rank);
   seen[rank] = 1;
   snprintf(ep->rank[rank].host, sizeof(ep->rank[rank].host), "%s", host);
   ep->rank[rank].port = (uint16_t)port;
@@ -98,27 +98,27 @@ static struct gcoll_endpoints *from_doc(const struct ydoc *doc, char *err, size_
     snprintf(err, errlen, "%s: empty endpoints file", doc->what);
     return NULL;
   }
-  if (ydoc_expect(doc, root, YDOC_MAP, "gcoll-endpoints", err, errlen) != 0 ||
+  if (gcoll_ydoc_expect(doc, root, YDOC_MAP, "gcoll-endpoints", err, errlen) != 0 ||
       only_fields(doc, root, fields, err, errlen) != 0 ||
-      ydoc_req(doc, root, "gcoll-endpoints", &f, err, errlen) != 0 ||
-      ydoc_int(doc, f, "gcoll-endpoints", GCOLL_ENDPOINTS_VERSION, GCOLL_ENDPOINTS_VERSION,
-               &version, err, errlen) != 0 ||
-      ydoc_req(doc, root, "job", &f, err, errlen) != 0 ||
-      ydoc_str(doc, f, "job", job, sizeof(job), err, errlen) != 0)
+      gcoll_ydoc_req(doc, root, "gcoll-endpoints", &f, err, errlen) != 0 ||
+      gcoll_ydoc_int(doc, f, "gcoll-endpoints", GCOLL_ENDPOINTS_VERSION, GCOLL_ENDPOINTS_VERSION,
+                     &version, err, errlen) != 0 ||
+      gcoll_ydoc_req(doc, root, "job", &f, err, errlen) != 0 ||
+      gcoll_ydoc_str(doc, f, "job", job, sizeof(job), err, errlen) != 0)
     return NULL;
   if (!job_valid(job)) {
-    ydoc_error(doc, f, "job", err, errlen, "expected 1..%d lowercase hex digits",
-               GCOLL_ENDPOINTS_JOB_MAX);
+    gcoll_ydoc_error(doc, f, "job", err, errlen, "expected 1..%d lowercase hex digits",
+                     GCOLL_ENDPOINTS_JOB_MAX);
     return NULL;
   }
-  if (ydoc_req(doc, root, "ranks", &f, err, errlen) != 0 ||
-      ydoc_int(doc, f, "ranks", 1, GCOLL_MAX_RANKS, &nranks, err, errlen) != 0 ||
-      ydoc_req(doc, root, "endpoints", &list, err, errlen) != 0 ||
-      ydoc_expect(doc, list, YDOC_SEQ, "endpoints", err, errlen) != 0)
+  if (gcoll_ydoc_req(doc, root, "ranks", &f, err, errlen) != 0 ||
+      gcoll_ydoc_int(doc, f, "ranks", 1, GCOLL_MAX_RANKS, &nranks, err, errlen) != 0 ||
+      gcoll_ydoc_req(doc, root, "endpoints", &list, err, errlen) != 0 ||
+      gcoll_ydoc_expect(doc, list, YDOC_SEQ, "endpoints", err, errlen) != 0)
     return NULL;
-  if (ydoc_count(list) != (size_t)nranks) {
-    ydoc_error(doc, list, "endpoints", err, errlen, "%zu entries for %lld ranks",
-               ydoc_count(list), (long long)nranks);
+  if (gcoll_ydoc_count(list) != (size_t)nranks) {
+    gcoll_ydoc_error(doc, list, "endpoints", err, errlen, "%zu entries for %lld ranks",
+                     gcoll_ydoc_count(list), (long long)nranks);
     return NULL;
   }
   struct gcoll_endpoints *ep = gcoll_endpoints_new((int)nranks);
@@ -129,8 +129,8 @@ static struct gcoll_endpoints *from_doc(const struct ydoc *doc, char *err, size_
   }
   snprintf(ep->job, sizeof(ep->job), "%s", job);
   /* nranks entries, each rank at most once: every rank is there. */
-  for (size_t i = 0; i < ydoc_count(list); i++)
-    if (read_entry(doc, ydoc_item(list, i), ep, seen, err, errlen) != 0) goto fail;
+  for (size_t i = 0; i < gcoll_ydoc_count(list); i++)
+    if (read_entry(doc, gcoll_ydoc_item(list, i), ep, seen, err, errlen) != 0) goto fail;
   free(seen);
   return ep;
 fail:
@@ -142,9 +142,9 @@ fail:
 struct gcoll_endpoints *gcoll_endpoints_read_mem(const char *buf, size_t len, const char *what,
                                                  char *err, size_t errlen) {
   struct ydoc doc;
-  if (ydoc_parse(&doc, buf, len, what, err, errlen) != 0) return NULL;
+  if (gcoll_ydoc_parse(&doc, buf, len, what, err, errlen) != 0) return NULL;
   struct gcoll_endpoints *ep = from_doc(&doc, err, errlen);
-  ydoc_free(&doc);
+  gcoll_ydoc_free(&doc);
   return ep;
 }
 

@@ -31,13 +31,13 @@ static struct gcoll_plan *read_for_rank(const char *path, int rank, char *host, 
     return NULL;
   }
   if (gcoll_read_file(path, PLAN_FILE_MAX, &buf, &len, err, errlen)) return NULL;
-  if (ydoc_parse(&doc, buf, len, path, err, errlen)) {
+  if (gcoll_ydoc_parse(&doc, buf, len, path, err, errlen)) {
     free(buf);
     return NULL;
   }
   free(buf);
   struct gcoll_plan *plan = gcoll_plan_from_ydoc(&doc, rank, host, hostlen, err, errlen);
-  ydoc_free(&doc);
+  gcoll_ydoc_free(&doc);
   if (plan != NULL && rank >= plan->nranks) {
     snprintf(err, errlen, "%s: rank %d is not in the plan (it has %d ranks)", path, rank,
              plan->nranks);

@@ -34,14 +34,14 @@ static int rd_err(struct rd *r, const struct ydoc_node *n, const char *field, co
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  return ydoc_error(r->doc, n, field, r->err, r->errlen, "%s", msg);
+  return gcoll_ydoc_error(r->doc, n, field, r->err, r->errlen, "%s", msg);
 }
 
 /* Refuses fields not in `allowed` (NULL-terminated). */
 static int only_keys(struct rd *r, const struct ydoc_node *map, const char *where,
                      const char *const *allowed) {
-  for (size_t i = 0; i < ydoc_count(map); i++) {
-    const char *k = ydoc_key(map, i);
+  for (size_t i = 0; i < gcoll_ydoc_count(map); i++) {
+    const char *k = gcoll_ydoc_key(map, i);
     int ok = 0;
     for (const char *const *a = allowed; *a && !ok; a++) ok = strcmp(*a, k) == 0;
     if (!ok) return rd_err(r, map->items[2 * i], k, "unknown field in %s", where);
@@ -51,26 +51,26 @@ static int only_keys(struct rd *r, const struct ydoc_node *map, const char *wher
 
 static int get_map(struct rd *r, const struct ydoc_node *parent, const char *field,
                    const struct ydoc_node **out) {
-  if (ydoc_req(r->doc, parent, field, out, r->err, r->errlen)) return -1;
-  return ydoc_expect(r->doc, *out, YDOC_MAP, field, r->err, r->errlen);
+  if (gcoll_ydoc_req(r->doc, parent, field, out, r->err, r->errlen)) return -1;
+  return gcoll_ydoc_expect(r->doc, *out, YDOC_MAP, field, r->err, r->errlen);
 }
 
 static int get_int(struct rd *r, const struct ydoc_node *map, const char *field,
                    const char *name, int64_t min, int64_t max, int64_t *out) {
   const struct ydoc_node *n;
-  if (ydoc_req(r->doc, map, field, &n, r->err, r->errlen)) return -1;
-  return ydoc_int(r->doc, n, name, min, max, out, r->err, r->errlen);
+  if (gcoll_ydoc_req(r->doc, map, field, &n, r->err, r->errlen)) return -1;
+  return gcoll_ydoc_int(r->doc, n, name, min, max, out, r->err, r->errlen);
 }
 
 /* A list of exactly `count` integers in [min, max]. */
 static int int_list(struct rd *r, const struct ydoc_node *n, const char *field, int count,
                     int min, int max, int *out) {
-  if (ydoc_expect(r->doc, n, YDOC_SEQ, field, r->err, r->errlen)) return -1;
-  if (ydoc_count(n) != (size_t)count)
-    return rd_err(r, n, field, "has %zu entries, expected %d", ydoc_count(n), count);
+  if (gcoll_ydoc_expect(r->doc, n, YDOC_SEQ, field, r->err, r->errlen)) return -1;
+  if (gcoll_ydoc_count(n) != (size_t)count)
+    return rd_err(r, n, field, "has %zu entries, expected %d", gcoll_ydoc_count(n), count);
   for (int i = 0; i < count; i++) {
     int64_t v;
-    if (ydoc_int(r->doc, ydoc_item(n, (size_t)i), field, min, max, &v, r->err, r->errlen))
+    if (gcoll_ydoc_int(r->doc, gcoll_ydoc_item(n, (size_t)i), field, min, max, &v, r->err, r->errlen))
       return -1;
     out[i] = (int)v;
   }
@@ -81,13 +81,13 @@ static int int_list(struct rd *r, const struct ydoc_node *n, const char *field, 
 static int perm_list(struct rd *r, const struct ydoc_node *n, const char *field, int count,
                      int *out) {
   unsigned char seen[GCOLL_MAX_LOCAL_RANKS] = {0};
-  if (ydoc_expect(r->doc, n, YDOC_SEQ, field, r->err, r->errlen)) return -1;
-  if (ydoc_count(n) != (size_t)count)
-    return rd_err(r, n, field, "has %zu entries, local_ranks is %d", ydoc_count(n), count);
+  if (gcoll_ydoc_expect(r->doc, n, YDOC_SEQ, field, r->err, r->errlen)) return -1;
+  if (gcoll_ydoc_count(n) != (size_t)count)
+    return rd_err(r, n, field, "has %zu entries, local_ranks is %d", gcoll_ydoc_count(n), count);
   if (int_list(r, n, field, count, 0, count - 1, out)) return -1;
   for (int i = 0; i < count; i++) {
     if (seen[out[i]])
-      return rd_err(r, ydoc_item(n, (size_t)i), field,
+      return rd_err(r, gcoll_ydoc_item(n, (size_t)i), field,
                     "%d appears twice (must be a permutation of 0..%d)", out[i], count - 1);
     seen[out[i]] = 1;
   }
@@ -97,11 +97,11 @@ static int perm_list(struct rd *r, const struct ydoc_node *n, const char *field,
 /* Optional NIC name; ordinal numbering stands in for topology indices. */
 static int nic_field(struct rd *r, const struct ydoc_node *map, const char *key,
                      const char *field, char *name, int *index, int *nnics) {
-  const struct ydoc_node *n = ydoc_get(map, key);
+  const struct ydoc_node *n = gcoll_ydoc_get(map, key);
   *index = -1;
   name[0] = '\0';
   if (n == NULL) return 0;
-  if (ydoc_str(r->doc, n, field, name, 32, r->err, r->errlen)) return -1;
+  if (gcoll_ydoc_str(r->doc, n, field, name, 32, r->err, r->errlen)) return -1;
   if (name[0] == '\0') return rd_err(r, n, field, "empty NIC name");
   *index = (*nnics)++;
   return 0;
@@ -112,19 +112,19 @@ static int nic_field(struct rd *r, const struct ydoc_node *map, const char *key,
 static int opt_nic_int(struct rd *r, const struct ydoc_node *map, const char *key,
                        const char *field, const char *nic, const char *nic_key, int64_t max,
                        int *out) {
-  const struct ydoc_node *n = ydoc_get(map, key);
+  const struct ydoc_node *n = gcoll_ydoc_get(map, key);
   int64_t v;
   *out = -1;
   if (n == NULL) return 0;
   if (nic[0] == '\0') return rd_err(r, n, field, "given without '%s'", nic_key);
-  if (ydoc_int(r->doc, n, field, 0, max, &v, r->err, r->errlen)) return -1;
+  if (gcoll_ydoc_int(r->doc, n, field, 0, max, &v, r->err, r->errlen)) return -1;
   *out = (int)v;
   return 0;
 }
 
 static int parse_hash(struct rd *r, const struct ydoc_node *n, const char *field,
                       uint32_t *out) {
-  if (ydoc_expect(r->doc, n, YDOC_SCALAR, field, r->err, r->errlen)) return -1;
+  if (gcoll_ydoc_expect(r->doc, n, YDOC_SCALAR, field, r->err, r->errlen)) return -1;
   uint32_t h = 0;
   int ok = n->len == 8;
   for (size_t i = 0; ok && i < 8; i++) {
@@ -147,24 +147,24 @@ static int parse_channels(struct rd *r, const struct ydoc_node *cls, const char 
   const struct ydoc_node *ring, *tree;
   char f[160];
   int nnics = 0;
-  if (ydoc_req(r->doc, cls, "ring", &ring, r->err, r->errlen) ||
-      ydoc_req(r->doc, cls, "tree", &tree, r->err, r->errlen))
+  if (gcoll_ydoc_req(r->doc, cls, "ring", &ring, r->err, r->errlen) ||
+      gcoll_ydoc_req(r->doc, cls, "tree", &tree, r->err, r->errlen))
     return -1;
   snprintf(f, sizeof(f), "topologies.%s.ring", cname);
-  if (ydoc_expect(r->doc, ring, YDOC_SEQ, f, r->err, r->errlen)) return -1;
-  if (ydoc_count(ring) != (size_t)nsearch)
-    return rd_err(r, ring, f, "has %zu entries, channels/2 is %d", ydoc_count(ring), nsearch);
+  if (gcoll_ydoc_expect(r->doc, ring, YDOC_SEQ, f, r->err, r->errlen)) return -1;
+  if (gcoll_ydoc_count(ring) != (size_t)nsearch)
+    return rd_err(r, ring, f, "has %zu entries, channels/2 is %d", gcoll_ydoc_count(ring), nsearch);
   snprintf(f, sizeof(f), "topologies.%s.tree", cname);
-  if (ydoc_expect(r->doc, tree, YDOC_SEQ, f, r->err, r->errlen)) return -1;
-  if (ydoc_count(tree) != (size_t)nsearch)
-    return rd_err(r, tree, f, "has %zu entries, channels/2 is %d", ydoc_count(tree), nsearch);
+  if (gcoll_ydoc_expect(r->doc, tree, YDOC_SEQ, f, r->err, r->errlen)) return -1;
+  if (gcoll_ydoc_count(tree) != (size_t)nsearch)
+    return rd_err(r, tree, f, "has %zu entries, channels/2 is %d", gcoll_ydoc_count(tree), nsearch);
   for (int s = 0; s < nsearch; s++) {
     struct gcoll_intra_channel *ch = &c->graph.ch[s];
-    const struct ydoc_node *e = ydoc_item(ring, (size_t)s), *order;
+    const struct ydoc_node *e = gcoll_ydoc_item(ring, (size_t)s), *order;
     snprintf(f, sizeof(f), "topologies.%s.ring[%d]", cname, s);
-    if (ydoc_expect(r->doc, e, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, e, f, ring_keys))
+    if (gcoll_ydoc_expect(r->doc, e, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, e, f, ring_keys))
       return -1;
-    if (ydoc_req(r->doc, e, "order", &order, r->err, r->errlen)) return -1;
+    if (gcoll_ydoc_req(r->doc, e, "order", &order, r->err, r->errlen)) return -1;
     snprintf(f, sizeof(f), "topologies.%s.ring[%d].order", cname, s);
     if (perm_list(r, order, f, c->nlocal, ch->ring)) return -1;
     snprintf(f, sizeof(f), "topologies.%s.ring[%d].nic_in", cname, s);
@@ -185,14 +185,14 @@ static int parse_channels(struct rd *r, const struct ydoc_node *cls, const char 
                     &ch->ring_pxn))
       return -1;
     if (ch->ring_pxn >= 0 && ch->ring_pxn == ch->ring[c->nlocal - 1])
-      return rd_err(r, ydoc_get(e, "pxn"), f, "local rank %d is the ring's last: it sends "
+      return rd_err(r, gcoll_ydoc_get(e, "pxn"), f, "local rank %d is the ring's last: it sends "
                     "through its own NIC", ch->ring_pxn);
 
-    const struct ydoc_node *t = ydoc_item(tree, (size_t)s), *chain;
+    const struct ydoc_node *t = gcoll_ydoc_item(tree, (size_t)s), *chain;
     snprintf(f, sizeof(f), "topologies.%s.tree[%d]", cname, s);
-    if (ydoc_expect(r->doc, t, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, t, f, tree_keys))
+    if (gcoll_ydoc_expect(r->doc, t, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, t, f, tree_keys))
       return -1;
-    if (ydoc_req(r->doc, t, "chain", &chain, r->err, r->errlen)) return -1;
+    if (gcoll_ydoc_req(r->doc, t, "chain", &chain, r->err, r->errlen)) return -1;
     snprintf(f, sizeof(f), "topologies.%s.tree[%d].chain", cname, s);
     if (perm_list(r, chain, f, c->nlocal, ch->chain)) return -1;
     snprintf(f, sizeof(f), "topologies.%s.tree[%d].nic", cname, s);
@@ -209,16 +209,16 @@ static int parse_channels(struct rd *r, const struct ydoc_node *cls, const char 
 static int parse_nvls(struct rd *r, const struct ydoc_node *cls, const char *cname,
                       struct gcoll_plan_class *c) {
   static const char *const keys[] = {"heads", NULL};
-  const struct ydoc_node *nvls = ydoc_get(cls, "nvls"), *heads;
+  const struct ydoc_node *nvls = gcoll_ydoc_get(cls, "nvls"), *heads;
   char f[160];
   if (nvls == NULL) return 0;
   snprintf(f, sizeof(f), "topologies.%s.nvls", cname);
-  if (ydoc_expect(r->doc, nvls, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, nvls, f, keys))
+  if (gcoll_ydoc_expect(r->doc, nvls, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, nvls, f, keys))
     return -1;
-  if (ydoc_req(r->doc, nvls, "heads", &heads, r->err, r->errlen)) return -1;
+  if (gcoll_ydoc_req(r->doc, nvls, "heads", &heads, r->err, r->errlen)) return -1;
   snprintf(f, sizeof(f), "topologies.%s.nvls.heads", cname);
-  if (ydoc_expect(r->doc, heads, YDOC_SEQ, f, r->err, r->errlen)) return -1;
-  size_t n = ydoc_count(heads);
+  if (gcoll_ydoc_expect(r->doc, heads, YDOC_SEQ, f, r->err, r->errlen)) return -1;
+  size_t n = gcoll_ydoc_count(heads);
   if (n < 1 || n > GCOLL_MAX_NVLS_HEADS || n > (size_t)c->nlocal)
     return rd_err(r, heads, f, "has %zu heads, expected 1..%d", n,
                   c->nlocal < GCOLL_MAX_NVLS_HEADS ? c->nlocal : GCOLL_MAX_NVLS_HEADS);
@@ -226,7 +226,7 @@ static int parse_nvls(struct rd *r, const struct ydoc_node *cls, const char *cna
   for (size_t i = 0; i < n; i++)
     for (size_t j = 0; j < i; j++)
       if (c->graph.nvls_heads[i] == c->graph.nvls_heads[j])
-        return rd_err(r, ydoc_item(heads, i), f, "local rank %d appears twice",
+        return rd_err(r, gcoll_ydoc_item(heads, i), f, "local rank %d appears twice",
                       c->graph.nvls_heads[i]);
   c->graph.nvls_nheads = (int)n;
   return 0;
@@ -236,7 +236,7 @@ static int parse_nvls(struct rd *r, const struct ydoc_node *cls, const char *cna
  * from part of a node); GPU classes only, distinct. */
 static int parse_gpu_map(struct rd *r, const struct ydoc_node *cls, const char *cname,
                          struct gcoll_plan_class *c) {
-  const struct ydoc_node *n = ydoc_get(cls, "gpus");
+  const struct ydoc_node *n = gcoll_ydoc_get(cls, "gpus");
   char f[160];
   if (n == NULL) return 0;
   snprintf(f, sizeof(f), "topologies.%s.gpus", cname);
@@ -246,7 +246,7 @@ static int parse_gpu_map(struct rd *r, const struct ydoc_node *cls, const char *
   for (int i = 0; i < c->nlocal; i++)
     for (int j = 0; j < i; j++)
       if (c->gpu[i] == c->gpu[j])
-        return rd_err(r, ydoc_item(n, (size_t)i), f, "GPU %d appears twice", c->gpu[i]);
+        return rd_err(r, gcoll_ydoc_item(n, (size_t)i), f, "GPU %d appears twice", c->gpu[i]);
   c->has_gpu_map = 1;
   return 0;
 }
@@ -255,18 +255,18 @@ static int parse_gpu_map(struct rd *r, const struct ydoc_node *cls, const char *
  * classes only, distinct, normalised as topologies write them. */
 static int parse_gpu_busids(struct rd *r, const struct ydoc_node *cls, const char *cname,
                             struct gcoll_plan_class *c) {
-  const struct ydoc_node *n = ydoc_get(cls, "gpu_busids");
+  const struct ydoc_node *n = gcoll_ydoc_get(cls, "gpu_busids");
   char f[160], raw[64];
   if (n == NULL) return 0;
   snprintf(f, sizeof(f), "topologies.%s.gpu_busids", cname);
   if (c->intra_edge != GCOLL_EDGE_P2P)
     return rd_err(r, n, f, "only GPU classes (intra: p2p) drive GPUs");
-  if (ydoc_expect(r->doc, n, YDOC_SEQ, f, r->err, r->errlen)) return -1;
-  if (ydoc_count(n) != (size_t)c->nlocal)
-    return rd_err(r, n, f, "has %zu entries, expected %d", ydoc_count(n), c->nlocal);
+  if (gcoll_ydoc_expect(r->doc, n, YDOC_SEQ, f, r->err, r->errlen)) return -1;
+  if (gcoll_ydoc_count(n) != (size_t)c->nlocal)
+    return rd_err(r, n, f, "has %zu entries, expected %d", gcoll_ydoc_count(n), c->nlocal);
   for (int i = 0; i < c->nlocal; i++) {
-    const struct ydoc_node *item = ydoc_item(n, (size_t)i);
-    if (ydoc_str(r->doc, item, f, raw, sizeof(raw), r->err, r->errlen)) return -1;
+    const struct ydoc_node *item = gcoll_ydoc_item(n, (size_t)i);
+    if (gcoll_ydoc_str(r->doc, item, f, raw, sizeof(raw), r->err, r->errlen)) return -1;
     if (gcoll_busid_normalize(raw, c->gpu_busid[i], sizeof(c->gpu_busid[i])) != 0)
       return rd_err(r, item, f, "'%.40s' is not a PCI bus id (DOMAIN:BB:DD.F)", raw);
     for (int j = 0; j < i; j++)
@@ -281,27 +281,27 @@ static int parse_gpu_busids(struct rd *r, const struct ydoc_node *cls, const cha
 static int parse_left_out(struct rd *r, const struct ydoc_node *cls, const char *cname,
                           struct gcoll_intra_graph *g) {
   static const char *const keys[] = {"nic", "reason", NULL};
-  const struct ydoc_node *lo = ydoc_get(cls, "nics_left_out");
+  const struct ydoc_node *lo = gcoll_ydoc_get(cls, "nics_left_out");
   char f[160];
   g->nleft_out = g->left_out_more = 0;
   if (lo == NULL) return 0;
   snprintf(f, sizeof(f), "topologies.%s.nics_left_out", cname);
-  if (ydoc_expect(r->doc, lo, YDOC_SEQ, f, r->err, r->errlen)) return -1;
-  if (ydoc_count(lo) < 1 || ydoc_count(lo) > GCOLL_MAX_LEFT_OUT)
-    return rd_err(r, lo, f, "has %zu entries, expected 1..%d", ydoc_count(lo), GCOLL_MAX_LEFT_OUT);
-  for (size_t i = 0; i < ydoc_count(lo); i++) {
-    const struct ydoc_node *e = ydoc_item(lo, i), *n;
+  if (gcoll_ydoc_expect(r->doc, lo, YDOC_SEQ, f, r->err, r->errlen)) return -1;
+  if (gcoll_ydoc_count(lo) < 1 || gcoll_ydoc_count(lo) > GCOLL_MAX_LEFT_OUT)
+    return rd_err(r, lo, f, "has %zu entries, expected 1..%d", gcoll_ydoc_count(lo), GCOLL_MAX_LEFT_OUT);
+  for (size_t i = 0; i < gcoll_ydoc_count(lo); i++) {
+    const struct ydoc_node *e = gcoll_ydoc_item(lo, i), *n;
     snprintf(f, sizeof(f), "topologies.%s.nics_left_out[%zu]", cname, i);
-    if (ydoc_expect(r->doc, e, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, e, f, keys))
+    if (gcoll_ydoc_expect(r->doc, e, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, e, f, keys))
       return -1;
     snprintf(f, sizeof(f), "topologies.%s.nics_left_out[%zu].nic", cname, i);
-    if (ydoc_req(r->doc, e, "nic", &n, r->err, r->errlen) ||
-        ydoc_str(r->doc, n, f, g->left_out[i].nic, sizeof(g->left_out[i].nic), r->err, r->errlen))
+    if (gcoll_ydoc_req(r->doc, e, "nic", &n, r->err, r->errlen) ||
+        gcoll_ydoc_str(r->doc, n, f, g->left_out[i].nic, sizeof(g->left_out[i].nic), r->err, r->errlen))
       return -1;
     if (g->left_out[i].nic[0] == '\0') return rd_err(r, n, f, "empty NIC name");
     snprintf(f, sizeof(f), "topologies.%s.nics_left_out[%zu].reason", cname, i);
-    if (ydoc_req(r->doc, e, "reason", &n, r->err, r->errlen) ||
-        ydoc_str(r->doc, n, f, g->left_out[i].why, sizeof(g->left_out[i].why), r->err, r->errlen))
+    if (gcoll_ydoc_req(r->doc, e, "reason", &n, r->err, r->errlen) ||
+        gcoll_ydoc_str(r->doc, n, f, g->left_out[i].why, sizeof(g->left_out[i].why), r->err, r->errlen))
       return -1;
     if (strcmp(g->left_out[i].why, "down") != 0 && strcmp(g->left_out[i].why, "slow") != 0)
       return rd_err(r, n, f, "expected down or slow, found '%s'", g->left_out[i].why);
@@ -328,18 +328,18 @@ static int parse_class(struct rd *r, const char *name, const struct ydoc_node *k
                   sizeof(c->name) - 1);
   snprintf(c->name, sizeof(c->name), "%s", name);
   snprintf(f, sizeof(f), "topologies.%s", name);
-  if (ydoc_expect(r->doc, cls, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, cls, f, keys))
+  if (gcoll_ydoc_expect(r->doc, cls, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, cls, f, keys))
     return -1;
   snprintf(f, sizeof(f), "topologies.%s.hash", name);
-  if (ydoc_req(r->doc, cls, "hash", &n, r->err, r->errlen) || parse_hash(r, n, f, &c->hash))
+  if (gcoll_ydoc_req(r->doc, cls, "hash", &n, r->err, r->errlen) || parse_hash(r, n, f, &c->hash))
     return -1;
   snprintf(f, sizeof(f), "topologies.%s.local_ranks", name);
   if (get_int(r, cls, "local_ranks", f, 1, GCOLL_MAX_LOCAL_RANKS, &v)) return -1;
   c->nlocal = (int)v;
   c->graph.nlocal = c->nlocal;
   snprintf(f, sizeof(f), "topologies.%s.intra", name);
-  if (ydoc_req(r->doc, cls, "intra", &n, r->err, r->errlen) ||
-      ydoc_expect(r->doc, n, YDOC_SCALAR, f, r->err, r->errlen))
+  if (gcoll_ydoc_req(r->doc, cls, "intra", &n, r->err, r->errlen) ||
+      gcoll_ydoc_expect(r->doc, n, YDOC_SCALAR, f, r->err, r->errlen))
     return -1;
   int e = gcoll_edge_from_name(n->scalar);
   if (e != GCOLL_EDGE_SHM && e != GCOLL_EDGE_P2P)
@@ -349,12 +349,12 @@ static int parse_class(struct rd *r, const char *name, const struct ydoc_node *k
   snprintf(f, sizeof(f), "topologies.%s.bandwidth", name);
   if (get_map(r, cls, "bandwidth", &bw) || only_keys(r, bw, f, bw_keys)) return -1;
   snprintf(f, sizeof(f), "topologies.%s.bandwidth.ring", name);
-  if (ydoc_req(r->doc, bw, "ring", &n, r->err, r->errlen) ||
-      ydoc_double(r->doc, n, f, 0, 1e9, &c->graph.ring_bw, r->err, r->errlen))
+  if (gcoll_ydoc_req(r->doc, bw, "ring", &n, r->err, r->errlen) ||
+      gcoll_ydoc_double(r->doc, n, f, 0, 1e9, &c->graph.ring_bw, r->err, r->errlen))
     return -1;
   snprintf(f, sizeof(f), "topologies.%s.bandwidth.net", name);
-  if (ydoc_req(r->doc, bw, "net", &n, r->err, r->errlen) ||
-      ydoc_double(r->doc, n, f, 0, 1e9, &c->graph.net_bw, r->err, r->errlen))
+  if (gcoll_ydoc_req(r->doc, bw, "net", &n, r->err, r->errlen) ||
+      gcoll_ydoc_double(r->doc, n, f, 0, 1e9, &c->graph.net_bw, r->err, r->errlen))
     return -1;
   if (parse_channels(r, cls, name, c, nsearch) || parse_left_out(r, cls, name, &c->graph))
     return -1;
@@ -364,12 +364,12 @@ static int parse_class(struct rd *r, const char *name, const struct ydoc_node *k
 static int parse_classes(struct rd *r, const struct ydoc_node *root, struct gcoll_plan *p) {
   const struct ydoc_node *t;
   if (get_map(r, root, "topologies", &t)) return -1;
-  if (ydoc_count(t) < 1 || ydoc_count(t) > GCOLL_MAX_CLASSES)
-    return rd_err(r, t, "topologies", "has %zu classes, expected 1..%d", ydoc_count(t),
+  if (gcoll_ydoc_count(t) < 1 || gcoll_ydoc_count(t) > GCOLL_MAX_CLASSES)
+    return rd_err(r, t, "topologies", "has %zu classes, expected 1..%d", gcoll_ydoc_count(t),
                   GCOLL_MAX_CLASSES);
-  p->nclasses = (int)ydoc_count(t);
+  p->nclasses = (int)gcoll_ydoc_count(t);
   for (int k = 0; k < p->nclasses; k++)
-    if (parse_class(r, ydoc_key(t, (size_t)k), t->items[2 * k], ydoc_value(t, (size_t)k),
+    if (parse_class(r, gcoll_ydoc_key(t, (size_t)k), t->items[2 * k], gcoll_ydoc_value(t, (size_t)k),
                     p->nchannels / 2, &p->classes[k]))
       return -1;
   return 0;
@@ -426,7 +426,7 @@ static int parse_domain(struct rd *r, const struct ydoc_node *e, int idx, struct
                         int first, int count) {
   char f[64];
   int64_t v;
-  if (ydoc_get(e, "domain") == NULL) {
+  if (gcoll_ydoc_get(e, "domain") == NULL) {
     for (int j = 0; p->node_domain != NULL && j < count; j++) p->node_domain[first + j] = -1;
     return 0;
   }
@@ -444,16 +444,16 @@ static int parse_domain(struct rd *r, const struct ydoc_node *e, int idx, struct
 static int parse_node_entry(struct rd *r, const struct ydoc_node *e, int idx,
                             struct gcoll_plan *p, struct node_fill *nf) {
   static const char *const keys[] = {"host", "hosts", "topology", "domain", "ranks", NULL};
-  const struct ydoc_node *topo, *ranks, *host = ydoc_get(e, "host"), *hosts = ydoc_get(e, "hosts");
+  const struct ydoc_node *topo, *ranks, *host = gcoll_ydoc_get(e, "host"), *hosts = gcoll_ydoc_get(e, "hosts");
   char f[64], name[GCOLL_PLAN_HOST_MAX];
   snprintf(f, sizeof(f), "nodes[%d]", idx);
-  if (ydoc_expect(r->doc, e, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, e, f, keys))
+  if (gcoll_ydoc_expect(r->doc, e, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, e, f, keys))
     return -1;
   if ((host == NULL) == (hosts == NULL))
     return rd_err(r, e, f, "needs exactly one of 'host' and 'hosts'");
   snprintf(f, sizeof(f), "nodes[%d].topology", idx);
-  if (ydoc_req(r->doc, e, "topology", &topo, r->err, r->errlen) ||
-      ydoc_expect(r->doc, topo, YDOC_SCALAR, f, r->err, r->errlen))
+  if (gcoll_ydoc_req(r->doc, e, "topology", &topo, r->err, r->errlen) ||
+      gcoll_ydoc_expect(r->doc, topo, YDOC_SCALAR, f, r->err, r->errlen))
     return -1;
   int k = find_class(p, topo->scalar, nf->last_class);
   if (k < 0) return rd_err(r, topo, f, "topology class '%.64s' is not defined", topo->scalar);
@@ -463,8 +463,8 @@ static int parse_node_entry(struct rd *r, const struct ydoc_node *e, int idx,
   int64_t a = 0, b = -1;
   int *list = NULL, nlist = 0;
   char why[160];
-  if (ydoc_req(r->doc, e, "ranks", &ranks, r->err, r->errlen) ||
-      ydoc_expect(r->doc, ranks, YDOC_SCALAR, f, r->err, r->errlen))
+  if (gcoll_ydoc_req(r->doc, e, "ranks", &ranks, r->err, r->errlen) ||
+      gcoll_ydoc_expect(r->doc, ranks, YDOC_SCALAR, f, r->err, r->errlen))
     return -1;
   /* A-B: a block of ranks; else a rank list ("3-99995:12500", "0,4"),
    * for nodes of a cyclic or other non-block layout. */
@@ -493,13 +493,13 @@ static int parse_node_entry(struct rd *r, const struct ydoc_node *e, int idx,
   int64_t nh = count / nlocal, listed;
   if (host) {
     snprintf(f, sizeof(f), "nodes[%d].host", idx);
-    if (ydoc_str(r->doc, host, f, name, sizeof(name), r->err, r->errlen)) return -1;
+    if (gcoll_ydoc_str(r->doc, host, f, name, sizeof(name), r->err, r->errlen)) return -1;
     if (name[0] == '\0') return rd_err(r, host, f, "empty host name");
     listed = 1;
   } else {
     int cnt;
     snprintf(f, sizeof(f), "nodes[%d].hosts", idx);
-    if (ydoc_expect(r->doc, hosts, YDOC_SCALAR, f, r->err, r->errlen)) return -1;
+    if (gcoll_ydoc_expect(r->doc, hosts, YDOC_SCALAR, f, r->err, r->errlen)) return -1;
     if (gcoll_hostlist_count(hosts->scalar, &cnt, name, sizeof(name)))
       return rd_err(r, hosts, f, "%s", name);
     listed = cnt;
@@ -538,12 +538,12 @@ static int parse_node_entry(struct rd *r, const struct ydoc_node *e, int idx,
 static int parse_nodes(struct rd *r, const struct ydoc_node *root, struct gcoll_plan *p,
                        struct node_fill *nf) {
   const struct ydoc_node *nodes;
-  if (ydoc_req(r->doc, root, "nodes", &nodes, r->err, r->errlen) ||
-      ydoc_expect(r->doc, nodes, YDOC_SEQ, "nodes", r->err, r->errlen))
+  if (gcoll_ydoc_req(r->doc, root, "nodes", &nodes, r->err, r->errlen) ||
+      gcoll_ydoc_expect(r->doc, nodes, YDOC_SEQ, "nodes", r->err, r->errlen))
     return -1;
-  for (size_t i = 0; i < ydoc_count(nodes); i++) {
+  for (size_t i = 0; i < gcoll_ydoc_count(nodes); i++) {
     if (i > (size_t)INT_MAX / 2) return rd_err(r, nodes, "nodes", "too many entries");
-    if (parse_node_entry(r, ydoc_item(nodes, i), (int)i, p, nf)) return -1;
+    if (parse_node_entry(r, gcoll_ydoc_item(nodes, i), (int)i, p, nf)) return -1;
   }
   if (nf->next_node != p->nnodes)
     return rd_err(r, nodes, "nodes", "lists %d nodes, nodes_count is %d", nf->next_node,
@@ -561,7 +561,7 @@ static int parse_nodes(struct rd *r, const struct ydoc_node *root, struct gcoll_
 static int order_item(struct rd *r, const struct ydoc_node *n, struct gcoll_plan *p, int *count,
                       unsigned char *seen) {
   int64_t a, b;
-  if (ydoc_expect(r->doc, n, YDOC_SCALAR, "ring.node_order", r->err, r->errlen)) return -1;
+  if (gcoll_ydoc_expect(r->doc, n, YDOC_SCALAR, "ring.node_order", r->err, r->errlen)) return -1;
   for (const char *s = n->scalar; *s;) {
     const char *comma = strchr(s, ',');
     size_t len = comma ? (size_t)(comma - s) : strlen(s);
@@ -591,13 +591,13 @@ static int parse_ring(struct rd *r, const struct ydoc_node *root, struct gcoll_p
   static const char *const keys[] = {"node_order", NULL};
   const struct ydoc_node *ring, *order;
   if (get_map(r, root, "ring", &ring) || only_keys(r, ring, "ring", keys)) return -1;
-  if (ydoc_req(r->doc, ring, "node_order", &order, r->err, r->errlen)) return -1;
+  if (gcoll_ydoc_req(r->doc, ring, "node_order", &order, r->err, r->errlen)) return -1;
   unsigned char *seen = calloc((size_t)p->nnodes, 1);
   int count = 0, rc = 0;
   if (seen == NULL) return rd_err(r, order, "ring.node_order", "out of memory");
   if (order->kind == YDOC_SEQ) {
-    for (size_t i = 0; i < ydoc_count(order) && rc == 0; i++)
-      rc = order_item(r, ydoc_item(order, i), p, &count, seen);
+    for (size_t i = 0; i < gcoll_ydoc_count(order) && rc == 0; i++)
+      rc = order_item(r, gcoll_ydoc_item(order, i), p, &count, seen);
   } else if (order->kind == YDOC_SCALAR) {
     rc = order_item(r, order, p, &count, seen);
   } else {
@@ -626,19 +626,19 @@ static int parse_tree(struct rd *r, const struct ydoc_node *tree, const char *wh
   if (get_int(r, t, "root", f, 0, p->nnodes - 1, &v)) return -1;
   *root = (int)v;
   snprintf(f, sizeof(f), "tree.%s.parent", which);
-  if (ydoc_req(r->doc, t, "parent", &par, r->err, r->errlen) ||
+  if (gcoll_ydoc_req(r->doc, t, "parent", &par, r->err, r->errlen) ||
       int_list(r, par, f, p->nnodes, -1, p->nnodes - 1, parent))
     return -1;
   memset(children, 0, (size_t)p->nnodes * sizeof(*children));
   for (int n = 0; n < p->nnodes; n++)
     if (parent[n] >= 0 && ++children[parent[n]] > 2)
-      return rd_err(r, ydoc_item(par, (size_t)n), f,
+      return rd_err(r, gcoll_ydoc_item(par, (size_t)n), f,
                     "node %d has more than 2 children in tree %s", parent[n], which);
   if (is_t2) {
     const struct ydoc_node *c;
     snprintf(f, sizeof(f), "tree.t2.construction");
-    if (ydoc_req(r->doc, t, "construction", &c, r->err, r->errlen) ||
-        ydoc_expect(r->doc, c, YDOC_SCALAR, f, r->err, r->errlen))
+    if (gcoll_ydoc_req(r->doc, t, "construction", &c, r->err, r->errlen) ||
+        gcoll_ydoc_expect(r->doc, c, YDOC_SCALAR, f, r->err, r->errlen))
       return -1;
     if (strcmp(c->scalar, "mirror") == 0) p->t2_construction = GCOLL_T2_MIRROR;
     else if (strcmp(c->scalar, "shift") == 0) p->t2_construction = GCOLL_T2_SHIFT;
@@ -654,8 +654,8 @@ static int check_tree_sizes(struct rd *r, const struct ydoc_node *root, int nnod
   static const char *const keys[] = {"kind", "t1", "t2", NULL};
   const struct ydoc_node *kind;
   if (get_map(r, root, "tree", tree) || only_keys(r, *tree, "tree", keys)) return -1;
-  if (ydoc_req(r->doc, *tree, "kind", &kind, r->err, r->errlen) ||
-      ydoc_expect(r->doc, kind, YDOC_SCALAR, "tree.kind", r->err, r->errlen))
+  if (gcoll_ydoc_req(r->doc, *tree, "kind", &kind, r->err, r->errlen) ||
+      gcoll_ydoc_expect(r->doc, kind, YDOC_SCALAR, "tree.kind", r->err, r->errlen))
     return -1;
   if (strcmp(kind->scalar, "double-binary") != 0)
     return rd_err(r, kind, "tree.kind", "expected double-binary, found '%.40s'", kind->scalar);
@@ -665,11 +665,11 @@ static int check_tree_sizes(struct rd *r, const struct ydoc_node *root, int nnod
     char f[32];
     snprintf(f, sizeof(f), "tree.%s.parent", which);
     if (get_map(r, *tree, which, &t) ||
-        ydoc_req(r->doc, t, "parent", &par, r->err, r->errlen) ||
-        ydoc_expect(r->doc, par, YDOC_SEQ, f, r->err, r->errlen))
+        gcoll_ydoc_req(r->doc, t, "parent", &par, r->err, r->errlen) ||
+        gcoll_ydoc_expect(r->doc, par, YDOC_SEQ, f, r->err, r->errlen))
       return -1;
-    if (ydoc_count(par) != (size_t)nnodes)
-      return rd_err(r, par, f, "has %zu entries, nodes_count is %d", ydoc_count(par), nnodes);
+    if (gcoll_ydoc_count(par) != (size_t)nnodes)
+      return rd_err(r, par, f, "has %zu entries, nodes_count is %d", gcoll_ydoc_count(par), nnodes);
   }
   return 0;
 }
@@ -695,29 +695,29 @@ static int parse_tuning_row(struct rd *r, const struct ydoc_node *e, const char 
   const struct ydoc_node *n;
   char ff[96];
   int64_t v;
-  if (ydoc_expect(r->doc, e, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, e, f, keys))
+  if (gcoll_ydoc_expect(r->doc, e, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, e, f, keys))
     return -1;
-  n = ydoc_get(e, "max_bytes");
+  n = gcoll_ydoc_get(e, "max_bytes");
   snprintf(ff, sizeof(ff), "%s.max_bytes", f);
   if (n == NULL) {
     if (!last) return rd_err(r, e, ff, "missing (only the last row has no limit)");
     t->max_bytes = UINT64_MAX;
   } else {
     if (last) return rd_err(r, n, ff, "the last row must have no max_bytes (no limit)");
-    if (ydoc_expect(r->doc, n, YDOC_SCALAR, ff, r->err, r->errlen)) return -1;
+    if (gcoll_ydoc_expect(r->doc, n, YDOC_SCALAR, ff, r->err, r->errlen)) return -1;
     if (parse_u64(n->scalar, &t->max_bytes) || t->max_bytes == UINT64_MAX)
       return rd_err(r, n, ff, "expected a byte count below 2^64-1, found '%.40s'", n->scalar);
   }
   snprintf(ff, sizeof(ff), "%s.algo", f);
-  if (ydoc_req(r->doc, e, "algo", &n, r->err, r->errlen) ||
-      ydoc_expect(r->doc, n, YDOC_SCALAR, ff, r->err, r->errlen))
+  if (gcoll_ydoc_req(r->doc, e, "algo", &n, r->err, r->errlen) ||
+      gcoll_ydoc_expect(r->doc, n, YDOC_SCALAR, ff, r->err, r->errlen))
     return -1;
   int a = gcoll_algo_from_name(n->scalar);
   if (a < 0) return rd_err(r, n, ff, "expected ring, tree or nvls, found '%.40s'", n->scalar);
   t->algo = (enum gcoll_algo)a;
   snprintf(ff, sizeof(ff), "%s.proto", f);
-  if (ydoc_req(r->doc, e, "proto", &n, r->err, r->errlen) ||
-      ydoc_expect(r->doc, n, YDOC_SCALAR, ff, r->err, r->errlen))
+  if (gcoll_ydoc_req(r->doc, e, "proto", &n, r->err, r->errlen) ||
+      gcoll_ydoc_expect(r->doc, n, YDOC_SCALAR, ff, r->err, r->errlen))
     return -1;
   int pr = gcoll_proto_from_name(n->scalar);
   if (pr < 0) return rd_err(r, n, ff, "expected simple, ll or ll128, found '%.40s'", n->scalar);
@@ -731,28 +731,28 @@ static int parse_tuning_row(struct rd *r, const struct ydoc_node *e, const char 
 static int parse_tuning(struct rd *r, const struct ydoc_node *root, struct gcoll_plan *p) {
   const struct ydoc_node *tun;
   if (get_map(r, root, "tuning", &tun)) return -1;
-  for (size_t i = 0; i < ydoc_count(tun); i++)
-    if (gcoll_coll_from_name(ydoc_key(tun, i)) < 0)
-      return rd_err(r, tun->items[2 * i], ydoc_key(tun, i), "unknown collective in tuning");
+  for (size_t i = 0; i < gcoll_ydoc_count(tun); i++)
+    if (gcoll_coll_from_name(gcoll_ydoc_key(tun, i)) < 0)
+      return rd_err(r, tun->items[2 * i], gcoll_ydoc_key(tun, i), "unknown collective in tuning");
   for (int c = 0; c < GCOLL_NCOLLS; c++) {
     const char *cname = gcoll_coll_name((enum gcoll_coll)c);
     const struct ydoc_node *rows;
     char f[64];
     snprintf(f, sizeof(f), "tuning.%s", cname);
-    if (ydoc_req(r->doc, tun, cname, &rows, r->err, r->errlen) ||
-        ydoc_expect(r->doc, rows, YDOC_SEQ, f, r->err, r->errlen))
+    if (gcoll_ydoc_req(r->doc, tun, cname, &rows, r->err, r->errlen) ||
+        gcoll_ydoc_expect(r->doc, rows, YDOC_SEQ, f, r->err, r->errlen))
       return -1;
-    size_t n = ydoc_count(rows);
+    size_t n = gcoll_ydoc_count(rows);
     if (n < 1 || n > GCOLL_MAX_TUNING)
       return rd_err(r, rows, f, "has %zu rows, expected 1..%d", n, GCOLL_MAX_TUNING);
     for (size_t i = 0; i < n; i++) {
       char fr[64];
       snprintf(fr, sizeof(fr), "tuning.%s[%zu]", cname, i);
-      if (parse_tuning_row(r, ydoc_item(rows, i), fr, i + 1 == n, p->nchannels,
+      if (parse_tuning_row(r, gcoll_ydoc_item(rows, i), fr, i + 1 == n, p->nchannels,
                            &p->tuning[c][i]))
         return -1;
       if (i > 0 && p->tuning[c][i].max_bytes <= p->tuning[c][i - 1].max_bytes)
-        return rd_err(r, ydoc_item(rows, i), fr, "max_bytes must increase from row to row");
+        return rd_err(r, gcoll_ydoc_item(rows, i), fr, "max_bytes must increase from row to row");
     }
     p->ntuning[c] = (int)n;
   }
@@ -765,10 +765,10 @@ static int parse_version(struct rd *r, const struct ydoc_node *root) {
   const struct ydoc_node *n;
   int64_t v;
   if (root == NULL) return rd_err(r, NULL, NULL, "empty file: not a gcoll plan");
-  if (ydoc_expect(r->doc, root, YDOC_MAP, "gcoll-plan", r->err, r->errlen)) return -1;
-  n = ydoc_get(root, "gcoll-plan");
+  if (gcoll_ydoc_expect(r->doc, root, YDOC_MAP, "gcoll-plan", r->err, r->errlen)) return -1;
+  n = gcoll_ydoc_get(root, "gcoll-plan");
   if (n == NULL) return rd_err(r, root, "gcoll-plan", "missing: not a gcoll plan file");
-  if (ydoc_int(r->doc, n, "gcoll-plan", 0, INT_MAX, &v, r->err, r->errlen)) return -1;
+  if (gcoll_ydoc_int(r->doc, n, "gcoll-plan", 0, INT_MAX, &v, r->err, r->errlen)) return -1;
   if (v != GCOLL_PLAN_VERSION)
     return rd_err(r, n, "gcoll-plan", "unsupported plan version %lld (this gcoll reads %d)",
                   (long long)v, GCOLL_PLAN_VERSION);
@@ -777,20 +777,20 @@ static int parse_version(struct rd *r, const struct ydoc_node *root) {
 
 static int parse_job(struct rd *r, const struct ydoc_node *root, struct gcoll_plan_job *job) {
   static const char *const keys[] = {"id", "step", "created", NULL};
-  const struct ydoc_node *j = ydoc_get(root, "job"), *n;
+  const struct ydoc_node *j = gcoll_ydoc_get(root, "job"), *n;
   job->id = job->step = -1;
   job->created[0] = '\0';
   if (j == NULL) return 0;
-  if (ydoc_expect(r->doc, j, YDOC_MAP, "job", r->err, r->errlen) || only_keys(r, j, "job", keys))
+  if (gcoll_ydoc_expect(r->doc, j, YDOC_MAP, "job", r->err, r->errlen) || only_keys(r, j, "job", keys))
     return -1;
-  if ((n = ydoc_get(j, "id")) && ydoc_int(r->doc, n, "job.id", 0, INT64_MAX, &job->id, r->err,
+  if ((n = gcoll_ydoc_get(j, "id")) && gcoll_ydoc_int(r->doc, n, "job.id", 0, INT64_MAX, &job->id, r->err,
                                            r->errlen))
     return -1;
-  if ((n = ydoc_get(j, "step")) && ydoc_int(r->doc, n, "job.step", 0, INT64_MAX, &job->step,
+  if ((n = gcoll_ydoc_get(j, "step")) && gcoll_ydoc_int(r->doc, n, "job.step", 0, INT64_MAX, &job->step,
                                              r->err, r->errlen))
     return -1;
-  if ((n = ydoc_get(j, "created")) &&
-      ydoc_str(r->doc, n, "job.created", job->created, sizeof(job->created), r->err, r->errlen))
+  if ((n = gcoll_ydoc_get(j, "created")) &&
+      gcoll_ydoc_str(r->doc, n, "job.created", job->created, sizeof(job->created), r->err, r->errlen))
     return -1;
   return 0;
 }
@@ -803,8 +803,8 @@ static int parse_header(struct rd *r, const struct ydoc_node *root, struct gcoll
   int64_t v;
   if (parse_version(r, root) || only_keys(r, root, "the plan", keys)) return -1;
   p->version = GCOLL_PLAN_VERSION;
-  if (ydoc_req(r->doc, root, "generator", &n, r->err, r->errlen) ||
-      ydoc_str(r->doc, n, "generator", p->generator, sizeof(p->generator), r->err, r->errlen))
+  if (gcoll_ydoc_req(r->doc, root, "generator", &n, r->err, r->errlen) ||
+      gcoll_ydoc_str(r->doc, n, "generator", p->generator, sizeof(p->generator), r->err, r->errlen))
     return -1;
   if (parse_job(r, root, &p->job)) return -1;
   if (get_int(r, root, "ranks", "ranks", 1, GCOLL_MAX_RANKS, &v)) return -1;
@@ -813,7 +813,7 @@ static int parse_header(struct rd *r, const struct ydoc_node *root, struct gcoll
   p->nnodes = (int)v;
   if (get_int(r, root, "channels", "channels", 2, GCOLL_MAX_CHANNELS, &v)) return -1;
   if (v % 2) {
-    ydoc_req(r->doc, root, "channels", &n, r->err, r->errlen);
+    gcoll_ydoc_req(r->doc, root, "channels", &n, r->err, r->errlen);
     return rd_err(r, n, "channels", "%lld is odd (channels come in duplicated pairs)",
                   (long long)v);
   }
@@ -862,9 +862,9 @@ fail:
 struct gcoll_plan *gcoll_plan_read_mem(const char *buf, size_t len, const char *what,
                                        char *err, size_t errlen) {
   struct ydoc doc;
-  if (ydoc_parse(&doc, buf, len, what, err, errlen)) return NULL;
+  if (gcoll_ydoc_parse(&doc, buf, len, what, err, errlen)) return NULL;
   struct gcoll_plan *p = gcoll_plan_from_ydoc(&doc, -1, NULL, 0, err, errlen);
-  ydoc_free(&doc);
+  gcoll_ydoc_free(&doc);
   return p;
 }
 

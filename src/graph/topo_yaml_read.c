@@ -30,26 +30,26 @@ static const char *field_path(char *buf, const char *ctx, const char *key) {
 
 static int check_keys(struct reader *r, const struct ydoc_node *map, const char *ctx,
                       const char *const *allowed) {
-  for (size_t i = 0; i < ydoc_count(map); i++) {
-    const char *key = ydoc_key(map, i);
+  for (size_t i = 0; i < gcoll_ydoc_count(map); i++) {
+    const char *key = gcoll_ydoc_key(map, i);
     int known = 0;
     for (const char *const *a = allowed; *a != NULL && !known; a++) known = strcmp(*a, key) == 0;
     if (!known) {
       char f[FIELD_MAX];
-      return ydoc_error(r->doc, map->items[2 * i], field_path(f, ctx, key), r->err, r->errlen,
-                        "unknown field");
+      return gcoll_ydoc_error(r->doc, map->items[2 * i], field_path(f, ctx, key), r->err, r->errlen,
+                              "unknown field");
     }
   }
   return 0;
 }
 
-/* Like ydoc_req, but the message names the full field path. */
+/* Like gcoll_ydoc_req, but the message names the full field path. */
 static int require(struct reader *r, const struct ydoc_node *map, const char *ctx,
                    const char *key, const struct ydoc_node **out) {
   char f[FIELD_MAX];
-  *out = ydoc_get(map, key);
+  *out = gcoll_ydoc_get(map, key);
   if (*out == NULL)
-    return ydoc_error(r->doc, map, field_path(f, ctx, key), r->err, r->errlen, "missing");
+    return gcoll_ydoc_error(r->doc, map, field_path(f, ctx, key), r->err, r->errlen, "missing");
   return 0;
 }
 
@@ -60,14 +60,14 @@ static int get_int(struct reader *r, const struct ydoc_node *map, const char *ct
   int64_t v;
   field_path(f, ctx, key);
   if (require(r, map, ctx, key, &n)) return -1;
-  if (ydoc_int(r->doc, n, f, min, max, &v, r->err, r->errlen)) return -1;
+  if (gcoll_ydoc_int(r->doc, n, f, min, max, &v, r->err, r->errlen)) return -1;
   *out = (int)v;
   return 0;
 }
 
 static int get_opt_int(struct reader *r, const struct ydoc_node *map, const char *ctx,
                        const char *key, int64_t min, int64_t max, int dflt, int *out) {
-  if (ydoc_get(map, key) == NULL) {
+  if (gcoll_ydoc_get(map, key) == NULL) {
     *out = dflt;
     return 0;
   }
@@ -80,7 +80,7 @@ static int get_double(struct reader *r, const struct ydoc_node *map, const char 
   const struct ydoc_node *n;
   field_path(f, ctx, key);
   if (require(r, map, ctx, key, &n)) return -1;
-  return ydoc_double(r->doc, n, f, min, max, out, r->err, r->errlen);
+  return gcoll_ydoc_double(r->doc, n, f, min, max, out, r->err, r->errlen);
 }
 
 /* Names end up in plan files, log lines and NCCL-style HCA lists, so they
@@ -96,14 +96,14 @@ static int get_name(struct reader *r, const struct ydoc_node *map, const char *c
   const struct ydoc_node *n;
   field_path(f, ctx, key);
   if (require(r, map, ctx, key, &n)) return -1;
-  if (ydoc_str(r->doc, n, f, out, outlen, r->err, r->errlen)) return -1;
-  if (out[0] == '\0') return ydoc_error(r->doc, n, f, r->err, r->errlen, "must not be empty");
+  if (gcoll_ydoc_str(r->doc, n, f, out, outlen, r->err, r->errlen)) return -1;
+  if (out[0] == '\0') return gcoll_ydoc_error(r->doc, n, f, r->err, r->errlen, "must not be empty");
   for (size_t i = 0; out[i]; i++)
     if (!valid_name_char(out[i], i == 0))
-      return ydoc_error(r->doc, n, f, r->err, r->errlen,
-                        "'%.40s' must start with a letter or digit and contain only letters, "
-                        "digits, '_', '-', '.', ':'",
-                        out);
+      return gcoll_ydoc_error(r->doc, n, f, r->err, r->errlen,
+                              "'%.40s' must start with a letter or digit and contain only letters, "
+                              "digits, '_', '-', '.', ':'",
+                              out);
   return 0;
 }
 
@@ -130,14 +130,14 @@ static int valid_busid(const char *s) {
 
 static int get_busid(struct reader *r, const struct ydoc_node *map, const char *ctx, char *out) {
   char f[FIELD_MAX];
-  const struct ydoc_node *n = ydoc_get(map, "busid");
+  const struct ydoc_node *n = gcoll_ydoc_get(map, "busid");
   out[0] = '\0';
   if (n == NULL) return 0;
   field_path(f, ctx, "busid");
-  if (ydoc_str(r->doc, n, f, out, GCOLL_BUSID_MAX, r->err, r->errlen)) return -1;
+  if (gcoll_ydoc_str(r->doc, n, f, out, GCOLL_BUSID_MAX, r->err, r->errlen)) return -1;
   if (!valid_busid(out))
-    return ydoc_error(r->doc, n, f, r->err, r->errlen,
-                      "'%.40s' is not a lower-case PCI address like 0000:1b:00.0", out);
+    return gcoll_ydoc_error(r->doc, n, f, r->err, r->errlen,
+                            "'%.40s' is not a lower-case PCI address like 0000:1b:00.0", out);
   return 0;
 }
 
@@ -146,20 +146,20 @@ static int get_busid(struct reader *r, const struct ydoc_node *map, const char *
 static int get_parent(struct reader *r, const struct ydoc_node *map, const char *ctx,
                       int *parent) {
   char f[FIELD_MAX], name[GCOLL_NAME_MAX];
-  const struct ydoc_node *n = ydoc_get(map, "parent");
+  const struct ydoc_node *n = gcoll_ydoc_get(map, "parent");
   *parent = -1;
   if (n == NULL) return 0;
   if (get_name(r, map, ctx, "parent", name, sizeof(name))) return -1;
   field_path(f, ctx, "parent");
   int p = gcoll_topo_find(r->t, name);
   if (p < 0)
-    return ydoc_error(r->doc, n, f, r->err, r->errlen,
-                      "device '%s' is not defined above this entry", name);
+    return gcoll_ydoc_error(r->doc, n, f, r->err, r->errlen,
+                            "device '%s' is not defined above this entry", name);
   enum gcoll_dev_type pt = r->t->dev[p].type;
   if (pt != GCOLL_DEV_CPU && pt != GCOLL_DEV_PCI)
-    return ydoc_error(r->doc, n, f, r->err, r->errlen,
-                      "'%s' is a %s; a parent must be a cpu or a pci switch", name,
-                      gcoll_dev_type_name(pt));
+    return gcoll_ydoc_error(r->doc, n, f, r->err, r->errlen,
+                            "'%s' is a %s; a parent must be a cpu or a pci switch", name,
+                            gcoll_dev_type_name(pt));
   *parent = p;
   return 0;
 }
@@ -169,10 +169,10 @@ static int add_device(struct reader *r, const struct ydoc_node *entry, const cha
   char f[FIELD_MAX], why[256];
   field_path(f, ctx, "name");
   if (gcoll_topo_find(r->t, name) >= 0)
-    return ydoc_error(r->doc, ydoc_get(entry, "name"), f, r->err, r->errlen,
-                      "device '%s' is defined twice", name);
+    return gcoll_ydoc_error(r->doc, gcoll_ydoc_get(entry, "name"), f, r->err, r->errlen,
+                            "device '%s' is defined twice", name);
   int idx = gcoll_topo_add_dev(r->t, type, name, parent, why, sizeof(why));
-  if (idx < 0) return ydoc_error(r->doc, entry, f, r->err, r->errlen, "%s", why);
+  if (idx < 0) return gcoll_ydoc_error(r->doc, entry, f, r->err, r->errlen, "%s", why);
   r->dev_line[idx] = entry->line;
   return idx;
 }
@@ -225,9 +225,9 @@ static int read_gpu(struct reader *r, const struct ydoc_node *e, const char *ctx
   /* Local rank i drives gpu i, so the name must say which index it is. */
   snprintf(expect, sizeof(expect), "gpu%d", d->index);
   if (strcmp(expect, d->name) != 0)
-    return ydoc_error(r->doc, ydoc_get(e, "name"), field_path(f, ctx, "name"), r->err,
-                      r->errlen, "GPU number %d must be named '%s', found '%s'", d->index,
-                      expect, d->name);
+    return gcoll_ydoc_error(r->doc, gcoll_ydoc_get(e, "name"), field_path(f, ctx, "name"), r->err,
+                            r->errlen, "GPU number %d must be named '%s', found '%s'", d->index,
+                            expect, d->name);
   d->u.gpu.sms = sms;
   d->u.gpu.cc = cc;
   return 0;
@@ -243,23 +243,23 @@ static int read_nic(struct reader *r, const struct ydoc_node *e, const char *ctx
       get_opt_int(r, e, ctx, "rail", 0, GCOLL_TOPO_MAX_RAIL, -1, &rail))
     return -1;
   gbps = 0; /* absent: unknown (gcoll_topo_missing names it) */
-  if (ydoc_get(e, "gbps") != NULL && get_double(r, e, ctx, "gbps", 0.001, 100000.0, &gbps))
+  if (gcoll_ydoc_get(e, "gbps") != NULL && get_double(r, e, ctx, "gbps", 0.001, 100000.0, &gbps))
     return -1;
-  const struct ydoc_node *st = ydoc_get(e, "state");
+  const struct ydoc_node *st = gcoll_ydoc_get(e, "state");
   if (st != NULL) {
     field_path(f, ctx, "state");
-    if (ydoc_expect(r->doc, st, YDOC_SCALAR, f, r->err, r->errlen)) return -1;
+    if (gcoll_ydoc_expect(r->doc, st, YDOC_SCALAR, f, r->err, r->errlen)) return -1;
     if (strcmp(st->scalar, "up") != 0 && strcmp(st->scalar, "down") != 0)
-      return ydoc_error(r->doc, st, f, r->err, r->errlen, "expected up or down, found '%.40s'",
-                        st->scalar);
+      return gcoll_ydoc_error(r->doc, st, f, r->err, r->errlen, "expected up or down, found '%.40s'",
+                              st->scalar);
     down = strcmp(st->scalar, "down") == 0;
   }
-  if (ydoc_get(e, "active_gbps") != NULL) {
+  if (gcoll_ydoc_get(e, "active_gbps") != NULL) {
     if (get_double(r, e, ctx, "active_gbps", 0.001, 100000.0, &active)) return -1;
     field_path(f, ctx, "active_gbps");
     if (!(gbps > 0) || active > gbps)
-      return ydoc_error(r->doc, ydoc_get(e, "active_gbps"), f, r->err, r->errlen,
-                        "%g Gb/s needs a line rate 'gbps' at least as high", active);
+      return gcoll_ydoc_error(r->doc, gcoll_ydoc_get(e, "active_gbps"), f, r->err, r->errlen,
+                              "%g Gb/s needs a line rate 'gbps' at least as high", active);
   }
   int idx = read_pci_common(r, e, ctx, GCOLL_DEV_NIC, keys);
   if (idx < 0) return -1;
@@ -280,7 +280,7 @@ static int read_nvs(struct reader *r, const struct ydoc_node *e, const char *ctx
   field_path(f, ctx, "multicast");
   if (check_keys(r, e, ctx, keys) || get_name(r, e, ctx, "name", name, sizeof(name)) ||
       require(r, e, ctx, "multicast", &n) ||
-      ydoc_bool(r->doc, n, f, &mc, r->err, r->errlen))
+      gcoll_ydoc_bool(r->doc, n, f, &mc, r->err, r->errlen))
     return -1;
   int idx = add_device(r, e, ctx, GCOLL_DEV_NVS, name, -1);
   if (idx < 0) return -1;
@@ -293,19 +293,19 @@ typedef int (*entry_fn)(struct reader *r, const struct ydoc_node *e, const char 
 /* Reads an optional (or, with `required`, mandatory) list of mappings. */
 static int read_list(struct reader *r, const struct ydoc_node *root, const char *key,
                      int required, entry_fn fn) {
-  const struct ydoc_node *seq = ydoc_get(root, key);
+  const struct ydoc_node *seq = gcoll_ydoc_get(root, key);
   if (seq == NULL) {
     if (!required) return 0;
-    return ydoc_error(r->doc, root, key, r->err, r->errlen, "missing");
+    return gcoll_ydoc_error(r->doc, root, key, r->err, r->errlen, "missing");
   }
-  if (ydoc_expect(r->doc, seq, YDOC_SEQ, key, r->err, r->errlen)) return -1;
-  if (required && ydoc_count(seq) == 0)
-    return ydoc_error(r->doc, seq, key, r->err, r->errlen, "must list at least one entry");
-  for (size_t i = 0; i < ydoc_count(seq); i++) {
+  if (gcoll_ydoc_expect(r->doc, seq, YDOC_SEQ, key, r->err, r->errlen)) return -1;
+  if (required && gcoll_ydoc_count(seq) == 0)
+    return gcoll_ydoc_error(r->doc, seq, key, r->err, r->errlen, "must list at least one entry");
+  for (size_t i = 0; i < gcoll_ydoc_count(seq); i++) {
     char ctx[FIELD_MAX];
-    const struct ydoc_node *e = ydoc_item(seq, i);
+    const struct ydoc_node *e = gcoll_ydoc_item(seq, i);
     snprintf(ctx, sizeof(ctx), "%s[%zu]", key, i);
-    if (ydoc_expect(r->doc, e, YDOC_MAP, ctx, r->err, r->errlen) || fn(r, e, ctx)) return -1;
+    if (gcoll_ydoc_expect(r->doc, e, YDOC_MAP, ctx, r->err, r->errlen) || fn(r, e, ctx)) return -1;
   }
   return 0;
 }
@@ -339,8 +339,8 @@ static int link_endpoint(struct reader *r, const struct ydoc_node *e, const char
   if (get_name(r, e, ctx, key, name, sizeof(name))) return -1;
   *idx = gcoll_topo_find(r->t, name);
   if (*idx < 0)
-    return ydoc_error(r->doc, ydoc_get(e, key), field_path(f, ctx, key), r->err, r->errlen,
-                      "device '%s' is not defined", name);
+    return gcoll_ydoc_error(r->doc, gcoll_ydoc_get(e, key), field_path(f, ctx, key), r->err, r->errlen,
+                            "device '%s' is not defined", name);
   return 0;
 }
 
@@ -362,27 +362,27 @@ static int read_link(struct reader *r, const struct ydoc_node *e, const char *ct
   const struct ydoc_node *tn;
   field_path(f, ctx, "type");
   if (require(r, e, ctx, "type", &tn) ||
-      ydoc_str(r->doc, tn, f, tname, sizeof(tname), r->err, r->errlen))
+      gcoll_ydoc_str(r->doc, tn, f, tname, sizeof(tname), r->err, r->errlen))
     return -1;
   if (parse_link_type(tname, &lt))
-    return ydoc_error(r->doc, tn, f, r->err, r->errlen,
-                      "'%.40s' is not one of nvlink, pci, sys", tname);
+    return gcoll_ydoc_error(r->doc, tn, f, r->err, r->errlen,
+                            "'%.40s' is not one of nvlink, pci, sys", tname);
   const struct gcoll_topo_dev *da = &r->t->dev[a], *db = &r->t->dev[b];
   if (a == b)
-    return ydoc_error(r->doc, e, ctx, r->err, r->errlen, "link from '%s' to itself", da->name);
+    return gcoll_ydoc_error(r->doc, e, ctx, r->err, r->errlen, "link from '%s' to itself", da->name);
   if (!link_allowed(lt, da->type, db->type))
-    return ydoc_error(r->doc, tn, f, r->err, r->errlen, "a %s link cannot join a %s and a %s",
-                      tname, gcoll_dev_type_name(da->type), gcoll_dev_type_name(db->type));
+    return gcoll_ydoc_error(r->doc, tn, f, r->err, r->errlen, "a %s link cannot join a %s and a %s",
+                            tname, gcoll_dev_type_name(da->type), gcoll_dev_type_name(db->type));
   /* Only NVLink has lanes; a PCI or SYS link is one link. */
   if (get_opt_int(r, e, ctx, "count", 1, lt == GCOLL_LINK_NVL ? 1024 : 1, 1, &count) ||
       get_double(r, e, ctx, "bw", 0.001, 1e6, &bw))
     return -1;
   if (has_link(da, b, lt))
-    return ydoc_error(r->doc, e, ctx, r->err, r->errlen,
-                      "%s link %s-%s is listed twice; list it once with its lane count", tname,
-                      da->name, db->name);
+    return gcoll_ydoc_error(r->doc, e, ctx, r->err, r->errlen,
+                            "%s link %s-%s is listed twice; list it once with its lane count", tname,
+                            da->name, db->name);
   if (gcoll_topo_add_link(r->t, a, b, lt, count, bw, why, sizeof(why)))
-    return ydoc_error(r->doc, e, ctx, r->err, r->errlen, "%s", why);
+    return gcoll_ydoc_error(r->doc, e, ctx, r->err, r->errlen, "%s", why);
   return 0;
 }
 
@@ -406,14 +406,14 @@ static int read_header(struct reader *r, const struct ydoc_node *root) {
                                      "gpus", "nics", "nvswitches", "links", NULL};
   const struct ydoc_node *vn;
   int64_t version;
-  if (ydoc_expect(r->doc, root, YDOC_MAP, "gcoll-topo", r->err, r->errlen) ||
-      ydoc_req(r->doc, root, "gcoll-topo", &vn, r->err, r->errlen) ||
-      ydoc_int(r->doc, vn, "gcoll-topo", INT64_MIN, INT64_MAX, &version, r->err, r->errlen))
+  if (gcoll_ydoc_expect(r->doc, root, YDOC_MAP, "gcoll-topo", r->err, r->errlen) ||
+      gcoll_ydoc_req(r->doc, root, "gcoll-topo", &vn, r->err, r->errlen) ||
+      gcoll_ydoc_int(r->doc, vn, "gcoll-topo", INT64_MIN, INT64_MAX, &version, r->err, r->errlen))
     return -1;
   if (version != GCOLL_TOPO_VERSION)
-    return ydoc_error(r->doc, vn, "gcoll-topo", r->err, r->errlen,
-                      "unsupported version %lld (this reader knows %d)", (long long)version,
-                      GCOLL_TOPO_VERSION);
+    return gcoll_ydoc_error(r->doc, vn, "gcoll-topo", r->err, r->errlen,
+                            "unsupported version %lld (this reader knows %d)", (long long)version,
+                            GCOLL_TOPO_VERSION);
   if (check_keys(r, root, "", keys)) return -1;
   return get_name(r, root, "", "name", r->t->name, sizeof(r->t->name));
 }
@@ -436,19 +436,19 @@ static struct gcoll_topo *read_yaml_mem(const char *buf, size_t len, const char 
  * info). */
 static int read_nvl_domain(struct reader *r, const struct ydoc_node *root) {
   static const char *const keys[] = {"cluster", "clique", NULL};
-  const struct ydoc_node *m = ydoc_get(root, "nvlink_domain"), *c;
+  const struct ydoc_node *m = gcoll_ydoc_get(root, "nvlink_domain"), *c;
   char uuid[64];
   int64_t clique;
   if (m == NULL) return 0;
-  if (ydoc_expect(r->doc, m, YDOC_MAP, "nvlink_domain", r->err, r->errlen) ||
+  if (gcoll_ydoc_expect(r->doc, m, YDOC_MAP, "nvlink_domain", r->err, r->errlen) ||
       check_keys(r, m, "nvlink_domain", keys) || require(r, m, "nvlink_domain", "cluster", &c) ||
-      ydoc_str(r->doc, c, "nvlink_domain.cluster", uuid, sizeof(uuid), r->err, r->errlen))
+      gcoll_ydoc_str(r->doc, c, "nvlink_domain.cluster", uuid, sizeof(uuid), r->err, r->errlen))
     return -1;
   if (gcoll_nvl_domain_set_cluster(&r->t->nvl_domain, uuid) != 0)
-    return ydoc_error(r->doc, c, "nvlink_domain.cluster", r->err, r->errlen,
-                      "'%.40s' is not a UUID like 4f1c2d3e-0000-4000-8000-00000000002a", uuid);
+    return gcoll_ydoc_error(r->doc, c, "nvlink_domain.cluster", r->err, r->errlen,
+                            "'%.40s' is not a UUID like 4f1c2d3e-0000-4000-8000-00000000002a", uuid);
   if (require(r, m, "nvlink_domain", "clique", &c) ||
-      ydoc_int(r->doc, c, "nvlink_domain.clique", 0, UINT32_MAX, &clique, r->err, r->errlen))
+      gcoll_ydoc_int(r->doc, c, "nvlink_domain.clique", 0, UINT32_MAX, &clique, r->err, r->errlen))
     return -1;
   r->t->nvl_domain.clique = (uint32_t)clique;
   r->t->nvl_domain.set = 1;
@@ -473,7 +473,7 @@ static struct gcoll_topo *read_yaml_mem(const char *buf, size_t len, const char 
     snprintf(err, errlen, "%s:0: no input", what);
     return NULL;
   }
-  if (ydoc_parse(&doc, buf, len, what, err, errlen)) return NULL;
+  if (gcoll_ydoc_parse(&doc, buf, len, what, err, errlen)) return NULL;
   memset(&r, 0, sizeof(r));
   r.doc = &doc;
   r.err = err;
@@ -501,11 +501,11 @@ static struct gcoll_topo *read_yaml_mem(const char *buf, size_t len, const char 
     goto fail;
   }
   r.t->incomplete = gcoll_topo_missing(r.t, NULL, 0);
-  ydoc_free(&doc);
+  gcoll_ydoc_free(&doc);
   return r.t;
 fail:
   gcoll_topo_free(r.t);
-  ydoc_free(&doc);
+  gcoll_ydoc_free(&doc);
   return NULL;
 }
 

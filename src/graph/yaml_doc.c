@@ -98,7 +98,7 @@ static void *arena_alloc(struct builder *b, size_t n, size_t align, int line) {
   return (char *)c->data + at;
 }
 
-void ydoc_free(struct ydoc *doc) {
+void gcoll_ydoc_free(struct ydoc *doc) {
   struct arena_chunk *c = doc->arena;
   while (c) {
     struct arena_chunk *next = c->next;
@@ -290,8 +290,8 @@ static int run_parser(struct builder *b, yaml_parser_t *parser) {
   }
 }
 
-int ydoc_parse(struct ydoc *doc, const char *buf, size_t len, const char *what,
-               char *err, size_t errlen) {
+int gcoll_ydoc_parse(struct ydoc *doc, const char *buf, size_t len, const char *what,
+                     char *err, size_t errlen) {
   yaml_parser_t parser;
   struct builder b;
   memset(doc, 0, sizeof(*doc));
@@ -308,37 +308,37 @@ int ydoc_parse(struct ydoc *doc, const char *buf, size_t len, const char *what,
   int rc = run_parser(&b, &parser);
   yaml_parser_delete(&parser);
   free(b.items);
-  if (rc != 0) ydoc_free(doc);
+  if (rc != 0) gcoll_ydoc_free(doc);
   return rc;
 }
 
 /* Linear per lookup: readers look up a fixed set of fields, and refuse
  * maps with unknown keys, so a huge map costs one pass, not one per key. */
-const struct ydoc_node *ydoc_get(const struct ydoc_node *map, const char *key) {
+const struct ydoc_node *gcoll_ydoc_get(const struct ydoc_node *map, const char *key) {
   if (map == NULL || map->kind != YDOC_MAP) return NULL;
   for (size_t i = 0; i < map->len; i++)
     if (strcmp(map->items[2 * i]->scalar, key) == 0) return map->items[2 * i + 1];
   return NULL;
 }
 
-size_t ydoc_count(const struct ydoc_node *n) {
+size_t gcoll_ydoc_count(const struct ydoc_node *n) {
   return n && n->kind != YDOC_SCALAR ? n->len : 0;
 }
 
-const struct ydoc_node *ydoc_item(const struct ydoc_node *seq, size_t i) {
+const struct ydoc_node *gcoll_ydoc_item(const struct ydoc_node *seq, size_t i) {
   return seq && seq->kind == YDOC_SEQ && i < seq->len ? seq->items[i] : NULL;
 }
 
-const char *ydoc_key(const struct ydoc_node *map, size_t i) {
+const char *gcoll_ydoc_key(const struct ydoc_node *map, size_t i) {
   return map && map->kind == YDOC_MAP && i < map->len ? map->items[2 * i]->scalar : NULL;
 }
 
-const struct ydoc_node *ydoc_value(const struct ydoc_node *map, size_t i) {
+const struct ydoc_node *gcoll_ydoc_value(const struct ydoc_node *map, size_t i) {
   return map && map->kind == YDOC_MAP && i < map->len ? map->items[2 * i + 1] : NULL;
 }
 
-int ydoc_error(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
-               char *err, size_t errlen, const char *fmt, ...) {
+int gcoll_ydoc_error(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
+                     char *err, size_t errlen, const char *fmt, ...) {
   char msg[256];
   va_list ap;
   va_start(ap, fmt);
@@ -358,73 +358,73 @@ static const char *kind_name(enum ydoc_kind k) {
   return k == YDOC_SCALAR ? "a value" : k == YDOC_SEQ ? "a list" : "a mapping";
 }
 
-int ydoc_expect(const struct ydoc *doc, const struct ydoc_node *n, enum ydoc_kind kind,
-                const char *field, char *err, size_t errlen) {
-  if (n == NULL) return ydoc_error(doc, NULL, field, err, errlen, "missing");
+int gcoll_ydoc_expect(const struct ydoc *doc, const struct ydoc_node *n, enum ydoc_kind kind,
+                      const char *field, char *err, size_t errlen) {
+  if (n == NULL) return gcoll_ydoc_error(doc, NULL, field, err, errlen, "missing");
   if (n->kind != kind)
-    return ydoc_error(doc, n, field, err, errlen, "expected %s, found %s", kind_name(kind),
-                      kind_name(n->kind));
+    return gcoll_ydoc_error(doc, n, field, err, errlen, "expected %s, found %s", kind_name(kind),
+                            kind_name(n->kind));
   return 0;
 }
 
-int ydoc_req(const struct ydoc *doc, const struct ydoc_node *map, const char *field,
-             const struct ydoc_node **out, char *err, size_t errlen) {
+int gcoll_ydoc_req(const struct ydoc *doc, const struct ydoc_node *map, const char *field,
+                   const struct ydoc_node **out, char *err, size_t errlen) {
   if (map == NULL || map->kind != YDOC_MAP)
-    return ydoc_error(doc, map, field, err, errlen, "expected a mapping around it");
-  *out = ydoc_get(map, field);
-  if (*out == NULL) return ydoc_error(doc, map, field, err, errlen, "missing");
+    return gcoll_ydoc_error(doc, map, field, err, errlen, "expected a mapping around it");
+  *out = gcoll_ydoc_get(map, field);
+  if (*out == NULL) return gcoll_ydoc_error(doc, map, field, err, errlen, "missing");
   return 0;
 }
 
-int ydoc_int(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
-             int64_t min, int64_t max, int64_t *out, char *err, size_t errlen) {
-  if (ydoc_expect(doc, n, YDOC_SCALAR, field, err, errlen)) return -1;
+int gcoll_ydoc_int(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
+                   int64_t min, int64_t max, int64_t *out, char *err, size_t errlen) {
+  if (gcoll_ydoc_expect(doc, n, YDOC_SCALAR, field, err, errlen)) return -1;
   const char *s = n->scalar;
   char *end;
   errno = 0;
   if (*s == '\0' || (*s != '-' && (*s < '0' || *s > '9')))
-    return ydoc_error(doc, n, field, err, errlen, "expected an integer, found '%.40s'", s);
+    return gcoll_ydoc_error(doc, n, field, err, errlen, "expected an integer, found '%.40s'", s);
   long long v = strtoll(s, &end, 10);
   if (*end != '\0')
-    return ydoc_error(doc, n, field, err, errlen, "expected an integer, found '%.40s'", s);
+    return gcoll_ydoc_error(doc, n, field, err, errlen, "expected an integer, found '%.40s'", s);
   if (errno == ERANGE || v < min || v > max)
-    return ydoc_error(doc, n, field, err, errlen, "%.40s is out of range [%lld, %lld]", s,
-                      (long long)min, (long long)max);
+    return gcoll_ydoc_error(doc, n, field, err, errlen, "%.40s is out of range [%lld, %lld]", s,
+                            (long long)min, (long long)max);
   *out = v;
   return 0;
 }
 
-int ydoc_double(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
-                double min, double max, double *out, char *err, size_t errlen) {
-  if (ydoc_expect(doc, n, YDOC_SCALAR, field, err, errlen)) return -1;
+int gcoll_ydoc_double(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
+                      double min, double max, double *out, char *err, size_t errlen) {
+  if (gcoll_ydoc_expect(doc, n, YDOC_SCALAR, field, err, errlen)) return -1;
   const char *s = n->scalar;
   char *end;
   errno = 0;
   double v = strtod(s, &end);
   if (*s == '\0' || *end != '\0' || !isfinite(v))
-    return ydoc_error(doc, n, field, err, errlen, "expected a number, found '%.40s'", s);
+    return gcoll_ydoc_error(doc, n, field, err, errlen, "expected a number, found '%.40s'", s);
   if (errno == ERANGE || v < min || v > max)
-    return ydoc_error(doc, n, field, err, errlen, "%.40s is out of range [%g, %g]", s, min,
-                      max);
+    return gcoll_ydoc_error(doc, n, field, err, errlen, "%.40s is out of range [%g, %g]", s, min,
+                            max);
   *out = v;
   return 0;
 }
 
-int ydoc_bool(const struct ydoc *doc, const struct ydoc_node *n, const char *field, int *out,
-              char *err, size_t errlen) {
-  if (ydoc_expect(doc, n, YDOC_SCALAR, field, err, errlen)) return -1;
+int gcoll_ydoc_bool(const struct ydoc *doc, const struct ydoc_node *n, const char *field, int *out,
+                    char *err, size_t errlen) {
+  if (gcoll_ydoc_expect(doc, n, YDOC_SCALAR, field, err, errlen)) return -1;
   const char *s = n->scalar;
   if (!strcmp(s, "true") || !strcmp(s, "yes")) *out = 1;
   else if (!strcmp(s, "false") || !strcmp(s, "no")) *out = 0;
-  else return ydoc_error(doc, n, field, err, errlen, "expected true or false, found '%.40s'", s);
+  else return gcoll_ydoc_error(doc, n, field, err, errlen, "expected true or false, found '%.40s'", s);
   return 0;
 }
 
-int ydoc_str(const struct ydoc *doc, const struct ydoc_node *n, const char *field, char *out,
-             size_t outlen, char *err, size_t errlen) {
-  if (ydoc_expect(doc, n, YDOC_SCALAR, field, err, errlen)) return -1;
+int gcoll_ydoc_str(const struct ydoc *doc, const struct ydoc_node *n, const char *field, char *out,
+                   size_t outlen, char *err, size_t errlen) {
+  if (gcoll_ydoc_expect(doc, n, YDOC_SCALAR, field, err, errlen)) return -1;
   if (n->len >= outlen)
-    return ydoc_error(doc, n, field, err, errlen, "longer than %zu characters", outlen - 1);
+    return gcoll_ydoc_error(doc, n, field, err, errlen, "longer than %zu characters", outlen - 1);
   memcpy(out, n->scalar, n->len + 1);
   return 0;
 }

@@ -14,7 +14,7 @@ enum ydoc_kind { YDOC_SCALAR, YDOC_SEQ, YDOC_MAP };
 
 /* 16 bytes, because a dense hostile file ("[1,1,1,...") makes one node per
  * two bytes of input. `scalar` and `items` share storage: read `scalar`
- * only after checking kind (ydoc_expect, ydoc_str, ydoc_int do). */
+ * only after checking kind (gcoll_ydoc_expect, gcoll_ydoc_str, gcoll_ydoc_int do). */
 struct ydoc_node {
   union {
     const char *scalar;       /* YDOC_SCALAR: NUL-terminated value */
@@ -43,38 +43,38 @@ struct ydoc {
 
 /* Parses one document. Returns 0, or -1 with "WHAT:LINE: reason" in err.
  * Aliases, anchors and tags other than the core ones are refused. */
-int ydoc_parse(struct ydoc *doc, const char *buf, size_t len, const char *what,
-               char *err, size_t errlen);
-void ydoc_free(struct ydoc *doc);
+int gcoll_ydoc_parse(struct ydoc *doc, const char *buf, size_t len, const char *what,
+                     char *err, size_t errlen);
+void gcoll_ydoc_free(struct ydoc *doc);
 
 /* Map lookup: value node for `key`, NULL if absent or not a map. */
-const struct ydoc_node *ydoc_get(const struct ydoc_node *map, const char *key);
+const struct ydoc_node *gcoll_ydoc_get(const struct ydoc_node *map, const char *key);
 /* Number of entries of a map (pairs) or sequence (items). */
-size_t ydoc_count(const struct ydoc_node *n);
-const struct ydoc_node *ydoc_item(const struct ydoc_node *seq, size_t i);
-const char *ydoc_key(const struct ydoc_node *map, size_t i);
-const struct ydoc_node *ydoc_value(const struct ydoc_node *map, size_t i);
+size_t gcoll_ydoc_count(const struct ydoc_node *n);
+const struct ydoc_node *gcoll_ydoc_item(const struct ydoc_node *seq, size_t i);
+const char *gcoll_ydoc_key(const struct ydoc_node *map, size_t i);
+const struct ydoc_node *gcoll_ydoc_value(const struct ydoc_node *map, size_t i);
 
 /* Typed field readers. On failure they format
  * "WHAT:LINE: field 'FIELD': reason" into err and return -1. A missing
  * required field is reported at the map's line. */
-int ydoc_req(const struct ydoc *doc, const struct ydoc_node *map, const char *field,
-             const struct ydoc_node **out, char *err, size_t errlen);
-int ydoc_int(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
-             int64_t min, int64_t max, int64_t *out, char *err, size_t errlen);
-int ydoc_double(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
-                double min, double max, double *out, char *err, size_t errlen);
-int ydoc_bool(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
-              int *out, char *err, size_t errlen);
+int gcoll_ydoc_req(const struct ydoc *doc, const struct ydoc_node *map, const char *field,
+                   const struct ydoc_node **out, char *err, size_t errlen);
+int gcoll_ydoc_int(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
+                   int64_t min, int64_t max, int64_t *out, char *err, size_t errlen);
+int gcoll_ydoc_double(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
+                      double min, double max, double *out, char *err, size_t errlen);
+int gcoll_ydoc_bool(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
+                    int *out, char *err, size_t errlen);
 /* Copies a scalar into a fixed buffer; too long is an error. */
-int ydoc_str(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
-             char *out, size_t outlen, char *err, size_t errlen);
+int gcoll_ydoc_str(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
+                   char *out, size_t outlen, char *err, size_t errlen);
 /* Requires n to be of the given kind. */
-int ydoc_expect(const struct ydoc *doc, const struct ydoc_node *n, enum ydoc_kind kind,
-                const char *field, char *err, size_t errlen);
+int gcoll_ydoc_expect(const struct ydoc *doc, const struct ydoc_node *n, enum ydoc_kind kind,
+                      const char *field, char *err, size_t errlen);
 /* Formats an error at node n's line. Always returns -1. */
-int ydoc_error(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
-               char *err, size_t errlen, const char *fmt, ...)
+int gcoll_ydoc_error(const struct ydoc *doc, const struct ydoc_node *n, const char *field,
+                     char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
 /* Reads a whole regular file (size-checked against max_bytes) into a

@@ -98,9 +98,9 @@ endif
 # no driver, the loader's probe on the toolkit's stub driver.
 check_PROGRAMS += tests/gpu/cuda_probe tests/gpu/gpu_coll_check
 tests_gpu_cuda_probe_SOURCES = tests/gpu/cuda_probe.c
-tests_gpu_cuda_probe_LDADD = libgcoll.la
+tests_gpu_cuda_probe_LDADD = libgcoll_internal.la
 tests_gpu_gpu_coll_check_SOURCES = tests/gpu/gpu_coll_check.c
-tests_gpu_gpu_coll_check_LDADD = libgcoll.la
+tests_gpu_gpu_coll_check_LDADD = libgcoll_internal.la
 TESTS += tests/gpu/test_cuda_build.sh tests/gpu/gpu_coll_check.sh
 
 # GPU benchmarks (tests/gpu/device_run.sh runs them on a lent GPU; built

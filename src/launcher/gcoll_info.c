@@ -93,8 +93,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gcoll-info: unexpected argument '%s' (see --help)\n", argv[optind]);
     return 2;
   }
+  size_t nparams;
+  const struct gcoll_param *params = gcoll_param_table(&nparams);
   if (names) {
-    for (size_t i = 0; i < gcoll_nparams; i++) printf("%s\n", gcoll_params[i].name);
+    for (size_t i = 0; i < nparams; i++) printf("%s\n", params[i].name);
     return 0;
   }
   if (!params_only) {
@@ -107,8 +109,8 @@ int main(int argc, char **argv) {
                              : scope == GCOLL_PARAM_LAUNCHER ? "launcher (set per rank by gcollrun "
                                                                "or srun --gcoll=plan)"
                                                              : "test");
-    for (size_t i = 0; i < gcoll_nparams; i++)
-      if ((int)gcoll_params[i].scope == scope) print_param(&gcoll_params[i]);
+    for (size_t i = 0; i < nparams; i++)
+      if ((int)params[i].scope == scope) print_param(&params[i]);
   }
   return 0;
 }

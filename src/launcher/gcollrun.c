@@ -312,7 +312,7 @@ static void rank_exited(struct job *j, int r, int status) {
   j->first_fail = r;
   /* Ranks with endpoints from the plan never joined the store, which
    * then learns of a death only from us. */
-  kvs_server_rank_gone(j->kvs, r);
+  gcoll_kvs_server_rank_gone(j->kvs, r);
   if (WIFSIGNALED(status)) {
     char name[32];
     j->exit_status = 128 + WTERMSIG(status);
@@ -440,7 +440,7 @@ static int poll_timeout(const struct job *j) {
   uint64_t now = now_ms(), next = UINT64_MAX;
   if (j->deadline && !j->timed_out) next = j->deadline;
   if (j->killing == 1 && j->kill_at < next) next = j->kill_at;
-  int t = kvs_server_timeout_ms(j->kvs);
+  int t = gcoll_kvs_server_timeout_ms(j->kvs);
   if (t >= 0 && now + (uint64_t)t < next) next = now + (uint64_t)t;
   if (next == UINT64_MAX) return -1;
   return next <= now ? 0 : next - now > 60000 ? 60000 : (int)(next - now);
@@ -466,7 +466,7 @@ static int add_stream(struct pollfd *fds, struct gcollrun_stream **map, int n,
 }
 
 static int run_loop(struct job *j) {
-  int max = kvs_server_max_pollfds(j->kvs) + 1 + 2 * (int)j->o.nranks;
+  int max = gcoll_kvs_server_max_pollfds(j->kvs) + 1 + 2 * (int)j->o.nranks;
   struct pollfd *fds = calloc((size_t)max, sizeof(*fds));
   struct gcollrun_stream **map = calloc((size_t)max, sizeof(*map));
   if (fds == NULL || map == NULL) {
@@ -478,7 +478,7 @@ static int run_loop(struct job *j) {
   }
   while (j->nlive > 0) {
     fds[0] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
-    int nk = kvs_server_fill_pollfds(j->kvs, fds + 1);
+    int nk = gcoll_kvs_server_fill_pollfds(j->kvs, fds + 1);
     int n = 1 + nk;
     for (long r = 0; r < j->o.nranks; r++) {
       n = add_stream(fds, map, n, &j->ranks[r].out);
@@ -494,11 +494,11 @@ static int run_loop(struct job *j) {
      * survivors, so it is the one reported. */
     handle_signals(j);
     if (rc > 0) {
-      kvs_server_dispatch(j->kvs, fds + 1, nk);
+      gcoll_kvs_server_dispatch(j->kvs, fds + 1, nk);
       for (int i = 1 + nk; i < n; i++)
         if (fds[i].revents) gcollrun_stream_pump(map[i]);
     } else {
-      kvs_server_dispatch(j->kvs, fds + 1, 0); /* expire waits */
+      gcoll_kvs_server_dispatch(j->kvs, fds + 1, 0); /* expire waits */
     }
     check_deadlines(j);
   }
@@ -556,7 +556,7 @@ static int launch(struct job *j) {
   }
   struct kvs_server_config cfg = {.nranks = (int)j->o.nranks, .job_key = key,
                                   .rank_lost = on_rank_lost, .ctx = j};
-  j->kvs = kvs_server_open(&cfg, err, sizeof(err));
+  j->kvs = gcoll_kvs_server_open(&cfg, err, sizeof(err));
   j->ranks = calloc((size_t)j->o.nranks, sizeof(*j->ranks));
   for (long r = 0; j->ranks && r < j->o.nranks; r++) {
     j->ranks[r].pid = -1;
@@ -566,7 +566,7 @@ static int launch(struct job *j) {
     gcollrun_say("%s", j->ranks ? err : "out of memory");
     return GCOLLRUN_EXIT_FAIL;
   }
-  snprintf(addr, sizeof(addr), "127.0.0.1:%u", kvs_server_port(j->kvs));
+  snprintf(addr, sizeof(addr), "127.0.0.1:%u", gcoll_kvs_server_port(j->kvs));
   if (j->o.timeout_s > 0) j->deadline = now_ms() + (uint64_t)llround(j->o.timeout_s * 1000);
   start_ranks(j, path, addr, key);
   run_loop(j);
@@ -580,8 +580,8 @@ static int launch(struct job *j) {
                     : (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
                           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
     gcollrun_say("the store served %llu requests for %ld ranks (%zu keys); gcollrun used "
-                 "%.1f ms of CPU", (unsigned long long)kvs_server_nrequests(j->kvs),
-                 j->o.nranks, kvs_server_nkeys(j->kvs), cpu_ms);
+                 "%.1f ms of CPU", (unsigned long long)gcoll_kvs_server_nrequests(j->kvs),
+                 j->o.nranks, gcoll_kvs_server_nkeys(j->kvs), cpu_ms);
   }
   /* Ranks unlink their shared-memory segments as soon as both ends map
    * them; a rank killed in between leaves one, whose creator is now gone. */
@@ -604,7 +604,7 @@ int main(int argc, char **argv) {
       gcollrun_stream_finish(&j.ranks[r].err);
     }
   }
-  kvs_server_close(j.kvs);
+  gcoll_kvs_server_close(j.kvs);
   gcollrun_endpoints_cleanup(&j.ep);
   gcollrun_plan_cleanup(&j.plan);
   free(j.ranks);

@@ -15,7 +15,7 @@ gcollrun_LDADD = libgcoll.la -lm
 
 check_PROGRAMS += tests/integration/kvs_client
 tests_integration_kvs_client_SOURCES = tests/integration/kvs_client.c
-tests_integration_kvs_client_LDADD = libgcoll.la
+tests_integration_kvs_client_LDADD = libgcoll_internal.la
 TESTS += tests/integration/test_gcollrun.sh
 EXTRA_DIST += tests/integration/test_gcollrun.sh
 

@@ -35,5 +35,5 @@ check_PROGRAMS += tests/unit/test_nccl_devapi
 TESTS += tests/unit/test_nccl_devapi
 tests_unit_test_nccl_devapi_SOURCES = tests/unit/test_nccl_devapi.c
 tests_unit_test_nccl_devapi_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_nccl_devapi_LDADD = libnccl.la $(UNIT_LDADD)
+tests_unit_test_nccl_devapi_LDADD = libnccl.la $(CMOCKA_LIBS)
 endif

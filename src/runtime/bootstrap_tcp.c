@@ -111,10 +111,10 @@ static int round_trip(struct tcp_state *t, const struct kvs_request *r, size_t n
   if (send_all(t, t->buf, n, deadline, why, sizeof(why)) != 0 ||
       recv_all(t, t->buf, KVS_HEADER_LEN, deadline, why, sizeof(why)) != 0)
     goto broken;
-  if (kvs_header_decode(t->buf, 1, &h, why, sizeof(why)) != 0) goto broken;
+  if (gcoll_kvs_header_decode(t->buf, 1, &h, why, sizeof(why)) != 0) goto broken;
   if ((h.op & ~KVS_OP_REPLY) != r->op && h.status == KVS_OK) {
-    snprintf(why, sizeof(why), "%s reply to a %s request", kvs_op_name(h.op),
-             kvs_op_name(r->op));
+    snprintf(why, sizeof(why), "%s reply to a %s request", gcoll_kvs_op_name(h.op),
+             gcoll_kvs_op_name(r->op));
     goto broken;
   }
   if (recv_all(t, t->buf, h.body_len, deadline, why, sizeof(why)) != 0) goto broken;
@@ -139,7 +139,7 @@ static int transact(struct gcoll_bootstrap *bs, struct kvs_request *r, uint64_t 
              peer_of(t));
     return -1;
   }
-  size_t n = kvs_request_encode(r, t->buf, KVS_MAX_MSG, err, errlen);
+  size_t n = gcoll_kvs_request_encode(r, t->buf, KVS_MAX_MSG, err, errlen);
   if (n == 0) return -1;
   uint64_t t0 = gcoll_wait_now_ns();
   bs->requests++;
@@ -156,7 +156,7 @@ static void reply_error(const char *what, int status, const uint8_t *body, size_
   for (int i = 0; i < n; i++) reason[i] = body[i] >= 0x20 && body[i] < 0x7f ? (char)body[i] : '?';
   reason[n] = '\0';
   snprintf(err, errlen, "bootstrap(tcp): %s: %s%s", what,
-           n ? reason : kvs_status_name((uint32_t)status),
+           n ? reason : gcoll_kvs_status_name((uint32_t)status),
            status == KVS_ERR_TIMEOUT ? " (deadline from GCOLL_TIMEOUT)" : "");
 }
 
@@ -187,7 +187,7 @@ static int simple_op(struct gcoll_bootstrap *bs, struct kvs_request *r, const ch
 static int tcp_put(struct gcoll_bootstrap *bs, const char *key, const void *value, size_t len,
                    char *err, size_t errlen) {
   size_t klen = strlen(key);
-  if (!kvs_key_valid(key, klen) || len > KVS_MAX_VALUE) {
+  if (!gcoll_kvs_key_valid(key, klen) || len > KVS_MAX_VALUE) {
     snprintf(err, errlen, "bootstrap(tcp): put '%.64s': key must be 1..%d printable "
                           "characters and the value at most %d bytes (it is %zu)",
              key, KVS_MAX_KEY, KVS_MAX_VALUE, len);
@@ -205,7 +205,7 @@ static int tcp_get(struct gcoll_bootstrap *bs, const char *key, void *buf, size_
   size_t klen = strlen(key);
   char what[KVS_MAX_KEY + 16];
   snprintf(what, sizeof(what), "get '%.*s'", KVS_MAX_KEY, key);
-  if (!kvs_key_valid(key, klen)) {
+  if (!gcoll_kvs_key_valid(key, klen)) {
     snprintf(err, errlen, "bootstrap(tcp): %s: key must be 1..%d printable characters", what,
              KVS_MAX_KEY);
     return -1;
@@ -237,7 +237,7 @@ static int tcp_get(struct gcoll_bootstrap *bs, const char *key, void *buf, size_
 static int collective(struct gcoll_bootstrap *bs, enum kvs_op op, uint64_t deadline, char *err,
                       size_t errlen) {
   struct kvs_request r = {.op = op, .timeout_ms = server_wait_ms(deadline)};
-  return simple_op(bs, &r, kvs_op_name(op), deadline + SERVER_SLACK_MS, err, errlen);
+  return simple_op(bs, &r, gcoll_kvs_op_name(op), deadline + SERVER_SLACK_MS, err, errlen);
 }
 
 static int tcp_fence(struct gcoll_bootstrap *bs, uint64_t deadline, char *err, size_t errlen) {
@@ -377,7 +377,7 @@ static int tcp_hello(struct gcoll_bootstrap *bs, struct tcp_state *t, uint64_t d
     snprintf(err, errlen, "bootstrap(tcp): no challenge from the KVS: %s", why);
     return 1;
   }
-  if (kvs_header_decode(t->buf, 1, &h, why, sizeof(why)) != 0 ||
+  if (gcoll_kvs_header_decode(t->buf, 1, &h, why, sizeof(why)) != 0 ||
       h.op != (KVS_OP_REPLY | KVS_OP_CHALLENGE) || h.body_len != KVS_NONCE_BYTES) {
     snprintf(err, errlen, "bootstrap(tcp): %.64s is not a gcoll KVS of this version (%s)",
              peer_of(t), why[0] ? why : "no challenge");
@@ -389,7 +389,7 @@ static int tcp_hello(struct gcoll_bootstrap *bs, struct tcp_state *t, uint64_t d
   }
   if (gcoll_auth_nonce(client_nonce, err, errlen) != 0) return -1;
   uint8_t signed_part[8 + KVS_NONCE_BYTES];
-  kvs_hello_signed_part((uint32_t)bs->rank, (uint32_t)bs->nranks, client_nonce, signed_part);
+  gcoll_kvs_hello_signed_part((uint32_t)bs->rank, (uint32_t)bs->nranks, client_nonce, signed_part);
   gcoll_auth_tag(&t->secret, KVS_HELLO_PURPOSE, server_nonce, signed_part, sizeof(signed_part),
                  tag);
   struct kvs_request r = {.op = KVS_OP_HELLO, .rank = (uint32_t)bs->rank,

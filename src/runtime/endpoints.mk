@@ -20,7 +20,7 @@ endif
 # (tests/fuzz/replay.sh).
 check_PROGRAMS += tests/fuzz/fuzz_endpoints_replay
 tests_fuzz_fuzz_endpoints_replay_SOURCES = tests/fuzz/fuzz_endpoints.c tests/fuzz/replay_main.c
-tests_fuzz_fuzz_endpoints_replay_LDADD = libgcoll.la
+tests_fuzz_fuzz_endpoints_replay_LDADD = libgcoll_internal.la
 
 # gcollrun with endpoints from the plan: 0 store requests at init, and the
 # fallback to the store when the file or the listener does not match.

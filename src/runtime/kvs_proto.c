@@ -24,21 +24,21 @@ static uint32_t get_u32(const uint8_t *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-const char *kvs_op_name(int op) {
+const char *gcoll_kvs_op_name(int op) {
   static const char *names[] = {"?", "hello", "put", "get", "fence", "barrier", "bye",
                                 "challenge"};
   op &= ~KVS_OP_REPLY;
   return op >= KVS_OP_HELLO && op <= KVS_OP_CHALLENGE ? names[op] : "?";
 }
 
-const char *kvs_status_name(uint32_t st) {
+const char *gcoll_kvs_status_name(uint32_t st) {
   static const char *names[] = {"ok", "protocol error", "refused", "store full",
                                 "key exists", "timeout", "peer lost", "bad state"};
   return st <= KVS_STATUS_LAST ? names[st] : "unknown status";
 }
 
-int kvs_header_decode(const uint8_t buf[KVS_HEADER_LEN], int reply, struct kvs_header *h,
-                      char *err, size_t errlen) {
+int gcoll_kvs_header_decode(const uint8_t buf[KVS_HEADER_LEN], int reply, struct kvs_header *h,
+                            char *err, size_t errlen) {
   uint32_t magic = get_u32(buf);
   if (magic != KVS_MAGIC) {
     snprintf(err, errlen, "bad magic 0x%08x (not a gcoll KVS message)", magic);
@@ -69,15 +69,15 @@ int kvs_header_decode(const uint8_t buf[KVS_HEADER_LEN], int reply, struct kvs_h
     return -1;
   }
   if (h->body_len > KVS_MAX_BODY) {
-    snprintf(err, errlen, "%s body of %u bytes exceeds the limit of %d", kvs_op_name(base),
+    snprintf(err, errlen, "%s body of %u bytes exceeds the limit of %d", gcoll_kvs_op_name(base),
              h->body_len, KVS_MAX_BODY);
     return -1;
   }
   return 0;
 }
 
-void kvs_header_encode(uint8_t buf[KVS_HEADER_LEN], uint16_t op, uint32_t status,
-                       uint32_t body_len) {
+void gcoll_kvs_header_encode(uint8_t buf[KVS_HEADER_LEN], uint16_t op, uint32_t status,
+                             uint32_t body_len) {
   put_u32(buf, KVS_MAGIC);
   put_u16(buf + 4, KVS_VERSION);
   put_u16(buf + 6, op);
@@ -85,7 +85,7 @@ void kvs_header_encode(uint8_t buf[KVS_HEADER_LEN], uint16_t op, uint32_t status
   put_u32(buf + 12, body_len);
 }
 
-int kvs_key_valid(const char *key, size_t len) {
+int gcoll_kvs_key_valid(const char *key, size_t len) {
   if (len == 0 || len > KVS_MAX_KEY) return 0;
   for (size_t i = 0; i < len; i++)
     if (key[i] < 0x21 || key[i] > 0x7e) return 0;
@@ -122,11 +122,11 @@ static int take_u32(struct cursor *c, uint32_t *v) {
 
 static int take_timeout(struct cursor *c, struct kvs_request *r, char *err, size_t errlen) {
   if (take_u32(c, &r->timeout_ms)) {
-    snprintf(err, errlen, "%s: truncated timeout", kvs_op_name(r->op));
+    snprintf(err, errlen, "%s: truncated timeout", gcoll_kvs_op_name(r->op));
     return -1;
   }
   if (r->timeout_ms > KVS_MAX_TIMEOUT_MS) {
-    snprintf(err, errlen, "%s: timeout %u ms exceeds %u ms", kvs_op_name(r->op), r->timeout_ms,
+    snprintf(err, errlen, "%s: timeout %u ms exceeds %u ms", gcoll_kvs_op_name(r->op), r->timeout_ms,
              KVS_MAX_TIMEOUT_MS);
     return -1;
   }
@@ -137,12 +137,12 @@ static int take_key(struct cursor *c, struct kvs_request *r, char *err, size_t e
   uint32_t n;
   const uint8_t *p;
   if (take_u16(c, &n) || take(c, n, &p)) {
-    snprintf(err, errlen, "%s: truncated key", kvs_op_name(r->op));
+    snprintf(err, errlen, "%s: truncated key", gcoll_kvs_op_name(r->op));
     return -1;
   }
-  if (!kvs_key_valid((const char *)p, n)) {
+  if (!gcoll_kvs_key_valid((const char *)p, n)) {
     snprintf(err, errlen, "%s: key of %u bytes is not 1..%d printable characters",
-             kvs_op_name(r->op), n, KVS_MAX_KEY);
+             gcoll_kvs_op_name(r->op), n, KVS_MAX_KEY);
     return -1;
   }
   r->key = (const char *)p;
@@ -201,8 +201,8 @@ static int take_op_fields(struct cursor *c, struct kvs_request *r, char *err, si
   }
 }
 
-int kvs_request_decode(uint16_t op, const uint8_t *body, size_t len, struct kvs_request *r,
-                       char *err, size_t errlen) {
+int gcoll_kvs_request_decode(uint16_t op, const uint8_t *body, size_t len, struct kvs_request *r,
+                             char *err, size_t errlen) {
   memset(r, 0, sizeof(*r));
   r->op = (enum kvs_op)op;
   if (op < KVS_OP_HELLO || op > KVS_OP_LAST) {
@@ -212,7 +212,7 @@ int kvs_request_decode(uint16_t op, const uint8_t *body, size_t len, struct kvs_
   struct cursor c = {body, len};
   if (take_op_fields(&c, r, err, errlen)) return -1;
   if (c.left != 0) {
-    snprintf(err, errlen, "%s: %zu bytes of trailing garbage", kvs_op_name(op), c.left);
+    snprintf(err, errlen, "%s: %zu bytes of trailing garbage", gcoll_kvs_op_name(op), c.left);
     return -1;
   }
   return 0;
@@ -256,7 +256,7 @@ static int request_fits_limits(const struct kvs_request *r, char *err, size_t er
     snprintf(err, errlen, "hello without nonce or tag");
     return 0;
   }
-  if ((r->op == KVS_OP_PUT || r->op == KVS_OP_GET) && !kvs_key_valid(r->key, r->key_len)) {
+  if ((r->op == KVS_OP_PUT || r->op == KVS_OP_GET) && !gcoll_kvs_key_valid(r->key, r->key_len)) {
     snprintf(err, errlen, "key of %zu bytes is not 1..%d printable characters", r->key_len,
              KVS_MAX_KEY);
     return 0;
@@ -269,8 +269,8 @@ static int request_fits_limits(const struct kvs_request *r, char *err, size_t er
   return 1;
 }
 
-size_t kvs_request_encode(const struct kvs_request *r, uint8_t *buf, size_t buflen, char *err,
-                          size_t errlen) {
+size_t gcoll_kvs_request_encode(const struct kvs_request *r, uint8_t *buf, size_t buflen, char *err,
+                                size_t errlen) {
   if (!request_fits_limits(r, err, errlen)) return 0;
   if (buflen < KVS_HEADER_LEN) {
     snprintf(err, errlen, "buffer too small");
@@ -303,24 +303,24 @@ size_t kvs_request_encode(const struct kvs_request *r, uint8_t *buf, size_t bufl
     break;
   }
   if (w.over) {
-    snprintf(err, errlen, "buffer too small for a %s request", kvs_op_name(r->op));
+    snprintf(err, errlen, "buffer too small for a %s request", gcoll_kvs_op_name(r->op));
     return 0;
   }
   size_t body = (size_t)(w.p - buf) - KVS_HEADER_LEN;
-  kvs_header_encode(buf, (uint16_t)r->op, 0, (uint32_t)body);
+  gcoll_kvs_header_encode(buf, (uint16_t)r->op, 0, (uint32_t)body);
   return KVS_HEADER_LEN + body;
 }
 
-size_t kvs_reply_encode(uint16_t request_op, uint32_t status, const void *body,
-                        size_t body_len, uint8_t *buf, size_t buflen) {
+size_t gcoll_kvs_reply_encode(uint16_t request_op, uint32_t status, const void *body,
+                              size_t body_len, uint8_t *buf, size_t buflen) {
   if (body_len > KVS_MAX_BODY || buflen < KVS_HEADER_LEN + body_len) return 0;
-  kvs_header_encode(buf, (uint16_t)(request_op | KVS_OP_REPLY), status, (uint32_t)body_len);
+  gcoll_kvs_header_encode(buf, (uint16_t)(request_op | KVS_OP_REPLY), status, (uint32_t)body_len);
   if (body_len) memcpy(buf + KVS_HEADER_LEN, body, body_len);
   return KVS_HEADER_LEN + body_len;
 }
 
-void kvs_hello_signed_part(uint32_t rank, uint32_t nranks, const uint8_t nonce[KVS_NONCE_BYTES],
-                           uint8_t out[8 + KVS_NONCE_BYTES]) {
+void gcoll_kvs_hello_signed_part(uint32_t rank, uint32_t nranks, const uint8_t nonce[KVS_NONCE_BYTES],
+                                 uint8_t out[8 + KVS_NONCE_BYTES]) {
   put_u32(out, rank);
   put_u32(out + 4, nranks);
   memcpy(out + 8, nonce, KVS_NONCE_BYTES);

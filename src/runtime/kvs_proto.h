@@ -98,36 +98,36 @@ struct kvs_request {
   uint32_t timeout_ms;
 };
 
-const char *kvs_op_name(int op);          /* "put", "get", ... */
-const char *kvs_status_name(uint32_t st); /* "timeout", "auth", ... */
+const char *gcoll_kvs_op_name(int op);          /* "put", "get", ... */
+const char *gcoll_kvs_status_name(uint32_t st); /* "timeout", "auth", ... */
 
 /* Checks a header read off the wire: magic, version, a known op (requests
  * when `reply` is 0, replies and the challenge otherwise) and body_len <=
  * KVS_MAX_BODY.
  * Returns 0, or -1 with a one-line reason. */
-int kvs_header_decode(const uint8_t buf[KVS_HEADER_LEN], int reply, struct kvs_header *h,
-                      char *err, size_t errlen);
-void kvs_header_encode(uint8_t buf[KVS_HEADER_LEN], uint16_t op, uint32_t status,
-                       uint32_t body_len);
+int gcoll_kvs_header_decode(const uint8_t buf[KVS_HEADER_LEN], int reply, struct kvs_header *h,
+                            char *err, size_t errlen);
+void gcoll_kvs_header_encode(uint8_t buf[KVS_HEADER_LEN], uint16_t op, uint32_t status,
+                             uint32_t body_len);
 
 /* Decodes and validates a request body: every length in range, every byte
  * accounted for, keys printable. Returns 0, or -1 with a one-line reason. */
-int kvs_request_decode(uint16_t op, const uint8_t *body, size_t len, struct kvs_request *r,
-                       char *err, size_t errlen);
+int gcoll_kvs_request_decode(uint16_t op, const uint8_t *body, size_t len, struct kvs_request *r,
+                             char *err, size_t errlen);
 /* Encodes header + body into buf; returns the message length, or 0 when
  * the request breaks a limit or buf is too small (reason in err). */
-size_t kvs_request_encode(const struct kvs_request *r, uint8_t *buf, size_t buflen,
-                          char *err, size_t errlen);
+size_t gcoll_kvs_request_encode(const struct kvs_request *r, uint8_t *buf, size_t buflen,
+                                char *err, size_t errlen);
 /* Encodes a reply (header + body); returns its length, or 0 when body_len
  * is over KVS_MAX_BODY or buf too small. */
-size_t kvs_reply_encode(uint16_t request_op, uint32_t status, const void *body,
-                        size_t body_len, uint8_t *buf, size_t buflen);
+size_t gcoll_kvs_reply_encode(uint16_t request_op, uint32_t status, const void *body,
+                              size_t body_len, uint8_t *buf, size_t buflen);
 
 /* The HELLO message bytes the tag covers: rank, nranks, client nonce. */
-void kvs_hello_signed_part(uint32_t rank, uint32_t nranks, const uint8_t nonce[KVS_NONCE_BYTES],
-                           uint8_t out[8 + KVS_NONCE_BYTES]);
+void gcoll_kvs_hello_signed_part(uint32_t rank, uint32_t nranks, const uint8_t nonce[KVS_NONCE_BYTES],
+                                 uint8_t out[8 + KVS_NONCE_BYTES]);
 
 /* A key is 1..KVS_MAX_KEY printable ASCII characters without spaces. */
-int kvs_key_valid(const char *key, size_t len);
+int gcoll_kvs_key_valid(const char *key, size_t len);
 
 #endif

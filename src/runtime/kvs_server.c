@@ -118,7 +118,7 @@ static void queue_reply(struct kvs_server *s, struct conn *c, uint16_t op, uint3
     conn_drop(s, c);
     return;
   }
-  c->out_len = kvs_reply_encode(op, status, body, len, buf, cap);
+  c->out_len = gcoll_kvs_reply_encode(op, status, body, len, buf, cap);
   c->out = buf;
   c->out_off = 0;
 }
@@ -217,7 +217,7 @@ static void handle_hello(struct kvs_server *s, struct conn *c, const struct kvs_
     return;
   }
   uint8_t signed_part[8 + KVS_NONCE_BYTES];
-  kvs_hello_signed_part(r->rank, r->nranks, r->nonce, signed_part);
+  gcoll_kvs_hello_signed_part(r->rank, r->nranks, r->nonce, signed_part);
   if (!gcoll_auth_verify(&s->secret, KVS_HELLO_PURPOSE, c->nonce, signed_part,
                          sizeof(signed_part), r->tag)) {
     c->close_after_reply = 1;
@@ -327,14 +327,14 @@ static void handle_request(struct kvs_server *s, struct conn *c) {
   struct kvs_request r;
   char err[KVS_MAX_REASON];
   s->nrequests++;
-  if (kvs_request_decode(c->h.op, c->body, c->h.body_len, &r, err, sizeof(err)) != 0) {
+  if (gcoll_kvs_request_decode(c->h.op, c->body, c->h.body_len, &r, err, sizeof(err)) != 0) {
     c->close_after_reply = 1;
     queue_error(s, c, c->h.op, KVS_ERR_PROTO, "%s", err);
     return;
   }
   if (r.op != KVS_OP_HELLO && c->rank < 0) {
     c->close_after_reply = 1;
-    queue_error(s, c, r.op, KVS_ERR_STATE, "%s before hello", kvs_op_name(r.op));
+    queue_error(s, c, r.op, KVS_ERR_STATE, "%s before hello", gcoll_kvs_op_name(r.op));
     return;
   }
   switch (r.op) {
@@ -366,7 +366,7 @@ static int read_message(struct kvs_server *s, struct conn *c) {
     return -1;
   }
   if (c->body == NULL) {
-    if (kvs_header_decode(c->hdr, 0, &c->h, err, sizeof(err)) != 0) {
+    if (gcoll_kvs_header_decode(c->hdr, 0, &c->h, err, sizeof(err)) != 0) {
       c->close_after_reply = 1;
       uint16_t op = c->hdr[7] >= KVS_OP_HELLO && c->hdr[7] <= KVS_OP_LAST ? c->hdr[7]
                                                                            : KVS_OP_HELLO;
@@ -377,7 +377,7 @@ static int read_message(struct kvs_server *s, struct conn *c) {
     if (c->rank < 0 && (c->h.op != KVS_OP_HELLO || c->h.body_len != KVS_HELLO_BODY)) {
       c->close_after_reply = 1;
       if (c->h.op != KVS_OP_HELLO)
-        queue_error(s, c, c->h.op, KVS_ERR_STATE, "%s before hello", kvs_op_name(c->h.op));
+        queue_error(s, c, c->h.op, KVS_ERR_STATE, "%s before hello", gcoll_kvs_op_name(c->h.op));
       else
         queue_error(s, c, c->h.op, KVS_ERR_PROTO, "hello of %u bytes, expected %d",
                     c->h.body_len, KVS_HELLO_BODY);
@@ -507,7 +507,7 @@ static void expire(struct kvs_server *s) {
       int arrived = count_waiting(s, w);
       c->wait = WAIT_NONE;
       queue_error(s, c, wait_op(w), KVS_ERR_TIMEOUT, "only %d of %d ranks entered the %s within %u ms",
-                  arrived, s->cfg.nranks, kvs_op_name(wait_op(w)), c->wait_ms);
+                  arrived, s->cfg.nranks, gcoll_kvs_op_name(wait_op(w)), c->wait_ms);
     }
   }
 }
@@ -570,8 +570,8 @@ static int config_defaults(struct kvs_server *s, const struct kvs_server_config 
   return 0;
 }
 
-struct kvs_server *kvs_server_open(const struct kvs_server_config *cfg, char *err,
-                                   size_t errlen) {
+struct kvs_server *gcoll_kvs_server_open(const struct kvs_server_config *cfg, char *err,
+                                         size_t errlen) {
   struct kvs_server *s = calloc(1, sizeof(*s));
   if (s == NULL) {
     snprintf(err, errlen, "KVS: out of memory");
@@ -594,11 +594,11 @@ struct kvs_server *kvs_server_open(const struct kvs_server_config *cfg, char *er
   if (open_listener(s, err, errlen) != 0) goto fail;
   return s;
 fail:
-  kvs_server_close(s);
+  gcoll_kvs_server_close(s);
   return NULL;
 }
 
-void kvs_server_close(struct kvs_server *s) {
+void gcoll_kvs_server_close(struct kvs_server *s) {
   if (s == NULL) return;
   for (int i = 0; s->conns && i < s->nconns_max; i++) {
     struct conn *c = &s->conns[i];
@@ -622,27 +622,27 @@ void kvs_server_close(struct kvs_server *s) {
   free(s);
 }
 
-uint16_t kvs_server_port(const struct kvs_server *s) { return s->port; }
+uint16_t gcoll_kvs_server_port(const struct kvs_server *s) { return s->port; }
 
-size_t kvs_server_nkeys(const struct kvs_server *s) { return s->nkeys; }
+size_t gcoll_kvs_server_nkeys(const struct kvs_server *s) { return s->nkeys; }
 
-int kvs_server_nranks(const struct kvs_server *s) { return s->cfg.nranks; }
+int gcoll_kvs_server_nranks(const struct kvs_server *s) { return s->cfg.nranks; }
 
-int kvs_server_nbye(const struct kvs_server *s) { return s->nbye; }
+int gcoll_kvs_server_nbye(const struct kvs_server *s) { return s->nbye; }
 
-uint64_t kvs_server_nrequests(const struct kvs_server *s) { return s->nrequests; }
+uint64_t gcoll_kvs_server_nrequests(const struct kvs_server *s) { return s->nrequests; }
 
-int kvs_server_broken_rank(const struct kvs_server *s) { return s->broken_rank; }
+int gcoll_kvs_server_broken_rank(const struct kvs_server *s) { return s->broken_rank; }
 
-void kvs_server_rank_gone(struct kvs_server *s, int rank) {
+void gcoll_kvs_server_rank_gone(struct kvs_server *s, int rank) {
   if (s == NULL || s->broken_rank >= 0 || rank < 0) return;
   s->broken_rank = rank;
   fail_all_waiters(s);
 }
 
-int kvs_server_max_pollfds(const struct kvs_server *s) { return s->nconns_max + 1; }
+int gcoll_kvs_server_max_pollfds(const struct kvs_server *s) { return s->nconns_max + 1; }
 
-int kvs_server_fill_pollfds(struct kvs_server *s, struct pollfd *fds) {
+int gcoll_kvs_server_fill_pollfds(struct kvs_server *s, struct pollfd *fds) {
   int n = 0;
   fds[n] = (struct pollfd){.fd = s->listen_fd, .events = now_ms() < s->paused_until ? 0 : POLLIN};
   s->pollmap[n++] = -1;
@@ -662,7 +662,7 @@ int kvs_server_fill_pollfds(struct kvs_server *s, struct pollfd *fds) {
   return n;
 }
 
-void kvs_server_dispatch(struct kvs_server *s, const struct pollfd *fds, int n) {
+void gcoll_kvs_server_dispatch(struct kvs_server *s, const struct pollfd *fds, int n) {
   for (int i = 0; i < n; i++) {
     if (fds[i].revents == 0) continue;
     if (s->pollmap[i] < 0) {
@@ -691,7 +691,7 @@ void kvs_server_dispatch(struct kvs_server *s, const struct pollfd *fds, int n) 
   expire(s);
 }
 
-int kvs_server_timeout_ms(const struct kvs_server *s) {
+int gcoll_kvs_server_timeout_ms(const struct kvs_server *s) {
   uint64_t now = now_ms(), best = UINT64_MAX;
   for (int i = 0; i < s->nconns_max; i++) {
     const struct conn *c = &s->conns[i];

@@ -37,36 +37,36 @@ struct kvs_server;
 
 /* Listens on cfg->bind_ip (127.0.0.1 by default), ephemeral port. NULL
  * with a one-line reason. */
-struct kvs_server *kvs_server_open(const struct kvs_server_config *cfg, char *err,
-                                   size_t errlen);
-void kvs_server_close(struct kvs_server *s);
-uint16_t kvs_server_port(const struct kvs_server *s);
+struct kvs_server *gcoll_kvs_server_open(const struct kvs_server_config *cfg, char *err,
+                                         size_t errlen);
+void gcoll_kvs_server_close(struct kvs_server *s);
+uint16_t gcoll_kvs_server_port(const struct kvs_server *s);
 
-/* Upper bound on the descriptors kvs_server_fill_pollfds() writes. */
-int kvs_server_max_pollfds(const struct kvs_server *s);
+/* Upper bound on the descriptors gcoll_kvs_server_fill_pollfds() writes. */
+int gcoll_kvs_server_max_pollfds(const struct kvs_server *s);
 /* Writes the server's descriptors and events; returns how many. */
-int kvs_server_fill_pollfds(struct kvs_server *s, struct pollfd *fds);
+int gcoll_kvs_server_fill_pollfds(struct kvs_server *s, struct pollfd *fds);
 /* Handles the revents of the descriptors last filled (same array, same
  * count), then expires timed-out waits. */
-void kvs_server_dispatch(struct kvs_server *s, const struct pollfd *fds, int n);
+void gcoll_kvs_server_dispatch(struct kvs_server *s, const struct pollfd *fds, int n);
 /* Milliseconds until the next wait expires; -1 when none is pending. */
-int kvs_server_timeout_ms(const struct kvs_server *s);
+int gcoll_kvs_server_timeout_ms(const struct kvs_server *s);
 
 /* Number of keys stored (tests and diagnostics). */
-size_t kvs_server_nkeys(const struct kvs_server *s);
+size_t gcoll_kvs_server_nkeys(const struct kvs_server *s);
 /* The job size (0 until the first HELLO when opened with nranks 0), how
  * many ranks said goodbye, and the first rank lost without one (-1). */
-int kvs_server_nranks(const struct kvs_server *s);
-int kvs_server_nbye(const struct kvs_server *s);
-int kvs_server_broken_rank(const struct kvs_server *s);
+int gcoll_kvs_server_nranks(const struct kvs_server *s);
+int gcoll_kvs_server_nbye(const struct kvs_server *s);
+int gcoll_kvs_server_broken_rank(const struct kvs_server *s);
 /* The launcher saw rank die: the store answers as if its connection had
  * dropped without goodbye (the first lost rank wins; rank_lost is not
  * called). With endpoints from the plan a rank may never have connected,
  * and its survivors still ask the store which rank died. */
-void kvs_server_rank_gone(struct kvs_server *s, int rank);
+void gcoll_kvs_server_rank_gone(struct kvs_server *s, int rank);
 /* Requests handled so far, every message counted (hellos, goodbyes and
  * malformed ones too): the load on the store, which grows with the job as
  * long as ranks find their peers through it. */
-uint64_t kvs_server_nrequests(const struct kvs_server *s);
+uint64_t gcoll_kvs_server_nrequests(const struct kvs_server *s);
 
 #endif

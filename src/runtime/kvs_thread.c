@@ -38,31 +38,31 @@ void gcoll_kvs_thread_stop(struct gcoll_kvs_thread *handle) {
 
 static void *kvs_thread_main(void *arg) {
   struct gcoll_kvs_thread *u = arg;
-  int maxfds = kvs_server_max_pollfds(u->kvs);
+  int maxfds = gcoll_kvs_server_max_pollfds(u->kvs);
   struct pollfd *fds = calloc((size_t)maxfds, sizeof(*fds));
   uint64_t idle_since = gcoll_bootstrap_now_ms(), broken_at = 0;
   while (fds != NULL && !atomic_load(&u->stop)) {
-    int nr = kvs_server_nranks(u->kvs);
+    int nr = gcoll_kvs_server_nranks(u->kvs);
     uint64_t now = gcoll_bootstrap_now_ms();
     int used = u->life == GCOLL_KVS_THREAD_WHILE_USED;
-    if (used && nr > 0 && kvs_server_nbye(u->kvs) >= nr) break;
-    if (used && kvs_server_broken_rank(u->kvs) >= 0) {
+    if (used && nr > 0 && gcoll_kvs_server_nbye(u->kvs) >= nr) break;
+    if (used && gcoll_kvs_server_broken_rank(u->kvs) >= 0) {
       if (broken_at == 0) broken_at = now;
       if (now - broken_at > u->timeout_ms + 2000) break;
     }
     /* The listener is always there; anything more is a client. */
-    int n = kvs_server_fill_pollfds(u->kvs, fds);
+    int n = gcoll_kvs_server_fill_pollfds(u->kvs, fds);
     if (n > 1) idle_since = now;
     else if (used && now - idle_since > u->timeout_ms) break;
-    int t = kvs_server_timeout_ms(u->kvs);
+    int t = gcoll_kvs_server_timeout_ms(u->kvs);
     /* Wake now and then to notice the end conditions above. */
     if (t < 0 || t > 200) t = 200;
     int rc = poll(fds, (nfds_t)n, t);
     if (rc < 0 && errno != EINTR) break;
-    kvs_server_dispatch(u->kvs, fds, rc > 0 ? n : 0);
+    gcoll_kvs_server_dispatch(u->kvs, fds, rc > 0 ? n : 0);
   }
   free(fds);
-  kvs_server_close(u->kvs);
+  gcoll_kvs_server_close(u->kvs);
   let_go(u);
   return NULL;
 }
@@ -89,15 +89,15 @@ int gcoll_kvs_thread_start(const char *job_key, const char *bind_ip, int nranks,
                                    * per pair of ranks that talk. */
                                   .max_keys = (size_t)(1 << 16) + 64 * (size_t)room,
                                   .max_conns = 2 * room + 16};
-  u->kvs = kvs_server_open(&cfg, err, errlen);
+  u->kvs = gcoll_kvs_server_open(&cfg, err, errlen);
   if (u->kvs == NULL) {
     free(u);
     return -1;
   }
-  *port = kvs_server_port(u->kvs);
+  *port = gcoll_kvs_server_port(u->kvs);
   int e = gcoll_service_thread_start("gcoll-store", kvs_thread_main, u);
   if (e != 0) {
-    kvs_server_close(u->kvs);
+    gcoll_kvs_server_close(u->kvs);
     free(u);
     snprintf(err, errlen, "bootstrap store thread: %s", strerror(e));
     return -1;

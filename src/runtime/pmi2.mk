@@ -7,7 +7,7 @@ libgcoll_la_SOURCES += src/runtime/bootstrap_pmi2.c src/runtime/pmi2_codec.h \
 
 check_PROGRAMS += tests/slurm/pmi2_probe
 tests_slurm_pmi2_probe_SOURCES = tests/slurm/pmi2_probe.c
-tests_slurm_pmi2_probe_LDADD = libgcoll.la
+tests_slurm_pmi2_probe_LDADD = libgcoll_internal.la
 TESTS += tests/slurm/test_pmi2.sh
 
 if HAVE_CMOCKA

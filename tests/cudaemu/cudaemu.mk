@@ -53,8 +53,9 @@ TESTS += tests/cudaemu/test_cudaemu
 tests_cudaemu_test_cudaemu_SOURCES = tests/cudaemu/test_cudaemu.c
 tests_cudaemu_test_cudaemu_CPPFLAGS = $(AM_CPPFLAGS) -I$(CUDA_HOME)/include \
 	-DCUDAEMU_LIB='"$(abs_top_builddir)/tests/cudaemu/.libs/libcudaemu.so"'
-# libgcoll for the embedded fatbin only; the driver comes through dlopen.
-tests_cudaemu_test_cudaemu_LDADD = libgcoll.la -ldl -lpthread
+# libgcoll's objects for the embedded fatbin only (libgcoll.so does not
+# export it); the driver comes through dlopen.
+tests_cudaemu_test_cudaemu_LDADD = libgcoll_internal.la -ldl -lpthread
 EXTRA_tests_cudaemu_test_cudaemu_DEPENDENCIES = tests/cudaemu/libcudaemu.la
 
 # tests/gpu/gpu_coll_check.sh's matrix on the emulated GPU.

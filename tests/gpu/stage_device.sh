@@ -17,7 +17,9 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 rm -rf "$S" && mkdir -p "$S/lib" "$S/tests/gpu" "$S/tests/integration"
 for p in gcollrun gcoll-perf gcoll-plan; do cp "$B/.libs/$p" "$S/"; done
 for p in coll_check p2p_check; do cp "$B/tests/integration/.libs/$p" "$S/tests/integration/"; done
-for p in cuda_probe gpu_coll_check; do cp "$B/tests/gpu/.libs/$p" "$S/tests/gpu/"; done
+# These two link libgcoll's objects statically (libgcoll_internal.la): no
+# wrapper, the executable is where make put it.
+for p in cuda_probe gpu_coll_check; do cp "$B/tests/gpu/$p" "$S/tests/gpu/"; done
 cp -P "$B"/.libs/libgcoll.so* "$B"/.libs/libnccl.so* "$S/lib/"
 # The libraries libgcoll needs that a CUDA image may lack (libc's own stay).
 ldd "$B/.libs/libgcoll.so" "$B/.libs/libnccl.so.2" |

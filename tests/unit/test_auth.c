@@ -277,7 +277,7 @@ static void test_store_refuses_wrong_key(void **state) {
   uint8_t msg[256];
   struct kvs_request r = {.op = KVS_OP_PUT, .key = "k", .key_len = 1, .value = "v",
                           .value_len = 1};
-  size_t n = kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err));
+  size_t n = gcoll_kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err));
   assert_true(n > 0);
   assert_int_equal(gcoll_tcp_send_all(fd, msg, n, gcoll_transport_now_ms() + 1000), 0);
   uint8_t in[512];

@@ -210,10 +210,10 @@ static double parse_keys_cpu(int n) {
   for (int rep = 0; rep < 3; rep++) {
     struct ydoc doc;
     double t0 = cpu_seconds();
-    if (ydoc_parse(&doc, text, len, "keys", err, sizeof(err)) != 0) fail_msg("%s", err);
+    if (gcoll_ydoc_parse(&doc, text, len, "keys", err, sizeof(err)) != 0) fail_msg("%s", err);
     double t = cpu_seconds() - t0;
-    assert_int_equal(ydoc_count(doc.root), (size_t)n);
-    ydoc_free(&doc);
+    assert_int_equal(gcoll_ydoc_count(doc.root), (size_t)n);
+    gcoll_ydoc_free(&doc);
     if (t < best) best = t;
   }
   free(text);
@@ -236,7 +236,7 @@ static void test_many_keys_linear(void **state) {
 static void assert_parse_error(const char *text, size_t len, const char *want) {
   struct ydoc doc;
   char err[512] = "";
-  assert_int_equal(ydoc_parse(&doc, text, len, "doc", err, sizeof(err)), -1);
+  assert_int_equal(gcoll_ydoc_parse(&doc, text, len, "doc", err, sizeof(err)), -1);
   if (strcmp(err, want) != 0) fail_msg("expected '%s', got '%s'", want, err);
 }
 
@@ -269,7 +269,7 @@ static void test_dense_document_refused(void **state) {
   memcpy(text + len - 2, "1]", 3);
   struct ydoc doc;
   assert_true(n + 1 < YDOC_MAX_NODES);
-  assert_int_equal(ydoc_parse(&doc, text, len, "dense", err, sizeof(err)), -1);
+  assert_int_equal(gcoll_ydoc_parse(&doc, text, len, "dense", err, sizeof(err)), -1);
   if (strstr(err, "dense:1: document needs more than") != err || strchr(err, '\n'))
     fail_msg("unexpected message '%s'", err);
   /* Written less densely the same values load. */
@@ -280,9 +280,9 @@ static void test_dense_document_refused(void **state) {
   text[0] = '[';
   for (size_t i = 0; i < n / 4; i++) memcpy(text + 1 + 6 * i, "12345,", 6);
   memcpy(text + len - 2, "1]", 3);
-  if (ydoc_parse(&doc, text, len, "sparse", err, sizeof(err)) != 0) fail_msg("%s", err);
-  assert_int_equal(ydoc_count(doc.root), n / 4 + 1);
-  ydoc_free(&doc);
+  if (gcoll_ydoc_parse(&doc, text, len, "sparse", err, sizeof(err)) != 0) fail_msg("%s", err);
+  assert_int_equal(gcoll_ydoc_count(doc.root), n / 4 + 1);
+  gcoll_ydoc_free(&doc);
   free(text);
 }
 

@@ -52,19 +52,19 @@ static struct kvs_request random_request(void) {
 
 static int decode_msg(const uint8_t *m, size_t len, struct kvs_request *out, char *err) {
   struct kvs_header h;
-  if (len < KVS_HEADER_LEN || kvs_header_decode(m, 0, &h, err, 256) != 0) return -1;
+  if (len < KVS_HEADER_LEN || gcoll_kvs_header_decode(m, 0, &h, err, 256) != 0) return -1;
   if (h.body_len != len - KVS_HEADER_LEN) {
     snprintf(err, 256, "length mismatch");
     return -1;
   }
-  return kvs_request_decode(h.op, m + KVS_HEADER_LEN, h.body_len, out, err, 256);
+  return gcoll_kvs_request_decode(h.op, m + KVS_HEADER_LEN, h.body_len, out, err, 256);
 }
 
 static void test_round_trip(void **state) {
   char err[256];
   for (int iter = 0; iter < 2000; iter++) {
     struct kvs_request r = random_request(), d;
-    size_t n = kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err));
+    size_t n = gcoll_kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err));
     assert_true(n >= KVS_HEADER_LEN);
     assert_int_equal(decode_msg(msg, n, &d, err), 0);
     assert_int_equal(d.op, r.op);
@@ -94,14 +94,14 @@ static void test_truncated_and_trailing(void **state) {
   for (int iter = 0; iter < 200; iter++) {
     struct kvs_request r = random_request(), d;
     if (r.op == KVS_OP_PUT) r.value_len %= 200; /* keep the prefix loop short */
-    size_t n = kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err));
+    size_t n = gcoll_kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err));
     size_t body = n - KVS_HEADER_LEN;
     for (size_t cut = 0; cut < body; cut++)
-      assert_int_equal(kvs_request_decode((uint16_t)r.op, msg + KVS_HEADER_LEN, cut, &d, err,
-                                          sizeof(err)), -1);
+      assert_int_equal(gcoll_kvs_request_decode((uint16_t)r.op, msg + KVS_HEADER_LEN, cut, &d, err,
+                                                sizeof(err)), -1);
     msg[n] = 0x41;
-    assert_int_equal(kvs_request_decode((uint16_t)r.op, msg + KVS_HEADER_LEN, body + 1, &d, err,
-                                        sizeof(err)), -1);
+    assert_int_equal(gcoll_kvs_request_decode((uint16_t)r.op, msg + KVS_HEADER_LEN, body + 1, &d, err,
+                                              sizeof(err)), -1);
     assert_non_null(strstr(err, "trailing"));
   }
 }
@@ -112,19 +112,19 @@ static void test_oversized_fields(void **state) {
   r.op = KVS_OP_PUT;
   r.key_len = 10;
   r.value_len = 10;
-  size_t n = kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err));
+  size_t n = gcoll_kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err));
   assert_true(n > 0);
   /* The encoder refuses what the decoder would refuse. */
   r.value_len = KVS_MAX_VALUE + 1;
-  assert_int_equal(kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err)), 0);
+  assert_int_equal(gcoll_kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err)), 0);
   r.value_len = 10;
   r.key_len = KVS_MAX_KEY + 1;
   random_printable(keybuf, r.key_len);
-  assert_int_equal(kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err)), 0);
+  assert_int_equal(gcoll_kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err)), 0);
   r.key_len = 10;
   r.op = KVS_OP_HELLO;
   r.tag = NULL;                                      /* a hello must be signed */
-  assert_int_equal(kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err)), 0);
+  assert_int_equal(gcoll_kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err)), 0);
 
   /* Hand-built bodies with oversized lengths: value, key. */
   uint8_t b[64];
@@ -133,51 +133,51 @@ static void test_oversized_fields(void **state) {
   uint32_t big = KVS_MAX_VALUE + 1;
   b[o++] = (uint8_t)(big >> 24); b[o++] = (uint8_t)(big >> 16);
   b[o++] = (uint8_t)(big >> 8); b[o++] = (uint8_t)big;
-  assert_int_equal(kvs_request_decode(KVS_OP_PUT, b, o, &d, err, sizeof(err)), -1);
+  assert_int_equal(gcoll_kvs_request_decode(KVS_OP_PUT, b, o, &d, err, sizeof(err)), -1);
   assert_non_null(strstr(err, "exceeds the limit"));
   uint8_t kb[] = {0x01, 0x01, 'a'};                  /* key length 257 */
-  assert_int_equal(kvs_request_decode(KVS_OP_GET, kb, sizeof(kb), &d, err, sizeof(err)), -1);
+  assert_int_equal(gcoll_kvs_request_decode(KVS_OP_GET, kb, sizeof(kb), &d, err, sizeof(err)), -1);
   uint8_t jb[] = {0, 1, 'k'};                        /* a bye carries nothing */
-  assert_int_equal(kvs_request_decode(KVS_OP_BYE, jb, sizeof(jb), &d, err, sizeof(err)), -1);
+  assert_int_equal(gcoll_kvs_request_decode(KVS_OP_BYE, jb, sizeof(jb), &d, err, sizeof(err)), -1);
   uint8_t sp[] = {0, 3, 'a', ' ', 'b', 0, 0, 0, 1};  /* key with a space */
-  assert_int_equal(kvs_request_decode(KVS_OP_GET, sp, sizeof(sp), &d, err, sizeof(err)), -1);
+  assert_int_equal(gcoll_kvs_request_decode(KVS_OP_GET, sp, sizeof(sp), &d, err, sizeof(err)), -1);
   uint8_t to[] = {0xff, 0xff, 0xff, 0xff};           /* absurd timeout */
-  assert_int_equal(kvs_request_decode(KVS_OP_BARRIER, to, sizeof(to), &d, err, sizeof(err)), -1);
+  assert_int_equal(gcoll_kvs_request_decode(KVS_OP_BARRIER, to, sizeof(to), &d, err, sizeof(err)), -1);
   uint8_t hr[KVS_HELLO_BODY] = {0, 0, 0, 5, 0, 0, 0, 5};  /* rank 5 of 5 */
-  assert_int_equal(kvs_request_decode(KVS_OP_HELLO, hr, sizeof(hr), &d, err, sizeof(err)), -1);
+  assert_int_equal(gcoll_kvs_request_decode(KVS_OP_HELLO, hr, sizeof(hr), &d, err, sizeof(err)), -1);
   uint8_t hs[8 + KVS_NONCE_BYTES] = {0, 0, 0, 1, 0, 0, 0, 5}; /* hello without its tag */
-  assert_int_equal(kvs_request_decode(KVS_OP_HELLO, hs, sizeof(hs), &d, err, sizeof(err)), -1);
+  assert_int_equal(gcoll_kvs_request_decode(KVS_OP_HELLO, hs, sizeof(hs), &d, err, sizeof(err)), -1);
 }
 
 static void test_headers(void **state) {
   char err[256];
   uint8_t h[KVS_HEADER_LEN];
   struct kvs_header d;
-  kvs_header_encode(h, KVS_OP_GET, 0, 10);
-  assert_int_equal(kvs_header_decode(h, 0, &d, err, sizeof(err)), 0);
-  assert_int_equal(kvs_header_decode(h, 1, &d, err, sizeof(err)), -1); /* not a reply */
-  kvs_header_encode(h, KVS_OP_GET | KVS_OP_REPLY, KVS_ERR_TIMEOUT, 10);
-  assert_int_equal(kvs_header_decode(h, 1, &d, err, sizeof(err)), 0);
+  gcoll_kvs_header_encode(h, KVS_OP_GET, 0, 10);
+  assert_int_equal(gcoll_kvs_header_decode(h, 0, &d, err, sizeof(err)), 0);
+  assert_int_equal(gcoll_kvs_header_decode(h, 1, &d, err, sizeof(err)), -1); /* not a reply */
+  gcoll_kvs_header_encode(h, KVS_OP_GET | KVS_OP_REPLY, KVS_ERR_TIMEOUT, 10);
+  assert_int_equal(gcoll_kvs_header_decode(h, 1, &d, err, sizeof(err)), 0);
   assert_int_equal(d.status, KVS_ERR_TIMEOUT);
-  kvs_header_encode(h, KVS_OP_GET, 0, KVS_MAX_BODY + 1);
-  assert_int_equal(kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
-  kvs_header_encode(h, KVS_OP_GET, 1, 0);                /* request with a status */
-  assert_int_equal(kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
-  kvs_header_encode(h, KVS_OP_LAST + 1, 0, 0);       /* the challenge is not a request */
-  assert_int_equal(kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
-  kvs_header_encode(h, KVS_OP_CHALLENGE | KVS_OP_REPLY, 0, KVS_NONCE_BYTES);
-  assert_int_equal(kvs_header_decode(h, 1, &d, err, sizeof(err)), 0);
-  kvs_header_encode(h, KVS_OP_CHALLENGE + 1, 0, 0);
-  assert_int_equal(kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
-  kvs_header_encode(h, 0, 0, 0);
-  assert_int_equal(kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
-  kvs_header_encode(h, KVS_OP_GET, 0, 0);
+  gcoll_kvs_header_encode(h, KVS_OP_GET, 0, KVS_MAX_BODY + 1);
+  assert_int_equal(gcoll_kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
+  gcoll_kvs_header_encode(h, KVS_OP_GET, 1, 0);                /* request with a status */
+  assert_int_equal(gcoll_kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
+  gcoll_kvs_header_encode(h, KVS_OP_LAST + 1, 0, 0);       /* the challenge is not a request */
+  assert_int_equal(gcoll_kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
+  gcoll_kvs_header_encode(h, KVS_OP_CHALLENGE | KVS_OP_REPLY, 0, KVS_NONCE_BYTES);
+  assert_int_equal(gcoll_kvs_header_decode(h, 1, &d, err, sizeof(err)), 0);
+  gcoll_kvs_header_encode(h, KVS_OP_CHALLENGE + 1, 0, 0);
+  assert_int_equal(gcoll_kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
+  gcoll_kvs_header_encode(h, 0, 0, 0);
+  assert_int_equal(gcoll_kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
+  gcoll_kvs_header_encode(h, KVS_OP_GET, 0, 0);
   h[5] = KVS_VERSION + 1;
-  assert_int_equal(kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
+  assert_int_equal(gcoll_kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
   assert_non_null(strstr(err, "version"));
-  kvs_header_encode(h, KVS_OP_GET, 0, 0);
+  gcoll_kvs_header_encode(h, KVS_OP_GET, 0, 0);
   h[0] ^= 0x20;
-  assert_int_equal(kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
+  assert_int_equal(gcoll_kvs_header_decode(h, 0, &d, err, sizeof(err)), -1);
   assert_non_null(strstr(err, "magic"));
 }
 
@@ -190,7 +190,7 @@ static void test_random_corruption(void **state) {
   for (int iter = 0; iter < 3000; iter++) {
     struct kvs_request r = random_request(), d;
     if (r.op == KVS_OP_PUT) r.value_len %= 64;
-    size_t n = kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err));
+    size_t n = gcoll_kvs_request_encode(&r, msg, sizeof(msg), err, sizeof(err));
     int flips = 1 + (int)(rnd() % 3);
     for (int f = 0; f < flips; f++) msg[rnd() % n] ^= (uint8_t)(1u << (rnd() % 8));
     size_t len = n - (rnd() % 4 == 0 ? rnd() % n : 0);
@@ -200,7 +200,7 @@ static void test_random_corruption(void **state) {
       continue;
     }
     accepted++;
-    size_t m = kvs_request_encode(&d, again, sizeof(again), err, sizeof(err));
+    size_t m = gcoll_kvs_request_encode(&d, again, sizeof(again), err, sizeof(err));
     assert_int_equal(m, len);
     assert_memory_equal(again, msg, len);
   }
@@ -211,15 +211,15 @@ static void test_random_corruption(void **state) {
 static void test_reply_encode(void **state) {
   uint8_t body[100], buf[200];
   for (int i = 0; i < 100; i++) body[i] = (uint8_t)i;
-  size_t n = kvs_reply_encode(KVS_OP_GET, KVS_OK, body, sizeof(body), buf, sizeof(buf));
+  size_t n = gcoll_kvs_reply_encode(KVS_OP_GET, KVS_OK, body, sizeof(body), buf, sizeof(buf));
   assert_int_equal(n, KVS_HEADER_LEN + sizeof(body));
   struct kvs_header h;
   char err[256];
-  assert_int_equal(kvs_header_decode(buf, 1, &h, err, sizeof(err)), 0);
+  assert_int_equal(gcoll_kvs_header_decode(buf, 1, &h, err, sizeof(err)), 0);
   assert_int_equal(h.op, KVS_OP_GET | KVS_OP_REPLY);
   assert_int_equal(h.body_len, sizeof(body));
   assert_memory_equal(buf + KVS_HEADER_LEN, body, sizeof(body));
-  assert_int_equal(kvs_reply_encode(KVS_OP_GET, KVS_OK, body, sizeof(body), buf, 50), 0);
+  assert_int_equal(gcoll_kvs_reply_encode(KVS_OP_GET, KVS_OK, body, sizeof(body), buf, 50), 0);
 }
 
 int main(void) {

@@ -126,23 +126,23 @@ static int read_fragment(const char *text, int i, int tasks, char *host, size_t 
   char what[64], why[GCOLL_SPANK_ERRLEN], buf[GCOLL_SPANK_MAX_LOCAL * 6 + 8];
   snprintf(what, sizeof(what), "nodes/%d.endpoints", i);
   *own = 0;
-  if (ydoc_parse(&doc, text, strlen(text), what, err, errlen) != 0) return -1;
+  if (gcoll_ydoc_parse(&doc, text, strlen(text), what, err, errlen) != 0) return -1;
   int rc = -1;
-  if (doc.root != NULL && (v = ydoc_get(doc.root, "error")) != NULL) {
-    if (ydoc_str(&doc, v, "error", why, sizeof(why), err, errlen) == 0) {
+  if (doc.root != NULL && (v = gcoll_ydoc_get(doc.root, "error")) != NULL) {
+    if (gcoll_ydoc_str(&doc, v, "error", why, sizeof(why), err, errlen) == 0) {
       snprintf(err, errlen, "node %d: %.400s", i, why);
       *own = 1;
     }
-  } else if (ydoc_req(&doc, doc.root, "host", &v, err, errlen) == 0 &&
-             ydoc_str(&doc, v, "host", host, hostlen, err, errlen) == 0 &&
-             ydoc_req(&doc, doc.root, "ports", &v, err, errlen) == 0 &&
-             ydoc_str(&doc, v, "ports", buf, sizeof(buf), err, errlen) == 0) {
+  } else if (gcoll_ydoc_req(&doc, doc.root, "host", &v, err, errlen) == 0 &&
+             gcoll_ydoc_str(&doc, v, "host", host, hostlen, err, errlen) == 0 &&
+             gcoll_ydoc_req(&doc, doc.root, "ports", &v, err, errlen) == 0 &&
+             gcoll_ydoc_str(&doc, v, "ports", buf, sizeof(buf), err, errlen) == 0) {
     if (parse_ports(buf, tasks, ports) != 0)
       snprintf(err, errlen, "%s: ports '%.64s' are not %d ports", what, buf, tasks);
     else
       rc = 0;
   }
-  ydoc_free(&doc);
+  gcoll_ydoc_free(&doc);
   return rc;
 }
 

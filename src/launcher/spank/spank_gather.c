@@ -361,17 +361,17 @@ static int read_node(const struct stepdir *d, int i, struct gathered *g, int64_t
   const struct ydoc_node *v;
   char host[256], nonce[GCOLL_SPANK_NONCE_LEN + 1], ranks[4096], gpus[256];
   rc = -1;
-  if (ydoc_parse(&doc, buf, len, what, err, errlen) == 0) {
-    if (ydoc_req(&doc, doc.root, "node", &v, err, errlen) == 0 &&
-        ydoc_str(&doc, v, "node", host, sizeof(host), err, errlen) == 0 &&
-        ydoc_req(&doc, doc.root, "tasks", &v, err, errlen) == 0 &&
-        ydoc_int(&doc, v, "tasks", 1, GCOLL_MAX_LOCAL_RANKS, tasks, err, errlen) == 0 &&
-        ydoc_req(&doc, doc.root, "ranks", &v, err, errlen) == 0 &&
-        ydoc_str(&doc, v, "ranks", ranks, sizeof(ranks), err, errlen) == 0 &&
-        ydoc_req(&doc, doc.root, "gpus", &v, err, errlen) == 0 &&
-        ydoc_str(&doc, v, "gpus", gpus, sizeof(gpus), err, errlen) == 0 &&
-        ydoc_req(&doc, doc.root, "nonce", &v, err, errlen) == 0 &&
-        ydoc_str(&doc, v, "nonce", nonce, sizeof(nonce), err, errlen) == 0) {
+  if (gcoll_ydoc_parse(&doc, buf, len, what, err, errlen) == 0) {
+    if (gcoll_ydoc_req(&doc, doc.root, "node", &v, err, errlen) == 0 &&
+        gcoll_ydoc_str(&doc, v, "node", host, sizeof(host), err, errlen) == 0 &&
+        gcoll_ydoc_req(&doc, doc.root, "tasks", &v, err, errlen) == 0 &&
+        gcoll_ydoc_int(&doc, v, "tasks", 1, GCOLL_MAX_LOCAL_RANKS, tasks, err, errlen) == 0 &&
+        gcoll_ydoc_req(&doc, doc.root, "ranks", &v, err, errlen) == 0 &&
+        gcoll_ydoc_str(&doc, v, "ranks", ranks, sizeof(ranks), err, errlen) == 0 &&
+        gcoll_ydoc_req(&doc, doc.root, "gpus", &v, err, errlen) == 0 &&
+        gcoll_ydoc_str(&doc, v, "gpus", gpus, sizeof(gpus), err, errlen) == 0 &&
+        gcoll_ydoc_req(&doc, doc.root, "nonce", &v, err, errlen) == 0 &&
+        gcoll_ydoc_str(&doc, v, "nonce", nonce, sizeof(nonce), err, errlen) == 0) {
       /* Only a node that joined this run's directory knows its nonce. */
       int *list = NULL, nlist = 0;
       if (strcmp(nonce, d->nonce) != 0)
@@ -396,7 +396,7 @@ static int read_node(const struct stepdir *d, int i, struct gathered *g, int64_t
       }
       free(list);
     }
-    ydoc_free(&doc);
+    gcoll_ydoc_free(&doc);
   }
   free(buf);
   if (rc != 0) return -1;
