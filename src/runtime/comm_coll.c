@@ -153,11 +153,11 @@ static int net_inline(const struct gcollComm *comm, enum gcoll_coll coll, size_t
  * root's successor on its own node, as for root 0). With 2 cores and
  * every network step a system call on each side, that was 1.4-2.2x
  * faster for 4 ranks on 2 virtual nodes over net/socket, 8 B to 32 KiB
- * (medians of 9 alternating runs, 4.8-5.0 us against 6.6-10.6 at up to
+ * (medians of 9 alternating runs, 4.8-5.0 us against 6.6-11.1 at up to
  * 2 KiB, 12 against 21-32 at 32 KiB), and no clear difference from 128
  * KiB up (the ring, which loads each rank's link once, keeps those). On
- * one node the tree is a chain like the ring and measured slower (1.7-2.5
- * against 1.4 us). Every rank knows the tree's root (comm->tree_root) and
+ * one node the tree is a chain like the ring and measured slower (1.7-4.2
+ * against 1.4-1.5 us). Every rank knows the tree's root (comm->tree_root) and
  * the plan's node count, so every rank makes the same choice. */
 #define TREE_REDUCE_MAX_BYTES (64u * 1024u)
 static int reduce_on_tree(const struct gcollComm *comm, const struct call *c, size_t bytes,
