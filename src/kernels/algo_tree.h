@@ -1,4 +1,5 @@
-/* Tree allreduce on the primitives, one channel each (seed 000, 004).
+/* Tree allreduce and reduce on the primitives, one channel each (seed 000,
+ * 004).
  *
  * Same contract as algo_ring.h (primitives only, no libc). The channel's
  * tree: parent < 0 at the root, up to GCOLL_PRIMS_MAX_PEERS children. Two
@@ -17,6 +18,9 @@
  * data, so every rank is a leaf in at least one tree and both directions of
  * every link carry data. Splitting the data is the caller's business (the
  * host executor gives each channel a contiguous element range).
+ *
+ * Reduce is phase 1 alone, to the tree's root, which must be the
+ * collective's root (the host executor checks that every rank agrees).
  */
 #ifndef GCOLL_KERNELS_ALGO_TREE_H
 #define GCOLL_KERNELS_ALGO_TREE_H
@@ -52,6 +56,17 @@ GCOLL_KERNEL_FN gcollResult_t gcoll_tree_allreduce(struct gcoll_prims *up,
   if (root) return gcoll_prim_send(down, off, n);
   if (leaf) return gcoll_prim_recv(down, off, n);
   return gcoll_prim_recvCopySend(down, off, n);
+}
+
+GCOLL_KERNEL_FN gcollResult_t gcoll_tree_reduce(struct gcoll_prims *up,
+                                                const struct gcoll_tree_work *w) {
+  const size_t off = w->offset, n = w->count;
+  const int root = w->parent < 0, leaf = w->nchildren == 0;
+  gcoll_prims_bind(up, w->sendbuf, w->recvbuf);
+  if (root && leaf) return gcoll_prim_copy(up, off, off, n);
+  if (leaf) return gcoll_prim_send(up, off, n);
+  if (!root) return gcoll_prim_recvReduceSend(up, off, n);
+  return gcoll_prim_recvReduceCopy(up, off, off, n);
 }
 
 #endif

@@ -301,7 +301,8 @@ static gcollResult_t run_tree(struct channel *ch, const struct gcoll_host_coll *
       .sendbuf = c->sendbuf, .recvbuf = c->recvbuf, .offset = ch->lo, .count = ch->n,
       .parent = ch->conf.tree.parent, .nchildren = ch->conf.tree.nchildren};
   ch->phase = "tree";
-  r = gcoll_tree_allreduce(&ch->up, &ch->down, &w);
+  r = c->coll == GCOLL_COLL_REDUCE ? gcoll_tree_reduce(&ch->up, &w)
+                                    : gcoll_tree_allreduce(&ch->up, &ch->down, &w);
   if (r != gcollSuccess) ch->failed = ch->up.fail_what ? &ch->up : &ch->down;
   return r;
 }
@@ -449,16 +450,26 @@ static gcollResult_t check_coll(const struct gcoll_host_exec *e,
     return gcollInvalidArgument;
   }
   if (c->algo == GCOLL_ALGO_TREE) {
-    if (c->coll != GCOLL_COLL_ALLREDUCE) {
-      set_err(err, errlen, "the tree algorithm implements allreduce only");
+    if (c->coll != GCOLL_COLL_ALLREDUCE && c->coll != GCOLL_COLL_REDUCE) {
+      set_err(err, errlen, "the tree algorithm implements allreduce and reduce only");
       return gcollInvalidUsage;
     }
     int nch = c->nchannels ? c->nchannels : e->nchannels;
-    for (int i = 0; i < nch; i++)
+    for (int i = 0; i < nch; i++) {
       if (!e->ch[i].conf.has_tree) {
         set_err(err, errlen, "channel %d has no tree connections", i);
         return gcollInvalidUsage;
       }
+      /* Each rank sees only its own end of the tree; a root that is not the
+       * tree's would have partial sums go up to a rank that drops them.
+       * Both ranks that can tell refuse it, before anything moved. */
+      int tree_root = e->ch[i].conf.tree.parent < 0;
+      if (c->coll == GCOLL_COLL_REDUCE && e->nranks > 1 && tree_root != (e->rank == c->root)) {
+        set_err(err, errlen, "channel %d: the tree's root is %s, the reduce's root rank %d", i,
+                tree_root ? "this rank" : "another rank", c->root);
+        return gcollInvalidUsage;
+      }
+    }
   } else if (c->algo != GCOLL_ALGO_RING) {
     set_err(err, errlen, "algorithm %d: the host executor runs ring and tree only",
             (int)c->algo);

@@ -46,7 +46,8 @@
 #define GCOLL_HOST_MAX_CHANNELS 32
 
 /* enum gcoll_coll and enum gcoll_algo come from gcoll_plan.h (the plan's
- * values pass through); the host implements ring and tree (allreduce). */
+ * values pass through); the host implements ring and tree (allreduce, and
+ * reduce when the root is every used channel's tree root). */
 
 struct gcoll_host_ring {
   struct gcoll_fifo *recv_prev;   /* NULL when nranks == 1 */
@@ -99,7 +100,7 @@ struct gcoll_host_coll {
   gcollDataType_t dtype;
   gcollRedOp_t op;
   int root;                       /* broadcast, reduce */
-  enum gcoll_algo algo;           /* tree: allreduce only */
+  enum gcoll_algo algo;           /* tree: allreduce, reduce to the tree's root */
   enum gcoll_proto proto;
   int nchannels;                  /* 0 = all configured */
   /* A pre-mul-sum (op is sum; allreduce, reduce, reducescatter): the host

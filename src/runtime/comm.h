@@ -90,9 +90,13 @@ struct gcollComm {
    * GCOLL_MAX_NCHANNELS replaced the measurement. */
   int host_cpus, ranks_on_host;
   /* This host's ranks' channel threads outnumber its cores (or the cores
-   * are unknown): rank 0's view, the same on every rank, as it decides
+   * are unknown): the tree root's view (comm_init.c's channel cap), the
+   * same on every rank, as it decides
    * the host allreduce's gather-form limit (comm_init.c). */
   int shared_cores;
+  /* The rank at the root of channel 0's tree (t1), the same on every rank
+   * once init agreed on the channel cap (comm_init.c); -1 before. */
+  int tree_root;
   size_t slot_bytes;
   int cuda_device;                     /* GPU of the CUDA executor: fixed at init when
                                           the FIFOs are in GPU memory, else by the

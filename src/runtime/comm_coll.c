@@ -145,8 +145,28 @@ static int net_inline(const struct gcollComm *comm, enum gcoll_coll coll, size_t
           coll == GCOLL_COLL_REDUCESCATTER);
 }
 
+/* Host reduces whose root is the root of channel 0's tree go up that tree
+ * when GCOLL_ALGO=tree asks for it; other roots keep the ring. Each
+ * node's partial sum then crosses the network once, where the ring's
+ * partial sums cross at each node boundary on their way around (both
+ * cross-node edges on two nodes for root 0). Not the default: 4 ranks on
+ * 2 virtual nodes over net/socket on 2 cores, 128 B to 8 KiB, the tree
+ * was 1.3-2.2x faster over loops of 200-1000 calls (4.3-5.9 us against
+ * 6.0-8.4, medians of 9 alternating runs) but 1.2-1.4x slower over the
+ * 20 calls that follow other collectives in gcoll-perf and compare-mpi.sh
+ * (5.8-8.5 against 4.8-6.1 us, 8 runs), and no faster after 100 warm-up
+ * calls (3.8-5.7 against 3.5-5.7). Every rank knows the tree's root
+ * (comm->tree_root), so every rank makes the same choice. */
+static int reduce_on_tree(const struct gcollComm *comm, const struct call *c,
+                          enum gcoll_exec_kind kind) {
+  return c->coll == GCOLL_COLL_REDUCE && kind == GCOLL_EXEC_HOST && comm->nranks > 1 &&
+         comm->force_algo == GCOLL_ALGO_TREE && comm->tree_root >= 0 &&
+         c->root == comm->tree_root;
+}
+
 /* The plan's choice for this size, then the environment's overrides, then
- * what the host executor has: tree for allreduce only, no NVLS or LL128. */
+ * what the host executor has: tree for allreduce and (forced) for reduce
+ * as above, no NVLS or LL128. */
 static void choose(const struct gcollComm *comm, const struct call *c, size_t bytes,
                    enum gcoll_exec_kind kind, struct gcoll_host_coll *hc) {
   const struct gcoll_tuning_entry *row = gcoll_rank_view_tuning(comm->view, c->coll, bytes);
@@ -165,7 +185,10 @@ static void choose(const struct gcollComm *comm, const struct call *c, size_t by
   if (comm->force_algo < 0 && kind == GCOLL_EXEC_HOST && hc->algo == GCOLL_ALGO_TREE &&
       comm->view->nnodes == 2 && bytes <= NET_INLINE_MAX_BYTES)
     hc->algo = GCOLL_ALGO_RING;
-  if (hc->algo != GCOLL_ALGO_TREE || c->coll != GCOLL_COLL_ALLREDUCE || comm->nranks == 1)
+  int tree_reduce = reduce_on_tree(comm, c, kind);
+  if (tree_reduce) hc->algo = GCOLL_ALGO_TREE;
+  if (hc->algo != GCOLL_ALGO_TREE || (c->coll != GCOLL_COLL_ALLREDUCE && !tree_reduce) ||
+      comm->nranks == 1)
     hc->algo = GCOLL_ALGO_RING;   /* one rank has no tree: it is a copy */
   if (hc->proto == GCOLL_PROTO_LL128) hc->proto = GCOLL_PROTO_SIMPLE;
   if (hc->nchannels < 1 || hc->nchannels > comm->nchannels) hc->nchannels = comm->nchannels;
@@ -175,6 +198,8 @@ static void choose(const struct gcollComm *comm, const struct call *c, size_t by
     hc->nchannels = comm->min_device_channels;
   /* The double binary tree is two trees: it needs both halves of the channels. */
   if (hc->algo == GCOLL_ALGO_TREE && hc->nchannels < 2 && comm->nchannels >= 2) hc->nchannels = 2;
+  /* A reduce goes up channel 0's tree alone: the other trees have other roots. */
+  if (tree_reduce) hc->nchannels = 1;
 }
 
 /* After a deadline or a step out of protocol: was it because some rank

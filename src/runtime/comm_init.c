@@ -179,9 +179,14 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
 
 /* Every rank must cut a collective into the same channels, and the caps
  * can differ (nodes with different rank counts or CPUs, cgroups that give
- * tasks different cores, GCOLL_MAX_NCHANNELS set on some ranks only): rank
- * 0's cap is the job's. Rank 0 publishes it before the connection fence,
- * the others read it after (agree_channel_cap). */
+ * tasks different cores, GCOLL_MAX_NCHANNELS set on some ranks only): the
+ * cap of the root of channel 0's tree (t1) is the job's. That rank
+ * publishes it before the connection fence, with its own rank in front,
+ * and the others read it after (agree_channel_cap); with endpoints from
+ * the plan the closing wave down the same tree carries both. So every rank
+ * also learns which rank that tree's root is (comm->tree_root), which only
+ * the root knows from its own view, and which the host reduce needs to
+ * take the tree (comm_coll.c). */
 #define CHANNEL_CAP_KEY "init/channel-cap"
 
 /* This rank's cap as take_channel_cap reads it: "CAP DCAP DMIN SHARED". */
@@ -190,11 +195,16 @@ static void format_channel_cap(const struct gcollComm *comm, char *buf, size_t l
            comm->min_device_channels, comm->shared_cores);
 }
 
+static int is_tree_root(const struct gcollComm *comm) { return comm->view->tree[0].parent < 0; }
+
 static gcollResult_t publish_channel_cap(struct gcollComm *comm) {
-  char err[512], value[32];
+  char err[512], cap[32], value[48];
+  if (comm->nranks == 1) comm->tree_root = 0;
   /* With endpoints from the plan, init's closing wave carries the cap. */
-  if (comm->rank != 0 || comm->nranks == 1 || comm->bs->peer_routed) return gcollSuccess;
-  format_channel_cap(comm, value, sizeof(value));
+  if (!is_tree_root(comm) || comm->nranks == 1 || comm->bs->peer_routed) return gcollSuccess;
+  comm->tree_root = comm->rank;
+  format_channel_cap(comm, cap, sizeof(cap));
+  snprintf(value, sizeof(value), "%d %s", comm->rank, cap);
   if (gcoll_bootstrap_put(comm->bs, CHANNEL_CAP_KEY, value, strlen(value) + 1, err,
                           sizeof(err)) != 0)
     return gcoll_fail(gcollSystemError, "%s", err);
@@ -213,7 +223,7 @@ static gcollResult_t wave_channel_cap(struct gcollComm *comm) {
   char mine[128], value[160], store[80] = "", err[512];
   int root = -1, n = 0;
   format_channel_cap(comm, mine, sizeof(mine));
-  if (comm->view->tree[0].parent < 0 && comm->nranks > 1) {
+  if (is_tree_root(comm) && comm->nranks > 1) {
     if (gcoll_bootstrap_endpoints_host_store(comm->bs, store, sizeof(store), err, sizeof(err)) !=
         0)
       return gcoll_fail(gcollSystemError, "%s", err);
@@ -221,6 +231,7 @@ static gcollResult_t wave_channel_cap(struct gcollComm *comm) {
   }
   gcollResult_t rc = gcoll_comm_init_wave(comm, mine, value, sizeof(value), &root);
   if (rc != gcollSuccess) return rc;
+  comm->tree_root = root;
   if (root != comm->rank && (rc = take_channel_cap(comm, value, strlen(value) + 1, root)) !=
                                 gcollSuccess)
     return rc;
@@ -232,14 +243,20 @@ static gcollResult_t wave_channel_cap(struct gcollComm *comm) {
 }
 
 static gcollResult_t agree_channel_cap(struct gcollComm *comm) {
-  char err[512], value[32];
+  char err[512], value[48];
   size_t len = 0;
+  int root = -1, n = 0;
   if (comm->bs->peer_routed) return wave_channel_cap(comm);
-  if (comm->rank == 0 || comm->nranks == 1) return gcollSuccess;
-  if (gcoll_bootstrap_get(comm->bs, CHANNEL_CAP_KEY, value, sizeof(value), &len,
+  if (is_tree_root(comm) || comm->nranks == 1) return gcollSuccess;
+  if (gcoll_bootstrap_get(comm->bs, CHANNEL_CAP_KEY, value, sizeof(value) - 1, &len,
                           gcoll_bootstrap_deadline(comm->bs), err, sizeof(err)) != 0)
-    return gcoll_fail(gcollRemoteError, "channel cap from rank 0: %s", err);
-  return take_channel_cap(comm, value, len, 0);
+    return gcoll_fail(gcollRemoteError, "channel cap from the tree's root: %s", err);
+  /* "ROOT CAP...": the cap alone goes on. */
+  if (len == 0 || value[len - 1] != '\0' || sscanf(value, "%d %n", &root, &n) != 1 || n <= 0 ||
+      (size_t)n >= len || root < 0 || root >= comm->nranks || root == comm->rank)
+    return gcoll_fail(gcollRemoteError, "the tree's root sent a malformed channel cap");
+  comm->tree_root = root;
+  return take_channel_cap(comm, value + n, len - (size_t)n, root);
 }
 
 /* Takes rank `from`'s cap ("CAP DCAP DMIN SHARED"), the job's. */
@@ -303,8 +320,8 @@ static void forward_abort(struct gcoll_proxy_entry *entry) {
 
 /* The host executor's gather-form limits (host_exec.h), from the tuning
  * model with $GCOLL_TUNING's calibration, as the plan's table is: every
- * rank must come to the same limits (shared_cores is rank 0's). Capped so
- * that one FIFO step carries the whole message (beyond that the ring
+ * rank must come to the same limits (shared_cores is the tree root's).
+ * Capped so that one FIFO step carries the whole message (beyond that the ring
  * pipelines anyway) and the gather scratch, nranks x the limit, is at
  * most one FIFO's memory. Between two nodes, also capped at
  * NET_GATHER_MAX_BYTES: with the proxy thread carrying every network step
@@ -429,6 +446,7 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
   pthread_mutex_init(&comm->busy, NULL);
   atomic_init(&comm->abort_word, 0);
   atomic_init(&comm->failed_peer, -1);
+  comm->tree_root = -1;
   comm->rank = a->rank;
   comm->bs = a->bs;
   comm->net_transport = -1;

@@ -3,10 +3,11 @@
  *
  *   coll_check matrix [--full]   every collective x type x op x size, in and
  *                                out of place, against a serial reference
- *   coll_check die RANK ITER [COUNT]  RANK SIGKILLs itself in iteration ITER
- *                                of an allreduce loop of COUNT floats (1024);
- *                                the others must fail with gcollRemoteError
- *                                naming RANK
+ *   coll_check die RANK ITER [COUNT [reduce]]  RANK SIGKILLs itself in
+ *                                iteration ITER of an allreduce loop (with
+ *                                `reduce`: of reduces to rank 0) of COUNT
+ *                                floats (1024); the others must fail with
+ *                                gcollRemoteError naming RANK
  *   coll_check abort             a thread aborts the communicator while rank
  *                                0 waits in a collective its peers never join
  *   coll_check badargs           invalid arguments are refused, and the
@@ -315,7 +316,7 @@ static int matrix(gcollComm_t comm, int full, const char *size_list) {
   return wrong ? 1 : 0;
 }
 
-static int die(gcollComm_t comm, int victim, int iter, size_t count) {
+static int die(gcollComm_t comm, int victim, int iter, size_t count, int reduce) {
   /* Survivors must report, not be stopped by gcollrun's SIGTERM first. */
   signal(SIGTERM, SIG_IGN);
   float *buf = test_buffer((count ? count : 1) * sizeof(float));
@@ -324,7 +325,8 @@ static int die(gcollComm_t comm, int victim, int iter, size_t count) {
     if (!on_device)
       for (size_t k = 0; k < count; k++) buf[k] = (float)k;
     double t0 = now_s();
-    gcollResult_t rc = gcollAllReduce(buf, buf, count, gcollFloat, gcollSum, comm, NULL);
+    gcollResult_t rc = reduce ? gcollReduce(buf, buf, count, gcollFloat, gcollSum, 0, comm, NULL)
+                              : gcollAllReduce(buf, buf, count, gcollFloat, gcollSum, comm, NULL);
     if (rc != gcollSuccess) {
       printf("rank %d: iteration %d: %s after %.2f s: %s\n", rank, i, gcollGetErrorString(rc),
              now_s() - t0, gcollGetLastError(comm));
@@ -742,8 +744,10 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "matrix") == 0)
     status = matrix(comm, argc > 2 && strcmp(argv[2], "--full") == 0,
                     argc > 3 && strcmp(argv[2], "--sizes") == 0 ? argv[3] : NULL);
-  else if (strcmp(argv[1], "die") == 0 && (argc == 4 || argc == 5))
-    status = die(comm, atoi(argv[2]), atoi(argv[3]), argc == 5 ? (size_t)atol(argv[4]) : 1024);
+  else if (strcmp(argv[1], "die") == 0 && argc >= 4 && argc <= 6 &&
+           (argc < 6 || strcmp(argv[5], "reduce") == 0))
+    status = die(comm, atoi(argv[2]), atoi(argv[3]), argc >= 5 ? (size_t)atol(argv[4]) : 1024,
+                 argc == 6);
   else if (strcmp(argv[1], "abort") == 0) return abort_test(comm);
   else if (strcmp(argv[1], "badargs") == 0) status = badargs(comm);
 #ifdef HAVE_CUDA

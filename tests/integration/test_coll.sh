@@ -191,6 +191,52 @@ for spec in "4 2 1 1" "4 2 2 16384" "3 2 2 7"; do
   fi
 done
 
+# With GCOLL_ALGO=tree, host reduces whose root is the root of channel 0's
+# tree go up that tree (comm_coll.c); other roots, and every reduce
+# without it, keep the ring. Every collective, type and op, in and out of
+# place, roots rotating over every rank, at per-rank counts up to past
+# 64 KiB (16384 floats), on even and odd splits over 1, 2 and 3 nodes,
+# through the store's init (which carries the tree's root in the channel
+# cap) and through the endpoints' wave; the trace must show tree reduces
+# (at 64 KiB and above) when forced and none otherwise.
+tree_reduce() {  # NAME EXPECT(tree|ring) GCOLLRUN-ARGS...
+  local name=$1 want=$2; shift 2
+  GCOLL_DEBUG=TRACE matrix "$name: reduce up the tree" "$@" \
+    "$CHECK" matrix --sizes 0,1,2,3,13,31,1021,4099,16383,16384,16385
+  local at=$(grep -c "gcollReduce: 65536 bytes, tree/" "$tmp/out")
+  local above=$(grep -c "gcollReduce: 65540 bytes, tree/" "$tmp/out")
+  local any=$(grep -c "gcollReduce: .* tree/" "$tmp/out")
+  if { [ "$want" = tree ] && [ "$at" -gt 0 ] && [ "$above" -gt 0 ]; } ||
+     { [ "$want" = ring ] && [ "$any" -eq 0 ]; }; then
+    ok; echo "ok: $name: tree reduces $any (at 64 KiB: $at, above: $above)"
+  else
+    bad "$name: expected $want: tree reduces $any, at 64 KiB $at, above $above"
+  fi
+}
+GCOLL_ALGO=tree tree_reduce "n=4 nodes=2, GCOLL_ALGO=tree" tree -n 4 --nodes 2
+GCOLL_ALGO=tree tree_reduce "n=3 nodes=2, GCOLL_ALGO=tree, store" tree --no-endpoints -n 3 --nodes 2
+GCOLL_ALGO=tree tree_reduce "n=5 nodes=3, GCOLL_ALGO=tree" tree -n 5 --nodes 3
+GCOLL_ALGO=tree tree_reduce "n=6 nodes=3, GCOLL_ALGO=tree, store" tree --no-endpoints -n 6 --nodes 3
+GCOLL_ALGO=tree GCOLL_PROTO=ll tree_reduce "n=3 nodes=1, GCOLL_ALGO=tree, LL" tree -n 3
+tree_reduce "n=4 nodes=2, plan's choice" ring -n 4 --nodes 2
+
+# A rank killed during reduces up the tree: every survivor names it,
+# leaves whose parent never stops waiting included.
+for spec in "4 2 3" "4 2 1" "5 3 2"; do
+  set -- $spec
+  n=$1 nodes=$2 victim=$3
+  t0=$(date +%s%N)
+  GCOLL_ALGO=tree GCOLL_DEBUG=TRACE GCOLL_TIMEOUT=2 timeout 60 "$RUN" -n "$n" --nodes "$nodes" "$CHECK" die "$victim" 50 4 reduce >"$tmp/out" 2>&1
+  rc=$? dt=$(( ($(date +%s%N) - t0) / 1000000 ))
+  reported=$(grep -c "remote process exited.*rank $victim " "$tmp/out")
+  trees=$(grep -c "gcollReduce: 16 bytes, tree/" "$tmp/out")
+  if [ "$rc" -ne 0 ] && [ "$reported" -eq $((n - 1)) ] && [ "$trees" -gt 0 ] && [ "$dt" -lt 10000 ]; then
+    ok; echo "ok: rank $victim of $n ($nodes nodes) killed in tree reduces: $reported survivors reported it, ${dt} ms"
+  else
+    bad "kill rank $victim of $n in tree reduces: rc $rc, $reported of $((n - 1)) survivors reported, $trees tree reduces, ${dt} ms"; tail -n 20 "$tmp/out"
+  fi
+done
+
 # gcollCommAbort from another thread unblocks a collective.
 if timeout 60 "$RUN" -n 2 "$CHECK" abort >"$tmp/out" 2>&1 && grep -q "rank 0: allreduce returned invalid usage" "$tmp/out"; then
   ok; echo "ok: abort unblocks a waiting collective"

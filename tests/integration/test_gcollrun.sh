@@ -172,8 +172,8 @@ one_line_matching "--topo auto with a missing NCCL_TOPO_FILE" 1 \
 
 # ---- init explains itself: one "init timings" line per rank -----------------
 # A rank's bootstrap requests are its hello, one put per receiving edge, the
-# fence, one get per sending edge, the channel cap (rank 0 puts it, the
-# others get it) and the closing barrier: its connections + 4, at any job
+# fence, one get per sending edge, the channel cap (the root of channel 0's
+# tree puts it, the others get it) and the closing barrier: its connections + 4, at any job
 # size. The store served those and one goodbye per rank (init_bench asks
 # nothing more of it), which gcollrun reports at exit. That is the store's
 # path (--no-endpoints); with endpoints from the plan, the default, a rank
