@@ -32,17 +32,11 @@ plandir=$tmp/plans
 mkdir "$plandir" && chmod 1777 "$plandir"
 attacker=gcatk$$
 victim=gcvic$$
-saved_line=$(cat "$state/plugstack.conf.d/gcoll.conf" 2>/dev/null)
-[[ -n $saved_line ]] && cp -p "$state/plugstack.conf.d/gcoll.conf" "$tmp/saved-gcoll.conf"
+plugstack_save gcoll "$tmp"
 held=()
 cleanup() {
   for j in "${held[@]}"; do scancel "$j" 2>/dev/null; done
-  if [[ -n $saved_line ]]; then
-    cp -p "$tmp/saved-gcoll.conf" "$state/plugstack.conf.d/.gcoll.restore" &&
-      mv -f "$state/plugstack.conf.d/.gcoll.restore" "$state/plugstack.conf.d/gcoll.conf"
-  else
-    plugstack_clear gcoll
-  fi
+  plugstack_restore gcoll "$tmp"
   userdel "$attacker" 2>/dev/null
   userdel "$victim" 2>/dev/null
   rm -rf "$tmp"

@@ -78,6 +78,26 @@ plugstack_set() {
   printf '%s\n' "$line" >"$conf_d/.$name.conf.$$" && mv -f "$conf_d/.$name.conf.$$" "$conf_d/$name.conf"
 }
 
+# A test that changes a plugstack line puts the cluster's own back when it
+# ends (contrib/slurm/up --spank wrote it): plugstack_save NAME DIR keeps a
+# copy in DIR, plugstack_restore NAME DIR puts it back, or clears the line
+# when there was none. The copy keeps its time stamp, which up compares with
+# slurmd's start.
+plugstack_save() {
+  local name=$1 dir=$2 conf=$GCOLL_SLURM_DIR/plugstack.conf.d/$1.conf
+  rm -f -- "$dir/saved-$name.conf"
+  if [[ -s $conf ]]; then cp -p "$conf" "$dir/saved-$name.conf"; fi
+}
+
+plugstack_restore() {
+  local name=$1 dir=$2 conf_d=$GCOLL_SLURM_DIR/plugstack.conf.d
+  if [[ -f $dir/saved-$name.conf ]]; then
+    cp -p "$dir/saved-$name.conf" "$conf_d/.$name.restore" && mv -f "$conf_d/.$name.restore" "$conf_d/$name.conf"
+  else
+    plugstack_clear "$name"
+  fi
+}
+
 plugstack_clear() {
   local name=$1
   [[ $name =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "plugstack_clear: bad name '$name'" >&2; return 1; }

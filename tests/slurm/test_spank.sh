@@ -40,16 +40,8 @@ saved_line=$(cat "$state/plugstack.conf.d/gcoll.conf" 2>/dev/null)
 epilog_known=0
 [[ -n $saved_line && $state/plugstack.conf.d/gcoll.conf -ot $state/run/slurmd-n1.pid ]] &&
   epilog_known=1
-[[ -n $saved_line ]] && cp -p "$state/plugstack.conf.d/gcoll.conf" "$tmp/saved-gcoll.conf"
-restore_line() {  # with its time stamp: up compares it with slurmd's start
-  if [[ -n $saved_line ]]; then
-    cp -p "$tmp/saved-gcoll.conf" "$state/plugstack.conf.d/.gcoll.restore" &&
-      mv -f "$state/plugstack.conf.d/.gcoll.restore" "$state/plugstack.conf.d/gcoll.conf"
-  else
-    plugstack_clear gcoll
-  fi
-}
-trap 'restore_line; rm -rf "$tmp"' EXIT
+plugstack_save gcoll "$tmp"
+trap 'plugstack_restore gcoll "$tmp"; rm -rf "$tmp"' EXIT
 
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok: $*"; }
@@ -336,7 +328,7 @@ use_plugin "timeout=3"
 # and say why while n2 is still stopped), so node 0 waits for it in vain
 # however long the scheduler takes. Resumed after 60 s at the latest.
 n2_pid=$(cat "$state/run/slurmd-n2.pid")
-trap 'kill -CONT "$n2_pid" 2>/dev/null; restore_line; rm -rf "$tmp"' EXIT
+trap 'kill -CONT "$n2_pid" 2>/dev/null; plugstack_restore gcoll "$tmp"; rm -rf "$tmp"' EXIT
 plant_stuck_node() {
   # Not while n2 still finishes the previous job: the job would then only
   # start after n2 is back.

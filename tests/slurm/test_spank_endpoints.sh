@@ -47,17 +47,8 @@ tmp=$(mktemp -d /var/tmp/gcoll-spank-ep-test.XXXXXX)
 plandir=$tmp/plans
 mkdir -m 755 "$plandir"
 chmod 755 "$tmp"
-saved_line=$(cat "$state/plugstack.conf.d/gcoll.conf" 2>/dev/null)
-[[ -n $saved_line ]] && cp -p "$state/plugstack.conf.d/gcoll.conf" "$tmp/saved-gcoll.conf"
-restore_line() {
-  if [[ -n $saved_line ]]; then
-    cp -p "$tmp/saved-gcoll.conf" "$state/plugstack.conf.d/.gcoll.restore" &&
-      mv -f "$state/plugstack.conf.d/.gcoll.restore" "$state/plugstack.conf.d/gcoll.conf"
-  else
-    plugstack_clear gcoll
-  fi
-}
-trap 'restore_line; rm -rf "$tmp"' EXIT
+plugstack_save gcoll "$tmp"
+trap 'plugstack_restore gcoll "$tmp"; rm -rf "$tmp"' EXIT
 
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok: $*"; }
