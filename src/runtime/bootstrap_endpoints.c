@@ -23,9 +23,10 @@
  * hands out the endpoints, spank_endpoints.c) there is no launcher's
  * store, so the rank at the root of the plan's tree serves one from its
  * own process for as long as its communicator lives (kvs_thread.h, keyed
- * by GCOLL_JOB_KEY, which never goes on the wire) and init's closing wave, which every rank waits for anyway,
- * carries its address (gcoll_bootstrap_endpoints_host_store and _offer_
- * store, from comm_init.c): no request at init, and a split or a shrink
+ * by GCOLL_JOB_KEY, which never goes on the wire), and init's closing
+ * wave, which every rank waits for anyway, carries its address
+ * (gcoll_bootstrap_endpoints_host_store and _offer_store, from
+ * comm_init.c): no request at init, and a split or a shrink
  * by any subset of ranks, with or without PMI2. Only where the root cannot
  * serve one (an IPv6 endpoint) does the first plain request open the PMI2
  * bootstrap (rank 0's store, found through one PMI2 fence, so that
