@@ -258,6 +258,10 @@ static int ep_connect(struct endpoint *ep, int peer, int in_fd, int out_fd, int 
     ep->has_send = 1;
   }
   if (want_recv && ep->ops->recv_complete(ep->t, &ep->recv, deadline, err, errlen) != 0) return -1;
+  /* The tests stream right after connecting, as a collective does once it
+   * starts, and the runtime wakes the proxy then (proxy.h): until that
+   * first wake-up it only moves on fd events and its periodic check. */
+  gcoll_proxy_wake(ep->proxy);
   return 0;
 }
 
@@ -269,9 +273,6 @@ static int run_streams(struct endpoint *ep, int rank, int peer, uint64_t total, 
   stream_init(&in, ep->recv.fifo, 1000 + (uint64_t)peer, total, slot);
   uint64_t deadline = now_ms() + RUN_LIMIT_MS;
   int rc = 0;
-  /* As the runtime does when a collective starts (proxy.h): until then the
-   * proxy only wakes for fd events and its periodic check. */
-  gcoll_proxy_wake(ep->proxy);
   while (out.step < total || in.step < total) {
     int moved = try_produce(&out) | try_consume(&in);
     if (moved) continue;
