@@ -15,9 +15,13 @@
 #     of a task that died;
 #   - a later step of the job takes the plan from the cache but gets
 #     endpoints of its own (0 requests again);
+#   - --gcoll=FILE: node 0 publishes its copy of the given plan with the
+#     endpoints (0 requests, no PMI2 needed; the copy differs from the
+#     file only in the job id and step);
 #   - the fallbacks, each with the collectives still right through the
 #     PMI2 store: plugstack endpoints=no (no GCOLL_ENDPOINTS; the store's
-#     request counts, the "before" figure), an endpoints file of another
+#     request counts, the "before" figure; --gcoll=FILE runs the file
+#     itself), an endpoints file of another
 #     job (the INFO line says why); nodes that cannot bind their sockets
 #     keep the plan and say why, one line per node.
 # srun exits 0 even when a SPANK callback failed, so every case checks what
@@ -68,6 +72,7 @@ zero_re='; bootstrap requests 0: 0 to (the plan tree root.s store at [0-9.]+:[0-
 wrong0() { grep -Ec '^rank [0-9]+: [0-9]+ calls, 0 wrong bytes$' <<<"$1"; }
 
 use_plugin
+mkdir -m 777 "$tmp/copies"
 declare -A before after
 # --- 0 store requests at init, collectives right ------------------------------
 for layout in "-N2 -n4" "-N2 -n4 -m cyclic" "-N4 -n8"; do
@@ -146,8 +151,36 @@ check "two steps of job $job: the second's plan from the cache, both with endpoi
 check "... both steps: 8 inits with 0 store requests, 0 wrong" \
   eval 'test "$(timings "$out" | grep -Ec "$zero_re")" = 8 && test "$(wrong0 "$out")" = 8'
 
+# --- --gcoll=FILE: a given plan gets endpoints too ---------------------------
+# Node 0 publishes its copy of the file (stamped with the step) beside the
+# endpoints; without PMI2 the endpoints alone start the step.
+"$builddir/gcoll-plan" generate -q --topo cpu-only --hosts 'n[1-2]' -k 2 -o "$tmp/given.yaml"
+chmod 644 "$tmp/given.yaml"
+show_plan='echo "task plan=$GCOLL_PLAN"; [ "$SLURM_PROCID" != 0 ] || cp "$GCOLL_PLAN" "$1/copy.yaml"
+  exec "$0" matrix'
+out=$(GCOLL_DEBUG=INFO run_srun 180 --gcoll="$tmp/given.yaml" -w 'n[1-2]' -N2 -n4 \
+  --ntasks-per-node=2 bash -c "$show_plan" "$check_bin" "$tmp/copies")
+sleep 0.5
+check "--gcoll=FILE, no PMI2: coll_check matrix 0 wrong; every init 0 store requests" \
+  eval 'test "$(wrong0 "$out")" = 4 && test "$(timings "$out" | grep -Ec "$zero_re")" = 4'
+check "... every task runs the step's copy of the file, not the file" \
+  test "$(grep -Ec "^task plan=$plandir/[0-9]+/[0-9]+\.[0-9]+/plan.yaml$" <<<"$out")" = 4
+diff_out=$("$builddir/gcoll-plan" diff "$tmp/given.yaml" "$tmp/copies/copy.yaml")
+check "... the copy is the given plan but for the job id and step (gcoll-plan diff)" \
+  eval 'test "$(grep -vc "^---\|^+++\|^job id: -1 -> [0-9]*$\|^job step: -1 -> [0-9]*$" <<<"$diff_out")" = 0 &&
+        test "$(grep -c "^job " <<<"$diff_out")" = 2'
+check "... node 0's log: given file, with endpoints.yaml" \
+  grep -q "plan phase .* on node 0 (given file, 2 nodes, 4 tasks, 0 distinct node topologies): .*/plan.yaml with endpoints.yaml$" \
+  "$state"/log/slurmd-n*.log
+
 # --- fallbacks: the store, right results, the reason said once ----------------
 use_plugin endpoints=no
+out=$(run_srun 120 --mpi=pmi2 --gcoll="$tmp/given.yaml" -w 'n[1-2]' -N2 -n4 --ntasks-per-node=2 \
+  bash -c 'echo "task plan=$GCOLL_PLAN endpoints=${GCOLL_ENDPOINTS:-unset}"; exec "$0" matrix' \
+  "$check_bin")
+check "endpoints=no, --gcoll=FILE: the tasks run the file itself through the store, 0 wrong" \
+  eval 'test "$(count "^task plan=$tmp/given.yaml endpoints=unset$" "$out")" = 4 &&
+        test "$(wrong0 "$out")" = 4'
 for layout in "-N2 -n4" "-N4 -n8"; do
   n=${layout#*-n}
   # shellcheck disable=SC2086
@@ -163,7 +196,6 @@ use_plugin
 # Every task points GCOLL_ENDPOINTS at a copy naming another job.
 other='sed "s/^job: .*/job: 00ff00ff00ff00ff/" "$GCOLL_ENDPOINTS" >"$1/other.$SLURM_PROCID.yaml" &&
   GCOLL_ENDPOINTS=$1/other.$SLURM_PROCID.yaml exec "$0" matrix'
-mkdir -m 777 "$tmp/copies"
 out=$(GCOLL_DEBUG=INFO run_srun 120 --mpi=pmi2 --gcoll=plan -N2 -n4 bash -c "$other" \
   "$check_bin" "$tmp/copies")
 check "an endpoints file of another job: the store, 0 wrong, the INFO line says why" \

@@ -14,6 +14,9 @@
  *                    when the plan is there. Never cached: per step.
  *   plan.yaml        the plan, or
  *   plan.error       why node 0 could not make one (one line)
+ * With a given plan (--gcoll=FILE and endpoints) no topologies are written:
+ * a node is done when its nodes/<i>.yaml is there (after its endpoints),
+ * and plan.yaml is node 0's copy of the file, stamped with the step.
  * Node 0 removes what an earlier run under the same job id left there (a
  * requeue), puts a fresh directory with a fresh nonce in its place, waits
  * for every topology, computes the plan (or copies it from
@@ -54,6 +57,11 @@
 
 struct stepdir {
   int root, user, step, topo, nodes;
+  /* --gcoll=FILE: the given plan, which node 0 publishes as the step's
+   * plan.yaml in place of one it computes; no topologies are gathered,
+   * and a node's nodes/<i>.yaml (written last) says it is done. NULL for
+   * --gcoll=plan. */
+  const char *given;
   char name[64];
   char nonce[GCOLL_SPANK_NONCE_LEN + 1];
 };
@@ -101,6 +109,7 @@ static int stepdir_subdirs(struct stepdir *d, const struct gcoll_gather_node *me
 static int stepdir_open(const struct gcoll_spank_config *cfg, const struct gcoll_gather_node *me,
                         struct stepdir *d, char *err, size_t errlen) {
   d->root = d->user = d->step = d->topo = d->nodes = -1;
+  d->given = NULL;
   d->nonce[0] = '\0';
   char why[GCOLL_SPANK_ERRLEN] = "";
   if (gcoll_jobdir_step_name(me->job, me->step, d->name, sizeof(d->name)) != 0) {
@@ -207,8 +216,9 @@ static int write_node(const struct stepdir *d, const struct gcoll_spank_config *
                       const struct gcoll_gather_node *me, const struct ep_part *part,
                       char *topo_info, size_t topo_infolen, char *err, size_t errlen) {
   char why[GCOLL_SPANK_ERRLEN], name[32], info[4096];
-  struct gcoll_topo *topo = load_topology(cfg, me, topo_info, topo_infolen, why, sizeof(why));
-  if (topo == NULL) {
+  struct gcoll_topo *topo = NULL;
+  if (d->given == NULL &&
+      (topo = load_topology(cfg, me, topo_info, topo_infolen, why, sizeof(why))) == NULL) {
     snprintf(err, errlen, "topology (%s): %s", cfg->topo, why);
     return -1;
   }
@@ -227,10 +237,12 @@ static int write_node(const struct stepdir *d, const struct gcoll_spank_config *
   if (n < 0 || (size_t)n >= sizeof(info) || strpbrk(me->node_name, "\"\\\n") != NULL ||
       strpbrk(me->step_gpus, "\"\\\n") != NULL)
     snprintf(err, errlen, "node name '%.64s' or its ranks cannot be recorded", me->node_name);
-  else if (gcoll_jobdir_write(d->nodes, name, info, (size_t)n, why, sizeof(why)) != 0)
-    snprintf(err, errlen, "%s: %s", d->name, why);
+  /* The fragment first: whatever file says this node is done (its
+   * topology, or with a given plan its description) comes after it. */
   else if (write_fragment(d, me, part),
-           write_yaml(d->topo, name, topo_writer, topo, why, sizeof(why)) != 0)
+           gcoll_jobdir_write(d->nodes, name, info, (size_t)n, why, sizeof(why)) != 0)
+    snprintf(err, errlen, "%s: %s", d->name, why);
+  else if (topo != NULL && write_yaml(d->topo, name, topo_writer, topo, why, sizeof(why)) != 0)
     snprintf(err, errlen, "%s: %s", d->name, why);
   else
     rc = 0;
@@ -324,18 +336,22 @@ static int node_topology(struct gathered *g, int i, char *text, size_t len, cons
   return 0;
 }
 
-static int wait_topologies(const struct stepdir *d, int nnodes, double deadline, char *err,
-                           size_t errlen) {
+/* Until every node has written the file that says it is done: its
+ * topology, or with a given plan its description. */
+static int wait_nodes(const struct stepdir *d, int nnodes, double deadline, char *err,
+                      size_t errlen) {
   double nap_ms = 1;
+  int dir = d->given != NULL ? d->nodes : d->topo;
   for (int i = 0; i < nnodes;) {
     char name[32];
     snprintf(name, sizeof(name), "%d.yaml", i);
-    if (exists(d->topo, name)) {
+    if (exists(dir, name)) {
       i++;
       continue;
     }
     if (gcoll_spank_now_ms() > deadline) {
-      snprintf(err, errlen, "node %d of %d did not write its topology in time", i, nnodes);
+      snprintf(err, errlen, "node %d of %d did not write its %s in time", i, nnodes,
+               d->given != NULL ? "description" : "topology");
       return -1;
     }
     nap(&nap_ms);
@@ -400,6 +416,7 @@ static int read_node(const struct stepdir *d, int i, struct gathered *g, int64_t
   }
   free(buf);
   if (rc != 0) return -1;
+  if (d->given != NULL) return 0;
   buf = NULL;
   snprintf(what, sizeof(what), "topo/%d.yaml", i);
   rc = gcoll_jobdir_read(d->topo, name, GCOLL_SPANK_MAX_FILE, &buf, &len, why, sizeof(why));
@@ -620,6 +637,9 @@ out:
   free(text);
 }
 
+static struct gcoll_plan *read_given(const char *path, const struct gcoll_gather_node *me,
+                                     char *err, size_t errlen);
+
 static int node0_plan(const struct gcoll_spank_config *cfg, const struct stepdir *d,
                       const struct gcoll_gather_node *me, const struct ep_part *part,
                       double deadline, struct gcoll_gather_result *out, char *err,
@@ -628,10 +648,18 @@ static int node0_plan(const struct gcoll_spank_config *cfg, const struct stepdir
   struct gcoll_plan *plan = NULL;
   int cdir = -1, rc = -1, *order = NULL, *blocks = NULL;
   char cname[64], centry[40], why[GCOLL_SPANK_ERRLEN], key[33];
-  if (wait_topologies(d, (int)me->nnodes, deadline, err, errlen) != 0 ||
-      gather(d, me, &g, err, errlen) != 0 ||
-      fabric_order(cfg, &g, me, &order, &blocks, err, errlen) != 0)
+  if (wait_nodes(d, (int)me->nnodes, deadline, err, errlen) != 0 ||
+      gather(d, me, &g, err, errlen) != 0)
     goto out;
+  if (d->given != NULL) {
+    /* Published as the step's own copy, so every node runs the same bytes
+     * even if the user rewrites the file while the step starts. */
+    if ((plan = read_given(d->given, me, err, errlen)) == NULL) goto out;
+    plan->job.id = me->job;
+    plan->job.step = me->step;
+    goto publish;
+  }
+  if (fabric_order(cfg, &g, me, &order, &blocks, err, errlen) != 0) goto out;
   snprintf(centry, sizeof(centry), "%016llx.yaml", (unsigned long long)cache_key(&g, order, blocks));
   snprintf(cname, sizeof(cname), "%u.cache", me->job);
   /* The cache is an optimisation: if its directory is unusable the plan is
@@ -642,6 +670,7 @@ static int node0_plan(const struct gcoll_spank_config *cfg, const struct stepdir
   out->from_cache = plan != NULL;
   out->distinct_topologies = g.ntexts;
   if (plan == NULL && (plan = compute(&g, order, blocks, me, err, errlen)) == NULL) goto out;
+publish:
   if (write_key(d, key, err, errlen) != 0) goto out;
   /* Per step, whether the plan came from the cache or not. */
   node0_endpoints(d, me, &g, key, part);
@@ -869,14 +898,16 @@ int gcoll_spank_gather(const struct gcoll_spank_config *cfg, const struct gcoll_
   return gcoll_spank_gather_ep(cfg, me, NULL, "", out, err, errlen);
 }
 
-int gcoll_spank_gather_ep(const struct gcoll_spank_config *cfg, const struct gcoll_gather_node *me,
-                          const struct gcoll_spank_endpoints *ep, const char *ep_err,
-                          struct gcoll_gather_result *out, char *err, size_t errlen) {
+static int plan_phase(const struct gcoll_spank_config *cfg, const struct gcoll_gather_node *me,
+                      const char *given, const struct gcoll_spank_endpoints *ep,
+                      const char *ep_err, struct gcoll_gather_result *out, char *err,
+                      size_t errlen) {
   memset(out, 0, sizeof(*out));
   struct ep_part part = {.ep = ep, .why = ep_err != NULL ? ep_err : "", .out = out};
   double t0 = gcoll_spank_now_ms(), deadline = t0 + cfg->timeout_s * 1e3;
   struct stepdir d;
   if (stepdir_open(cfg, me, &d, err, errlen) != 0) return -1;
+  d.given = given;
   int rc = -1;
   char why[GCOLL_SPANK_ERRLEN];
   if (me->node_index == 0) {
@@ -916,31 +947,54 @@ out:
   return rc;
 }
 
+int gcoll_spank_gather_ep(const struct gcoll_spank_config *cfg, const struct gcoll_gather_node *me,
+                          const struct gcoll_spank_endpoints *ep, const char *ep_err,
+                          struct gcoll_gather_result *out, char *err, size_t errlen) {
+  return plan_phase(cfg, me, NULL, ep, ep_err, out, err, errlen);
+}
+
+int gcoll_spank_publish_file(const struct gcoll_spank_config *cfg, const char *path,
+                             const struct gcoll_gather_node *me,
+                             const struct gcoll_spank_endpoints *ep, const char *ep_err,
+                             struct gcoll_gather_result *out, char *err, size_t errlen) {
+  return plan_phase(cfg, me, path, ep, ep_err, out, err, errlen);
+}
+
 /* ---- --gcoll=FILE --------------------------------------------------------- */
 
-int gcoll_spank_check_file(const char *path, const struct gcoll_gather_node *me,
-                           struct gcoll_gather_result *out, char *err, size_t errlen) {
-  memset(out, 0, sizeof(*out));
+/* The plan at path, read as the plugin reads what a user names (not by
+ * gcoll_plan_read_file: O_NONBLOCK|O_NOFOLLOW, regular files only, so a
+ * FIFO cannot hang slurmstepd beyond the plugin's timeout), if it fits
+ * this node's part of the step. */
+static struct gcoll_plan *read_given(const char *path, const struct gcoll_gather_node *me,
+                                     char *err, size_t errlen) {
   char why[GCOLL_SPANK_ERRLEN], *buf = NULL;
   size_t len;
-  /* Read here, not by gcoll_plan_read_file: the plugin opens what a user
-   * names with O_NONBLOCK|O_NOFOLLOW and reads regular files only, so a
-   * FIFO cannot hang slurmstepd beyond the plugin's timeout. */
   int rc = gcoll_jobdir_read(AT_FDCWD, path, GCOLL_SPANK_MAX_FILE, &buf, &len, why, sizeof(why));
   if (rc != 0) {
     if (rc > 0) snprintf(err, errlen, "%s: %s", path, strerror(ENOENT));
     else snprintf(err, errlen, "%s", why);
-    return -1;
+    return NULL;
   }
   struct gcoll_plan *plan = gcoll_plan_read_mem(buf, len, path, why, sizeof(why));
   free(buf);
   if (plan == NULL) {
     snprintf(err, errlen, "%s", why);
-    return -1;
+    return NULL;
   }
-  rc = plan_fits(plan, path, me, err, errlen);
+  if (plan_fits(plan, path, me, err, errlen) != 0) {
+    gcoll_plan_free(plan);
+    return NULL;
+  }
+  return plan;
+}
+
+int gcoll_spank_check_file(const char *path, const struct gcoll_gather_node *me,
+                           struct gcoll_gather_result *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof(*out));
+  struct gcoll_plan *plan = read_given(path, me, err, errlen);
+  if (plan == NULL) return -1;
   gcoll_plan_free(plan);
-  if (rc != 0) return -1;
   snprintf(out->plan_path, sizeof(out->plan_path), "%s", path);
   /* Every node derives the same key without talking to the others. */
   char id[32];

@@ -226,6 +226,15 @@ int gcoll_spank_gather_ep(const struct gcoll_spank_config *cfg, const struct gco
  * every node before its tasks get it. */
 int gcoll_spank_check_file(const char *path, const struct gcoll_gather_node *me,
                            struct gcoll_gather_result *out, char *err, size_t errlen);
+/* --gcoll=FILE with endpoints, after gcoll_spank_check_file passed on this
+ * node: the plan phase's file barrier without topologies. Node 0 publishes
+ * its copy of the file (stamped with the step) as the step's plan.yaml,
+ * with a fresh key and endpoints.yaml; every node checks that copy as it
+ * checks a computed plan. Same contract as gcoll_spank_gather_ep. */
+int gcoll_spank_publish_file(const struct gcoll_spank_config *cfg, const char *path,
+                             const struct gcoll_gather_node *me,
+                             const struct gcoll_spank_endpoints *ep, const char *ep_err,
+                             struct gcoll_gather_result *out, char *err, size_t errlen);
 
 /* CLOCK_MONOTONIC milliseconds, for the plan phase's deadlines and log. */
 static inline double gcoll_spank_now_ms(void) {

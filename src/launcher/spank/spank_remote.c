@@ -144,6 +144,23 @@ out:
   return 0;
 }
 
+/* --gcoll=FILE with endpoints: node 0's copy of the file, the step's key
+ * and endpoints.yaml replace the file as checked. When the nodes cannot
+ * meet (an unshared plandir: every node times out alike), the step runs
+ * on the file as checked, through the store, and says why. */
+static void publish_given(struct gcoll_spank_state *st, const struct gcoll_gather_node *me,
+                          int have_ep, const char *ep_err, struct gcoll_gather_result *res) {
+  struct gcoll_gather_result pub;
+  char why[GCOLL_SPANK_ERRLEN];
+  if (gcoll_spank_publish_file(&st->config, st->option.file, me, have_ep ? &st->ep : NULL,
+                               ep_err, &pub, why, sizeof(why)) == 0) {
+    *res = pub;
+    return;
+  }
+  snprintf(res->endpoints_err, sizeof(res->endpoints_err), "%s", why);
+  res->endpoints_report = 1;
+}
+
 int gcoll_spank_remote_user_init(spank_t sp) {
   struct gcoll_spank_state *st = &gcoll_spank;
   if (st->option.mode == GCOLL_MODE_OFF) return 0;
@@ -173,18 +190,21 @@ int gcoll_spank_remote_user_init(spank_t sp) {
     snprintf(err, sizeof(err), "%.500s", st->setup_err);
     rc = -1;
   }
-  /* Endpoints come with a plan this step computes (or takes from the
-   * cache), never with a given file: the sockets are bound here, before
-   * the gather, and the tasks inherit them. A failure costs only the
-   * endpoints. */
+  /* Endpoints come with the step's plan, computed, cached or given: the
+   * sockets are bound here, before the gather, and the tasks inherit
+   * them. A failure costs only the endpoints. */
   char ep_err[GCOLL_SPANK_ERRLEN] = "";
-  int want_ep = rc == 0 && st->option.mode != GCOLL_MODE_FILE && st->config.endpoints;
+  int want_ep = rc == 0 && st->config.endpoints;
   int have_ep = want_ep && gcoll_spank_endpoints_bind(&st->ep, &me, ep_err, sizeof(ep_err)) == 0;
-  if (rc == 0) {
-    rc = st->option.mode == GCOLL_MODE_FILE
-             ? gcoll_spank_check_file(st->option.file, &me, &res, err, sizeof(err))
-             : gcoll_spank_gather_ep(&st->config, &me, have_ep ? &st->ep : NULL,
-                                     want_ep ? ep_err : "", &res, err, sizeof(err));
+  if (rc == 0 && st->option.mode == GCOLL_MODE_FILE) {
+    /* Each node judges the given file itself first, so a file that does
+     * not fit fails the step with this node's own reason; only then do
+     * the nodes meet for the endpoints. */
+    rc = gcoll_spank_check_file(st->option.file, &me, &res, err, sizeof(err));
+    if (rc == 0 && want_ep) publish_given(st, &me, have_ep, ep_err, &res);
+  } else if (rc == 0) {
+    rc = gcoll_spank_gather_ep(&st->config, &me, have_ep ? &st->ep : NULL,
+                               want_ep ? ep_err : "", &res, err, sizeof(err));
   }
   if (rc == 0 && want_ep && res.endpoints_path[0] != '\0') {
     snprintf(st->endpoints_path, sizeof(st->endpoints_path), "%s", res.endpoints_path);
