@@ -122,6 +122,33 @@ uint64_t gcoll_transport_now_ms(void) {
   return gcoll_clock_ms();
 }
 
+/* Private memory for a FIFO, *bytes rounded up to what is mapped. A FIFO
+ * of half a huge page or more is mapped as whole, aligned huge pages: the
+ * first touch of a 4 KiB page costs 2-12 us on these VMs (host-side
+ * faults), and a net FIFO of 1.5 MiB was 385 of them, 85% of a rank's
+ * init CPU at 8 ranks. One fault per 2 MiB instead, for at most a third
+ * more memory. THP in "madvise" mode honours MADV_HUGEPAGE, which must
+ * precede the first touch; where the kernel gives no huge page the
+ * mapping still works, page by page. */
+static void *map_huge_aligned(size_t *bytes) {
+  const size_t huge = (size_t)2 << 20;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  if (*bytes < huge / 2) {
+    *bytes = (*bytes + page - 1) / page * page;
+    void *mem = mmap(NULL, *bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return mem == MAP_FAILED ? NULL : mem;
+  }
+  size_t len = (*bytes + huge - 1) / huge * huge;
+  char *raw = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return NULL;
+  char *start = (char *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+  if (start > raw) munmap(raw, (size_t)(start - raw));
+  if (start + len < raw + len + huge) munmap(start + len, (size_t)(raw + huge - start));
+  (void)madvise(start, len, MADV_HUGEPAGE);
+  *bytes = len;
+  return start;
+}
+
 struct gcoll_fifo *gcoll_local_fifo_alloc(size_t slot_bytes, size_t *mapped_bytes, char *err,
                                           size_t errlen) {
   size_t bytes = gcoll_fifo_bytes(slot_bytes);
@@ -130,17 +157,14 @@ struct gcoll_fifo *gcoll_local_fifo_alloc(size_t slot_bytes, size_t *mapped_byte
              GCOLL_FIFO_ALIGN, GCOLL_FIFO_MIN_SLOT, GCOLL_FIFO_MAX_SLOT);
     return NULL;
   }
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  bytes = (bytes + page - 1) / page * page;
-  void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
+  void *mem = map_huge_aligned(&bytes);
+  if (mem == NULL) {
     snprintf(err, errlen, "mmap of a %zu-byte FIFO: %s", bytes, strerror(errno));
     return NULL;
   }
-  /* Huge pages must be asked for before the first touch; gcoll_fifo_init
-   * then touches every page once, here at setup rather than in a step. */
-  (void)madvise(mem, bytes, MADV_HUGEPAGE);
   *mapped_bytes = bytes;
+  /* gcoll_fifo_init touches every page once, here at setup rather than in
+   * a step. */
   return gcoll_fifo_init(mem, slot_bytes);
 }
 

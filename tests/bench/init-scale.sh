@@ -28,6 +28,12 @@
 #   plan         gcollrun's plan computation and write, from its INFO line
 #   RSS          peak resident memory of a rank (median / max; shared-memory
 #                FIFOs mapped by two ranks count in both)
+#   faults       page faults of the median rank during init (first touches
+#                of its FIFOs, mostly); "cpu us/fault" is that rank's init
+#                CPU over them, an upper bound of one first touch's cost.
+#                On a VM that is where init CPU moves with the job: the
+#                count per rank stays flat, but a large job touches memory
+#                the host has not backed yet, at several times the cost.
 #
 #   tests/bench/init-scale.sh [BUILDDIR]      (default: .)
 #     RANKS="8 16 ..."  rank counts (default 8 16 32 64 128 256)
@@ -72,10 +78,11 @@ field() {
 }
 
 echo "# init-scale: $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), $per_node ranks per virtual node, gcollrun's plan (cpu-only topology), GCOLL_DEBUG=INFO"
-printf '| %5s | %5s | %9s | %20s | %19s | %19s | %12s | %16s | %16s | %11s | %10s | %7s | %15s |\n' ranks nodes \
+printf '| %5s | %5s | %9s | %20s | %19s | %19s | %12s | %16s | %16s | %11s | %10s | %7s | %15s | %12s | %12s |\n' ranks nodes \
   endpoints "init wall ms med/max" "init cpu ms med/max" "main cpu ms med/max" "bootstrap ms" \
-  "req/rank med/max" "msgs/rank med/max" "store total" "run cpu ms" "plan ms" "RSS MiB med/max"
-echo "|------:|------:|----------:|---------------------:|--------------------:|--------------------:|-------------:|-----------------:|-----------------:|------------:|-----------:|--------:|----------------:|"
+  "req/rank med/max" "msgs/rank med/max" "store total" "run cpu ms" "plan ms" "RSS MiB med/max" \
+  "faults (med)" "cpu us/fault"
+echo "|------:|------:|----------:|---------------------:|--------------------:|--------------------:|-------------:|-----------------:|-----------------:|------------:|-----------:|--------:|----------------:|-------------:|-------------:|"
 status=0
 for n in $ranks; do
  for mode in $modes; do
@@ -103,6 +110,7 @@ for n in $ranks; do
   field cpu_ms "$tmp/bench" >"$tmp/cpu"
   field main_cpu_ms "$tmp/bench" >"$tmp/main"
   field maxrss_kb "$tmp/bench" | awk '{ printf "%.1f\n", $1 / 1024 }' >"$tmp/rss"
+  field faults "$tmp/bench" >"$tmp/faults"
   field bootstrap "$tmp/timings" >"$tmp/store"
   field requests "$tmp/timings" | tr -d : >"$tmp/req"
   if [ "$mode" = plan ]; then
@@ -126,12 +134,16 @@ for n in $ranks; do
   read -r cpu_med cpu_max < <(stats "$tmp/cpu")
   read -r main_med main_max < <(stats "$tmp/main")
   read -r rss_med rss_max < <(stats "$tmp/rss")
+  read -r faults_med _ < <(stats "$tmp/faults")
+  # The median rank's init CPU over its page faults: an upper bound of what
+  # one first touch cost in this run (the rest of init is in it too).
+  per_fault=$(awk -v c="$cpu_med" -v f="$faults_med" 'BEGIN { if (f > 0) printf "%.2f", 1000 * c / f; else print "-" }')
   read -r store_med _ < <(stats "$tmp/store")
   read -r req_med req_max < <(stats "$tmp/req")
-  printf '| %5d | %5d | %9s | %9.1f / %8.1f | %9.1f / %7.1f | %9.1f / %7.1f | %12.1f | %7s / %6s | %7s / %6s | %11s | %10s | %7s | %6.1f / %6.1f |\n' \
+  printf '| %5d | %5d | %9s | %9.1f / %8.1f | %9.1f / %7.1f | %9.1f / %7.1f | %12.1f | %7s / %6s | %7s / %6s | %11s | %10s | %7s | %6.1f / %6.1f | %12s | %12s |\n' \
     "$n" "$nodes" "$mode" "$wall_med" "$wall_max" "$cpu_med" "$cpu_max" "$main_med" "$main_max" \
     "$store_med" "$req_med" "$req_max" "$msgs_med" "$msgs_max" "${served:--}" "${run_cpu:--}" \
-    "${plan_ms:--}" "$rss_med" "$rss_max"
+    "${plan_ms:--}" "$rss_med" "$rss_max" "$faults_med" "$per_fault"
  done
 done
 exit $status
