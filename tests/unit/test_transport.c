@@ -454,7 +454,11 @@ static void dead_peer(const struct gcoll_transport_ops *ops, int child_sends) {
    * on the hello connection may overtake: what arrived is intact. */
   if (child_sends && ops != &gcoll_transport_plugin_ops) assert_true(st.step >= kill_after);
   assert_int_equal(st.bad, 0);
-  assert_true(detected - last_move < 1500);
+  /* Noticed by the liveness check (every GCOLL_PROXY_CHECK_MS), not by
+   * the 8 s give-up above. The bound leaves room for a proxy thread that
+   * a loaded 2-core machine schedules late (1.5 s was exceeded at load 37,
+   * and once by CI's run); the point is only that the death was seen. */
+  assert_true(detected - last_move < 5000);
   stream_free(&st);
   ep_fini(&ep);
   assert_int_equal(shm_names_of(getpid()) + shm_names_of(pid), 0);
