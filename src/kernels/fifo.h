@@ -136,6 +136,28 @@ static inline struct gcoll_fifo *gcoll_fifo_init(void *mem, size_t slot_bytes) {
   return f;
 }
 
+/* Where the LL region starts: the bytes before it (header and SIMPLE
+ * slots) are what a FIFO of this slot size uses when it never runs LL. */
+static inline size_t gcoll_fifo_ll_offset(size_t slot_bytes) {
+  return sizeof(struct gcoll_fifo) + GCOLL_STEPS * slot_bytes;
+}
+
+/* As gcoll_fifo_init, for memory known to hold zeros (a fresh anonymous
+ * mapping, a new shm file): the header and SIMPLE slots are touched now,
+ * the LL region is left as the kernel gave it, which zero flags make an
+ * empty one. The host's tuning picks LL only when told to, so its third of
+ * every FIFO is otherwise never committed (a rank's FIFOs are most of its
+ * init CPU, in first touches); an LL step faults its pages in once. */
+static inline struct gcoll_fifo *gcoll_fifo_init_zeroed(void *mem, size_t slot_bytes) {
+  size_t total = gcoll_fifo_bytes(slot_bytes);
+  if (mem == NULL || total == 0 || (uintptr_t)mem % GCOLL_FIFO_ALIGN != 0)
+    return NULL;
+  struct gcoll_fifo *f = (struct gcoll_fifo *)mem;
+  gcoll_fifo_header_init(f, slot_bytes);
+  memset((char *)mem + f->simple_offset, 0, GCOLL_STEPS * slot_bytes);
+  return f;
+}
+
 static inline unsigned gcoll_fifo_slot(uint64_t step) {
   return (unsigned)(step % GCOLL_STEPS);
 }

@@ -163,9 +163,9 @@ struct gcoll_fifo *gcoll_local_fifo_alloc(size_t slot_bytes, size_t *mapped_byte
     return NULL;
   }
   *mapped_bytes = bytes;
-  /* gcoll_fifo_init touches every page once, here at setup rather than in
-   * a step. */
-  return gcoll_fifo_init(mem, slot_bytes);
+  /* Touches the pages steps use once, here at setup rather than in a step
+   * (fresh anonymous memory is zero, as gcoll_fifo_init_zeroed needs). */
+  return gcoll_fifo_init_zeroed(mem, slot_bytes);
 }
 
 void gcoll_local_fifo_free(struct gcoll_fifo *f, size_t mapped_bytes) {

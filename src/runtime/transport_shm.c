@@ -350,7 +350,7 @@ static int shm_recv_setup(struct gcoll_transport *t, int peer, uint32_t conn_id,
       c->ctl->fifo_gpu = t->cfg.gpu;
       f = (struct gcoll_fifo *)(uintptr_t)c->dev_fifo;
     }
-  } else if ((f = gcoll_fifo_init(c->map, t->cfg.slot_bytes)) == NULL) {
+  } else if ((f = gcoll_fifo_init_zeroed(c->map, t->cfg.slot_bytes)) == NULL) {
     snprintf(err, errlen, "cannot format the FIFO in %s", c->name);
   }
   if (f == NULL || watch_peer(t, c, err, errlen) != 0) {
@@ -431,13 +431,22 @@ static int map_segment(struct shm_conn *c, const struct shm_addr *a, char *err, 
     close(fd);
     return -1;
   }
-  void *map = mmap(NULL, a->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  void *map = mmap(NULL, a->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int saved = errno;
   close(fd);
   if (map == MAP_FAILED) {
     snprintf(err, errlen, "mmap %s: %s", a->name, strerror(saved));
     return -1;
   }
+  /* The pages steps use are mapped now (as MAP_POPULATE would, read faults
+   * that map 16 pages each): the header and SIMPLE slots, and the control
+   * block. Not the LL region, which the receiver left uncommitted
+   * (gcoll_fifo_init_zeroed): mapping it would make the kernel commit it
+   * here. Only a speed-up (Linux 5.14). */
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), ctl = ctl_offset(c->t) / page * page;
+  if (!is_p2p(c->t))
+    (void)madvise(map, gcoll_fifo_ll_offset(c->t->cfg.slot_bytes), MADV_POPULATE_READ);
+  (void)madvise((char *)map + ctl, (size_t)a->seg_bytes - ctl, MADV_POPULATE_READ);
   c->map = map;
   c->map_bytes = a->seg_bytes;
   return 0;
