@@ -24,9 +24,15 @@ int gcoll_name_index(const char *const *names, int n, const char *s) {
   return -1;
 }
 
-const char *gcoll_coll_name(enum gcoll_coll c) { return gcoll_name_at(coll_names, GCOLL_NCOLLS, (int)c); }
-const char *gcoll_algo_name(enum gcoll_algo a) { return gcoll_name_at(algo_names, GCOLL_NALGOS, (int)a); }
-const char *gcoll_proto_name(enum gcoll_proto p) { return gcoll_name_at(proto_names, GCOLL_NPROTOS, (int)p); }
+const char *gcoll_coll_name(enum gcoll_coll c) {
+  return gcoll_name_at(coll_names, GCOLL_NCOLLS, (int)c);
+}
+const char *gcoll_algo_name(enum gcoll_algo a) {
+  return gcoll_name_at(algo_names, GCOLL_NALGOS, (int)a);
+}
+const char *gcoll_proto_name(enum gcoll_proto p) {
+  return gcoll_name_at(proto_names, GCOLL_NPROTOS, (int)p);
+}
 int gcoll_coll_from_name(const char *s) { return gcoll_name_index(coll_names, GCOLL_NCOLLS, s); }
 int gcoll_algo_from_name(const char *s) { return gcoll_name_index(algo_names, GCOLL_NALGOS, s); }
 int gcoll_proto_from_name(const char *s) { return gcoll_name_index(proto_names, GCOLL_NPROTOS, s); }

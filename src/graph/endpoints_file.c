@@ -50,7 +50,8 @@ static int only_fields(const struct ydoc *doc, const struct ydoc_node *map,
   for (size_t i = 0; i < gcoll_ydoc_count(map); i++) {
     const char *k = gcoll_ydoc_key(map, i);
     int ok = 0;
-    for (const char *const *a = allowed; *a != NULL && !ok; a++) ok = k != NULL && strcmp(k, *a) == 0;
+    for (const char *const *a = allowed; *a != NULL && !ok; a++)
+      ok = k != NULL && strcmp(k, *a) == 0;
     if (!ok)
       return gcoll_ydoc_error(doc, gcoll_ydoc_value(map, i), k ? k : "?", err, errlen,
                               "unknown field in an endpoints file");
@@ -78,8 +79,8 @@ static int read_entry(const struct ydoc *doc, const struct ydoc_node *n,
      * echoed with anything unprintable as '?'. */
     for (char *c = host; *c != '\0'; c++)
       if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = '?';
-    return gcoll_ydoc_error(doc, f, "host", err, errlen, "'%.46s' is not a numeric IPv4 or IPv6 address",
-                            host);
+    return gcoll_ydoc_error(doc, f, "host", err, errlen,
+                            "'%.46s' is not a numeric IPv4 or IPv6 address", host);
   }
   if (seen[rank])
     return gcoll_ydoc_error(doc, n, "rank", err, errlen, "duplicate rank %lld", (long long)rank);

@@ -293,7 +293,8 @@ int gcoll_fabric_cross_level(const struct gcoll_fabric *f, const char *a, const 
 static void emit(const struct gcoll_fabric *f, int s, const int *start, const int *bucket,
                  int *order, int *at) {
   for (int i = start[s]; i < start[s + 1]; i++) order[(*at)++] = bucket[i];
-  for (int k = 0; k < f->sw[s].nchildren; k++) emit(f, f->sw[s].children[k], start, bucket, order, at);
+  for (int k = 0; k < f->sw[s].nchildren; k++)
+    emit(f, f->sw[s].children[k], start, bucket, order, at);
 }
 
 int gcoll_fabric_order(const struct gcoll_fabric *f, const char *const *hosts, int n, int *order) {

@@ -79,7 +79,8 @@ int gcoll_plan_set_rank_order(struct gcoll_plan *plan, const int *rank_of_slot, 
   for (int s = 0; s < n; s++) {
     int r = rank_of_slot[s];
     if (r < 0 || r >= n || of[r] >= 0) {
-      snprintf(err, errlen, "rank %d is %s", r, r < 0 || r >= n ? "outside the job" : "placed twice");
+      snprintf(err, errlen, "rank %d is %s", r,
+               r < 0 || r >= n ? "outside the job" : "placed twice");
       free(at);
       free(of);
       return -1;
@@ -118,9 +119,12 @@ static const char *const edge_names[] = {"none", "self", "shm", "p2p", "net"};
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-
-const char *gcoll_edge_name(enum gcoll_edge e) { return gcoll_name_at(edge_names, NELEM(edge_names), (int)e); }
-int gcoll_edge_from_name(const char *s) { return gcoll_name_index(edge_names, NELEM(edge_names), s); }
+const char *gcoll_edge_name(enum gcoll_edge e) {
+  return gcoll_name_at(edge_names, NELEM(edge_names), (int)e);
+}
+int gcoll_edge_from_name(const char *s) {
+  return gcoll_name_index(edge_names, NELEM(edge_names), s);
+}
 
 const struct gcoll_tuning_entry *gcoll_rank_view_tuning(const struct gcoll_rank_view *view,
                                                         enum gcoll_coll coll, uint64_t bytes) {
@@ -163,7 +167,8 @@ static int position_in(const int *perm, int n, int v) {
 /* Checks what the view relies on, so a damaged plan gives an error rather
  * than an out-of-bounds read. */
 static int check_node(const struct gcoll_plan *p, int node, char *err, size_t errlen) {
-  if (node < 0 || node >= p->nnodes || p->node_class[node] < 0 || p->node_class[node] >= p->nclasses) {
+  if (node < 0 || node >= p->nnodes || p->node_class[node] < 0 ||
+      p->node_class[node] >= p->nclasses) {
     snprintf(err, errlen, "plan: node %d has no valid topology class", node);
     return -1;
   }
@@ -197,7 +202,8 @@ static void fill_ring(const struct gcoll_plan *p, int node, int ring_pos, int s,
     } else {
       int pn = p->ring_node_order[(ring_pos - 1 + n) % n];
       const struct gcoll_plan_class *pk = class_of(p, pn);
-      r->prev = gcoll_plan_rank_at(p, p->node_first_rank[pn] + pk->graph.ch[s].ring[pk->nlocal - 1]);
+      r->prev =
+          gcoll_plan_rank_at(p, p->node_first_rank[pn] + pk->graph.ch[s].ring[pk->nlocal - 1]);
       r->prev_edge = gcoll_plan_edge_between(p, pn, node);
       cross_p2p_in = pn != node && r->prev_edge == GCOLL_EDGE_P2P;
     }
@@ -378,8 +384,9 @@ int gcoll_plan_rank_view(const struct gcoll_plan *plan, int rank, struct gcoll_r
   for (int s = 0; s < S; s++)
     if (position_in(k->graph.ch[s].ring, k->nlocal, local) < 0 ||
         position_in(k->graph.ch[s].chain, k->nlocal, local) < 0) {
-      snprintf(err, errlen, "plan: topology '%s' channel %d: local rank %d missing from ring or chain",
-               k->name, s, local);
+      snprintf(err, errlen,
+               "plan: topology '%s' channel %d: local rank %d missing from ring or chain", k->name,
+               s, local);
       return -1;
     }
   if (k->graph.nvls_nheads < 0 || k->graph.nvls_nheads > GCOLL_MAX_NVLS_HEADS) {

@@ -230,7 +230,8 @@ static int fill_hosts(struct gcoll_plan *p, const char **hosts, char *err, size_
     if (hosts != NULL && hosts[n] != NULL) {
       size_t len = strlen(hosts[n]);
       if (len == 0 || len >= GCOLL_PLAN_HOST_MAX) {
-        snprintf(err, errlen, "node %d: host name must be 1 to %d characters", n, GCOLL_PLAN_HOST_MAX - 1);
+        snprintf(err, errlen, "node %d: host name must be 1 to %d characters", n,
+                 GCOLL_PLAN_HOST_MAX - 1);
         return -1;
       }
       p->node_host[n] = strdup(hosts[n]);
@@ -415,9 +416,11 @@ struct gcoll_plan *gcoll_plan_build(const struct gcoll_plan_input *in, char *err
     snprintf(err, errlen, "out of memory for %d nodes", in->nnodes);
     goto fail;
   }
-  if (assign_classes(p, in, src, err, errlen) || search_classes(p, src, in->max_channels, in->cross_rail, err, errlen) ||
+  if (assign_classes(p, in, src, err, errlen) ||
+      search_classes(p, src, in->max_channels, in->cross_rail, err, errlen) ||
       fill_hosts(p, in->node_host, err, errlen) ||
-      gcoll_plan_set_rank_order(p, in->rank_of_slot, err, errlen) || set_domains(p, in, err, errlen))
+      gcoll_plan_set_rank_order(p, in->rank_of_slot, err, errlen) ||
+      set_domains(p, in, err, errlen))
     goto fail;
   if (in->node_order != NULL) {
     if (ring_order_from(p, in->node_order, err, errlen) != 0) goto fail;

@@ -65,7 +65,8 @@ int *gcoll_plan_domains_of_topos(const struct gcoll_topo *const *node_topo, int 
                                  int *none) {
   int any = 0;
   *none = 0;
-  for (int n = 0; n < nnodes && !any; n++) any = node_topo[n] != NULL && node_topo[n]->nvl_domain.set;
+  for (int n = 0; n < nnodes && !any; n++)
+    any = node_topo[n] != NULL && node_topo[n]->nvl_domain.set;
   if (!any) {
     *none = 1;
     return NULL;

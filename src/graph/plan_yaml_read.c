@@ -70,7 +70,8 @@ static int int_list(struct rd *r, const struct ydoc_node *n, const char *field, 
     return rd_err(r, n, field, "has %zu entries, expected %d", gcoll_ydoc_count(n), count);
   for (int i = 0; i < count; i++) {
     int64_t v;
-    if (gcoll_ydoc_int(r->doc, gcoll_ydoc_item(n, (size_t)i), field, min, max, &v, r->err, r->errlen))
+    if (gcoll_ydoc_int(r->doc, gcoll_ydoc_item(n, (size_t)i), field, min, max, &v, r->err,
+                       r->errlen))
       return -1;
     out[i] = (int)v;
   }
@@ -162,7 +163,8 @@ static int parse_channels(struct rd *r, const struct ydoc_node *cls, const char 
     struct gcoll_intra_channel *ch = &c->graph.ch[s];
     const struct ydoc_node *e = gcoll_ydoc_item(ring, (size_t)s), *order;
     snprintf(f, sizeof(f), "topologies.%s.ring[%d]", cname, s);
-    if (gcoll_ydoc_expect(r->doc, e, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, e, f, ring_keys))
+    if (gcoll_ydoc_expect(r->doc, e, YDOC_MAP, f, r->err, r->errlen) ||
+        only_keys(r, e, f, ring_keys))
       return -1;
     if (gcoll_ydoc_req(r->doc, e, "order", &order, r->err, r->errlen)) return -1;
     snprintf(f, sizeof(f), "topologies.%s.ring[%d].order", cname, s);
@@ -190,7 +192,8 @@ static int parse_channels(struct rd *r, const struct ydoc_node *cls, const char 
 
     const struct ydoc_node *t = gcoll_ydoc_item(tree, (size_t)s), *chain;
     snprintf(f, sizeof(f), "topologies.%s.tree[%d]", cname, s);
-    if (gcoll_ydoc_expect(r->doc, t, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, t, f, tree_keys))
+    if (gcoll_ydoc_expect(r->doc, t, YDOC_MAP, f, r->err, r->errlen) ||
+        only_keys(r, t, f, tree_keys))
       return -1;
     if (gcoll_ydoc_req(r->doc, t, "chain", &chain, r->err, r->errlen)) return -1;
     snprintf(f, sizeof(f), "topologies.%s.tree[%d].chain", cname, s);
@@ -213,7 +216,8 @@ static int parse_nvls(struct rd *r, const struct ydoc_node *cls, const char *cna
   char f[160];
   if (nvls == NULL) return 0;
   snprintf(f, sizeof(f), "topologies.%s.nvls", cname);
-  if (gcoll_ydoc_expect(r->doc, nvls, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, nvls, f, keys))
+  if (gcoll_ydoc_expect(r->doc, nvls, YDOC_MAP, f, r->err, r->errlen) ||
+      only_keys(r, nvls, f, keys))
     return -1;
   if (gcoll_ydoc_req(r->doc, nvls, "heads", &heads, r->err, r->errlen)) return -1;
   snprintf(f, sizeof(f), "topologies.%s.nvls.heads", cname);
@@ -288,7 +292,8 @@ static int parse_left_out(struct rd *r, const struct ydoc_node *cls, const char 
   snprintf(f, sizeof(f), "topologies.%s.nics_left_out", cname);
   if (gcoll_ydoc_expect(r->doc, lo, YDOC_SEQ, f, r->err, r->errlen)) return -1;
   if (gcoll_ydoc_count(lo) < 1 || gcoll_ydoc_count(lo) > GCOLL_MAX_LEFT_OUT)
-    return rd_err(r, lo, f, "has %zu entries, expected 1..%d", gcoll_ydoc_count(lo), GCOLL_MAX_LEFT_OUT);
+    return rd_err(r, lo, f, "has %zu entries, expected 1..%d", gcoll_ydoc_count(lo),
+                  GCOLL_MAX_LEFT_OUT);
   for (size_t i = 0; i < gcoll_ydoc_count(lo); i++) {
     const struct ydoc_node *e = gcoll_ydoc_item(lo, i), *n;
     snprintf(f, sizeof(f), "topologies.%s.nics_left_out[%zu]", cname, i);
@@ -296,12 +301,14 @@ static int parse_left_out(struct rd *r, const struct ydoc_node *cls, const char 
       return -1;
     snprintf(f, sizeof(f), "topologies.%s.nics_left_out[%zu].nic", cname, i);
     if (gcoll_ydoc_req(r->doc, e, "nic", &n, r->err, r->errlen) ||
-        gcoll_ydoc_str(r->doc, n, f, g->left_out[i].nic, sizeof(g->left_out[i].nic), r->err, r->errlen))
+        gcoll_ydoc_str(r->doc, n, f, g->left_out[i].nic, sizeof(g->left_out[i].nic), r->err,
+                       r->errlen))
       return -1;
     if (g->left_out[i].nic[0] == '\0') return rd_err(r, n, f, "empty NIC name");
     snprintf(f, sizeof(f), "topologies.%s.nics_left_out[%zu].reason", cname, i);
     if (gcoll_ydoc_req(r->doc, e, "reason", &n, r->err, r->errlen) ||
-        gcoll_ydoc_str(r->doc, n, f, g->left_out[i].why, sizeof(g->left_out[i].why), r->err, r->errlen))
+        gcoll_ydoc_str(r->doc, n, f, g->left_out[i].why, sizeof(g->left_out[i].why), r->err,
+                       r->errlen))
       return -1;
     if (strcmp(g->left_out[i].why, "down") != 0 && strcmp(g->left_out[i].why, "slow") != 0)
       return rd_err(r, n, f, "expected down or slow, found '%s'", g->left_out[i].why);
@@ -369,8 +376,8 @@ static int parse_classes(struct rd *r, const struct ydoc_node *root, struct gcol
                   GCOLL_MAX_CLASSES);
   p->nclasses = (int)gcoll_ydoc_count(t);
   for (int k = 0; k < p->nclasses; k++)
-    if (parse_class(r, gcoll_ydoc_key(t, (size_t)k), t->items[2 * k], gcoll_ydoc_value(t, (size_t)k),
-                    p->nchannels / 2, &p->classes[k]))
+    if (parse_class(r, gcoll_ydoc_key(t, (size_t)k), t->items[2 * k],
+                    gcoll_ydoc_value(t, (size_t)k), p->nchannels / 2, &p->classes[k]))
       return -1;
   return 0;
 }
@@ -444,7 +451,8 @@ static int parse_domain(struct rd *r, const struct ydoc_node *e, int idx, struct
 static int parse_node_entry(struct rd *r, const struct ydoc_node *e, int idx,
                             struct gcoll_plan *p, struct node_fill *nf) {
   static const char *const keys[] = {"host", "hosts", "topology", "domain", "ranks", NULL};
-  const struct ydoc_node *topo, *ranks, *host = gcoll_ydoc_get(e, "host"), *hosts = gcoll_ydoc_get(e, "hosts");
+  const struct ydoc_node *topo, *ranks;
+  const struct ydoc_node *host = gcoll_ydoc_get(e, "host"), *hosts = gcoll_ydoc_get(e, "hosts");
   char f[64], name[GCOLL_PLAN_HOST_MAX];
   snprintf(f, sizeof(f), "nodes[%d]", idx);
   if (gcoll_ydoc_expect(r->doc, e, YDOC_MAP, f, r->err, r->errlen) || only_keys(r, e, f, keys))
@@ -781,16 +789,18 @@ static int parse_job(struct rd *r, const struct ydoc_node *root, struct gcoll_pl
   job->id = job->step = -1;
   job->created[0] = '\0';
   if (j == NULL) return 0;
-  if (gcoll_ydoc_expect(r->doc, j, YDOC_MAP, "job", r->err, r->errlen) || only_keys(r, j, "job", keys))
+  if (gcoll_ydoc_expect(r->doc, j, YDOC_MAP, "job", r->err, r->errlen) ||
+      only_keys(r, j, "job", keys))
     return -1;
-  if ((n = gcoll_ydoc_get(j, "id")) && gcoll_ydoc_int(r->doc, n, "job.id", 0, INT64_MAX, &job->id, r->err,
-                                           r->errlen))
+  if ((n = gcoll_ydoc_get(j, "id")) &&
+      gcoll_ydoc_int(r->doc, n, "job.id", 0, INT64_MAX, &job->id, r->err, r->errlen))
     return -1;
-  if ((n = gcoll_ydoc_get(j, "step")) && gcoll_ydoc_int(r->doc, n, "job.step", 0, INT64_MAX, &job->step,
-                                             r->err, r->errlen))
+  if ((n = gcoll_ydoc_get(j, "step")) &&
+      gcoll_ydoc_int(r->doc, n, "job.step", 0, INT64_MAX, &job->step, r->err, r->errlen))
     return -1;
   if ((n = gcoll_ydoc_get(j, "created")) &&
-      gcoll_ydoc_str(r->doc, n, "job.created", job->created, sizeof(job->created), r->err, r->errlen))
+      gcoll_ydoc_str(r->doc, n, "job.created", job->created, sizeof(job->created), r->err,
+                     r->errlen))
     return -1;
   return 0;
 }

@@ -221,7 +221,8 @@ static void write_class(struct emit *e, const struct gcoll_plan_class *c, int ns
       key_int(e, "rail_in", g->ch[s].ring_rail_in);
     if (g->ch[s].ring_nic_out_name[0] && g->ch[s].ring_rail_out >= 0)
       key_int(e, "rail_out", g->ch[s].ring_rail_out);
-    if (g->ch[s].ring_nic_out_name[0] && g->ch[s].ring_pxn >= 0) key_int(e, "pxn", g->ch[s].ring_pxn);
+    if (g->ch[s].ring_nic_out_name[0] && g->ch[s].ring_pxn >= 0)
+      key_int(e, "pxn", g->ch[s].ring_pxn);
     map_end(e);
   }
   seq_end(e);
@@ -232,7 +233,8 @@ static void write_class(struct emit *e, const struct gcoll_plan_class *c, int ns
     scalar(e, "chain");
     int_list(e, g->ch[s].chain, c->nlocal);
     if (g->ch[s].chain_nic_name[0]) key_str(e, "nic", g->ch[s].chain_nic_name);
-    if (g->ch[s].chain_nic_name[0] && g->ch[s].chain_rail >= 0) key_int(e, "rail", g->ch[s].chain_rail);
+    if (g->ch[s].chain_nic_name[0] && g->ch[s].chain_rail >= 0)
+      key_int(e, "rail", g->ch[s].chain_rail);
     map_end(e);
   }
   seq_end(e);

@@ -135,7 +135,8 @@ static struct capacity *capacity_new(const struct gcoll_topo *t) {
     for (int l = 0; l < t->dev[d].nlinks; l++) c->link[at++] = t->dev[d].links[l].bw;
   }
   /* -1: not even a search that reserves nothing (s = 0) fits. */
-  for (int k = 0; k < t->nnic; k++) c->nic_in[k] = c->nic_out[k] = nic_ok(t, k) ? nic_rate(t, k) : -1;
+  for (int k = 0; k < t->nnic; k++)
+    c->nic_in[k] = c->nic_out[k] = nic_ok(t, k) ? nic_rate(t, k) : -1;
   return c;
 }
 
@@ -302,7 +303,8 @@ static uint64_t intra_lower_bound(const struct gcoll_topo *t, int n, int closed)
   uint64_t wmin = UINT64_MAX;
   for (int a = 0; a < n; a++)
     for (int b = 0; b < n; b++)
-      if (a != b && hop_weight(gpu_path(t, a, b)->type) < wmin) wmin = hop_weight(gpu_path(t, a, b)->type);
+      if (a != b && hop_weight(gpu_path(t, a, b)->type) < wmin)
+        wmin = hop_weight(gpu_path(t, a, b)->type);
   int island[GCOLL_TOPO_MAX_GPUS];
   for (int g = 0; g < n; g++) island[g] = g;
   for (int changed = 1; changed;) {
@@ -500,7 +502,8 @@ static int make_levels(const struct gcoll_topo *t, int n, int multi_node, double
     for (int l = 0; l < t->dev[d].nlinks; l++)
       for (int k = 1; k <= n + 2; k++) nlv = add_level(lv, nlv, t->dev[d].links[l].bw / k, top);
   for (int i = 0; i < t->nnic; i++)
-    for (int k = 1; k <= n + 2 && nic_ok(t, i); k++) nlv = add_level(lv, nlv, nic_rate(t, i) / k, top);
+    for (int k = 1; k <= n + 2 && nic_ok(t, i); k++)
+      nlv = add_level(lv, nlv, nic_rate(t, i) / k, top);
   qsort(lv, (size_t)nlv, sizeof(double), cmp_desc);
   int m = 0;
   for (int i = 0; i < nlv; i++)
@@ -521,7 +524,8 @@ static double ring_alone_bw(const struct gcoll_topo *t, const struct gcoll_intra
   int nh = 0;
   for (int i = 0; i + 1 < n; i++) hops[nh++] = gpu_path(t, ch->ring[i], ch->ring[i + 1]);
   if (closed && n > 1) hops[nh++] = gpu_path(t, ch->ring[n - 1], ch->ring[0]);
-  if (ch->ring_nic_in >= 0) hops[nh++] = gcoll_topo_path(t, nic_dev(t, ch->ring_nic_in), gpu_dev(t, ch->ring[0]));
+  if (ch->ring_nic_in >= 0)
+    hops[nh++] = gcoll_topo_path(t, nic_dev(t, ch->ring_nic_in), gpu_dev(t, ch->ring[0]));
   if (ch->ring_nic_out >= 0 && ch->ring_pxn >= 0) {
     hops[nh++] = gpu_path(t, ch->ring[n - 1], ch->ring_pxn);
     hops[nh++] = gcoll_topo_path(t, gpu_dev(t, ch->ring_pxn), nic_dev(t, ch->ring_nic_out));
@@ -539,7 +543,8 @@ static double ring_alone_bw(const struct gcoll_topo *t, const struct gcoll_intra
     }
   capacity_free(use);
   if (ch->ring_nic_in >= 0 && nic_rate(t, ch->ring_nic_in) < bw) bw = nic_rate(t, ch->ring_nic_in);
-  if (ch->ring_nic_out >= 0 && nic_rate(t, ch->ring_nic_out) < bw) bw = nic_rate(t, ch->ring_nic_out);
+  if (ch->ring_nic_out >= 0 && nic_rate(t, ch->ring_nic_out) < bw)
+    bw = nic_rate(t, ch->ring_nic_out);
   return bw >= UNLIMITED ? SEARCH_CHANNEL_BW_MAX : bw;
 }
 
@@ -579,20 +584,24 @@ static void fill_names(const struct gcoll_topo *t, struct gcoll_intra_channel *c
   ch->chain_rail = ch->chain_nic >= 0 ? gcoll_topo_nic_rail(t, ch->chain_nic) : -1;
   if (ch->ring_nic_out < 0) ch->ring_pxn = -1;
   if (ch->ring_nic_in >= 0)
-    snprintf(ch->ring_nic_in_name, sizeof(ch->ring_nic_in_name), "%s", t->dev[nic_dev(t, ch->ring_nic_in)].name);
+    snprintf(ch->ring_nic_in_name, sizeof(ch->ring_nic_in_name), "%s",
+             t->dev[nic_dev(t, ch->ring_nic_in)].name);
   if (ch->ring_nic_out >= 0)
-    snprintf(ch->ring_nic_out_name, sizeof(ch->ring_nic_out_name), "%s", t->dev[nic_dev(t, ch->ring_nic_out)].name);
+    snprintf(ch->ring_nic_out_name, sizeof(ch->ring_nic_out_name), "%s",
+             t->dev[nic_dev(t, ch->ring_nic_out)].name);
   if (ch->chain_nic >= 0)
-    snprintf(ch->chain_nic_name, sizeof(ch->chain_nic_name), "%s", t->dev[nic_dev(t, ch->chain_nic)].name);
+    snprintf(ch->chain_nic_name, sizeof(ch->chain_nic_name), "%s",
+             t->dev[nic_dev(t, ch->chain_nic)].name);
 }
 
-static enum gcoll_path_type worst_ring_hop(const struct gcoll_topo *t, const struct gcoll_intra_graph *g,
-                                           int closed) {
+static enum gcoll_path_type worst_ring_hop(const struct gcoll_topo *t,
+                                           const struct gcoll_intra_graph *g, int closed) {
   enum gcoll_path_type worst = GCOLL_PATH_LOC;
   for (int c = 0; c < g->nchannels; c++)
     for (int i = 0; i < g->nlocal; i++) {
       if (i + 1 == g->nlocal && (!closed || g->nlocal == 1)) break;
-      enum gcoll_path_type ty = gpu_path(t, g->ch[c].ring[i], g->ch[c].ring[(i + 1) % g->nlocal])->type;
+      enum gcoll_path_type ty =
+          gpu_path(t, g->ch[c].ring[i], g->ch[c].ring[(i + 1) % g->nlocal])->type;
       if (ty > worst) worst = ty;
     }
   return worst;
@@ -729,7 +738,8 @@ static int search_gpus(const struct gcoll_topo *t, int n, int multi_node, int ma
  * a ring in rank order crosses between sockets only where blocks meet. */
 static void ranks_per_socket(const struct gcoll_topo *t, int n, int *count) {
   long total = 0;
-  for (int s = 0; s < t->ncpu; s++) total += t->dev[t->cpu[s]].u.cpu.cores > 0 ? t->dev[t->cpu[s]].u.cpu.cores : 1;
+  for (int s = 0; s < t->ncpu; s++)
+    total += t->dev[t->cpu[s]].u.cpu.cores > 0 ? t->dev[t->cpu[s]].u.cpu.cores : 1;
   int given = 0;
   double *rem = malloc(((size_t)t->ncpu + 1) * sizeof(double));
   if (rem == NULL) {

@@ -1,10 +1,10 @@
 /* Detection of the running node's topology.
  *
  * Sources, each optional: hwloc (sockets, NUMA, the PCI tree), the CUDA
- * driver and NVML loaded with dlopen (GPUs and their NVLinks; binaries must
- * run on nodes without a driver), libibverbs (RDMA ports) and getifaddrs
- * (TCP interfaces, used when there is no RDMA port). Whatever is missing
- * degrades to less detail, never to an error.
+ * driver and NVML loaded at run time (common/driver_libs.h: GPUs and their
+ * NVLinks; binaries must run on nodes without a driver), libibverbs (RDMA
+ * ports) and getifaddrs (TCP interfaces, used when there is no RDMA port).
+ * Whatever is missing degrades to less detail, never to an error.
  *
  * The node's multi-node NVLink domain comes from NVML's fabric info
  * (topo_detect_fabric.c).
@@ -19,7 +19,6 @@
 #include "topo.h"
 
 #include <ctype.h>
-#include <dlfcn.h>
 #include <ifaddrs.h>
 #include <limits.h>
 #include <net/if.h>
@@ -28,6 +27,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "common/driver_libs.h"
 
 #ifdef HAVE_HWLOC
 #include <hwloc.h>
@@ -141,18 +142,13 @@ struct cuda_api {
   int (*busid)(char *, int, int);
 };
 
-static int cuda_load(void *lib, struct cuda_api *api) {
-  /* dlsym returns void*; going through memcpy keeps -Wpedantic quiet about
-   * object-to-function pointer conversion. */
-  void *p[5] = {dlsym(lib, "cuInit"), dlsym(lib, "cuDeviceGetCount"), dlsym(lib, "cuDeviceGet"),
-                dlsym(lib, "cuDeviceGetAttribute"), dlsym(lib, "cuDeviceGetPCIBusId")};
-  for (int i = 0; i < 5; i++)
-    if (p[i] == NULL) return -1;
-  memcpy(&api->init, &p[0], sizeof(p[0]));
-  memcpy(&api->count, &p[1], sizeof(p[1]));
-  memcpy(&api->get, &p[2], sizeof(p[2]));
-  memcpy(&api->attr, &p[3], sizeof(p[3]));
-  memcpy(&api->busid, &p[4], sizeof(p[4]));
+static int cuda_load(struct cuda_api *api) {
+  if (gcoll_driver_lib_fn(GCOLL_LIB_CUDA, "cuInit", &api->init) != 0 ||
+      gcoll_driver_lib_fn(GCOLL_LIB_CUDA, "cuDeviceGetCount", &api->count) != 0 ||
+      gcoll_driver_lib_fn(GCOLL_LIB_CUDA, "cuDeviceGet", &api->get) != 0 ||
+      gcoll_driver_lib_fn(GCOLL_LIB_CUDA, "cuDeviceGetAttribute", &api->attr) != 0 ||
+      gcoll_driver_lib_fn(GCOLL_LIB_CUDA, "cuDeviceGetPCIBusId", &api->busid) != 0)
+    return -1;
   return 0;
 }
 
@@ -161,9 +157,7 @@ static int cuda_load(void *lib, struct cuda_api *api) {
 static void detect_gpus(struct det *dt) {
   struct cuda_api api;
   int n = 0;
-  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == NULL) return;
-  if (cuda_load(lib, &api) || api.init(0) != 0 || api.count(&n) != 0) goto out;
+  if (cuda_load(&api) || api.init(0) != 0 || api.count(&n) != 0) return;
   for (int i = 0; i < n && dt->ngpu < GCOLL_TOPO_MAX_GPUS; i++) {
     int dev, sms = 0, major = 0, minor = 0, mc = 0;
     char busid[64] = "";
@@ -184,8 +178,6 @@ static void detect_gpus(struct det *dt) {
     g->at.parent = -1;
     g->at.bw = DEFAULT_PCI_BW;
   }
-out:
-  dlclose(lib);
 }
 
 /* ---- NVLinks through NVML ------------------------------------------------- */
@@ -209,21 +201,17 @@ struct nvml_api {
   int (*remote_type)(void *, unsigned, int *); /* optional */
 };
 
-static int nvml_load(void *lib, struct nvml_api *api) {
-  void *p[6] = {dlsym(lib, "nvmlInit_v2"), dlsym(lib, "nvmlShutdown"),
-                dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"),
-                dlsym(lib, "nvmlDeviceGetNvLinkState"),
-                dlsym(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2"),
-                dlsym(lib, "nvmlDeviceGetNvLinkRemoteDeviceType")};
-  for (int i = 0; i < 5; i++)
-    if (p[i] == NULL) return -1;
-  memcpy(&api->init, &p[0], sizeof(p[0]));
-  memcpy(&api->shutdown, &p[1], sizeof(p[1]));
-  memcpy(&api->by_busid, &p[2], sizeof(p[2]));
-  memcpy(&api->link_state, &p[3], sizeof(p[3]));
-  memcpy(&api->remote_pci, &p[4], sizeof(p[4]));
+static int nvml_load(struct nvml_api *api) {
+  const enum gcoll_driver_lib nvml = GCOLL_LIB_NVML;
+  if (gcoll_driver_lib_fn(nvml, "nvmlInit_v2", &api->init) != 0 ||
+      gcoll_driver_lib_fn(nvml, "nvmlShutdown", &api->shutdown) != 0 ||
+      gcoll_driver_lib_fn(nvml, "nvmlDeviceGetHandleByPciBusId_v2", &api->by_busid) != 0 ||
+      gcoll_driver_lib_fn(nvml, "nvmlDeviceGetNvLinkState", &api->link_state) != 0 ||
+      gcoll_driver_lib_fn(nvml, "nvmlDeviceGetNvLinkRemotePciInfo_v2", &api->remote_pci) != 0)
+    return -1;
+  /* Optional: older NVML lacks it. */
   api->remote_type = NULL;
-  if (p[5] != NULL) memcpy(&api->remote_type, &p[5], sizeof(p[5]));
+  gcoll_driver_lib_fn(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType", &api->remote_type);
   return 0;
 }
 
@@ -243,9 +231,7 @@ static int gpu_by_busid(const struct det *dt, unsigned dom, unsigned bus, unsign
 static void detect_nvlinks(struct det *dt) {
   struct nvml_api api;
   if (dt->ngpu == 0) return;
-  void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == NULL) return;
-  if (nvml_load(lib, &api) || api.init() != 0) goto out;
+  if (nvml_load(&api) || api.init() != 0) return;
   dt->nvl_lane_bw = nvlink_lane_bw(dt->gpu[0].cc);
   for (int g = 0; g < dt->ngpu; g++) {
     void *h;
@@ -265,8 +251,6 @@ static void detect_nvlinks(struct det *dt) {
     }
   }
   api.shutdown();
-out:
-  dlclose(lib);
 }
 
 /* ---- NICs: RDMA ports, else TCP interfaces -------------------------------- */

@@ -1,6 +1,6 @@
 /* The node's multi-node NVLink domain from NVML's GPU fabric info
  * (nvmlDeviceGetGpuFabricInfoV, else nvmlDeviceGetGpuFabricInfo), loaded
- * with dlopen like the rest of detection.
+ * at run time like the rest of detection (common/driver_libs.h).
  *
  * A GB200/GB300 tray's GPUs register with the NVLink fabric manager; once
  * registration has completed each reports the cluster UUID and clique id of
@@ -11,9 +11,10 @@
  * GPUs disagree is not something a plan can use. */
 #include "topo.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "common/driver_libs.h"
 
 #define NVML_FABRIC_STATE_COMPLETED 3
 
@@ -66,25 +67,21 @@ void gcoll_detect_nvl_domain(char (*busids)[GCOLL_BUSID_MAX], int n,
   struct gcoll_fabric_info info[GCOLL_TOPO_MAX_GPUS];
   memset(out, 0, sizeof(*out));
   if (n < 1 || n > GCOLL_TOPO_MAX_GPUS) return;
-  void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == NULL) return;
   int (*init)(void), (*shutdown)(void), (*by_busid)(const char *, void **);
-  int (*get_v2)(void *, struct nvml_fabric_v2 *), (*get_v1)(void *, struct nvml_fabric_v1 *);
-  void *p[5] = {dlsym(lib, "nvmlInit_v2"), dlsym(lib, "nvmlShutdown"),
-                dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"),
-                dlsym(lib, "nvmlDeviceGetGpuFabricInfoV"), dlsym(lib, "nvmlDeviceGetGpuFabricInfo")};
-  /* dlsym returns void*; memcpy keeps -Wpedantic quiet about the cast. */
-  memcpy(&init, &p[0], sizeof(p[0]));
-  memcpy(&shutdown, &p[1], sizeof(p[1]));
-  memcpy(&by_busid, &p[2], sizeof(p[2]));
-  memcpy(&get_v2, &p[3], sizeof(p[3]));
-  memcpy(&get_v1, &p[4], sizeof(p[4]));
-  if (!p[0] || !p[1] || !p[2] || (!p[3] && !p[4]) || init() != 0) goto out;
+  int (*get_v2)(void *, struct nvml_fabric_v2 *) = NULL;
+  int (*get_v1)(void *, struct nvml_fabric_v1 *) = NULL;
+  gcoll_driver_lib_fn(GCOLL_LIB_NVML, "nvmlDeviceGetGpuFabricInfoV", &get_v2);
+  gcoll_driver_lib_fn(GCOLL_LIB_NVML, "nvmlDeviceGetGpuFabricInfo", &get_v1);
+  if (gcoll_driver_lib_fn(GCOLL_LIB_NVML, "nvmlInit_v2", &init) != 0 ||
+      gcoll_driver_lib_fn(GCOLL_LIB_NVML, "nvmlShutdown", &shutdown) != 0 ||
+      gcoll_driver_lib_fn(GCOLL_LIB_NVML, "nvmlDeviceGetHandleByPciBusId_v2", &by_busid) != 0 ||
+      (get_v2 == NULL && get_v1 == NULL) || init() != 0)
+    return;
   memset(info, 0, sizeof(info));
   for (int g = 0; g < n; g++) {
     void *h;
     if (busids[g][0] == '\0' || by_busid(busids[g], &h) != 0) continue;
-    if (p[3] != NULL) {
+    if (get_v2 != NULL) {
       struct nvml_fabric_v2 v;
       memset(&v, 0, sizeof(v));
       v.version = (unsigned)sizeof(v) | 2u << 24;
@@ -106,6 +103,4 @@ void gcoll_detect_nvl_domain(char (*busids)[GCOLL_BUSID_MAX], int n,
   }
   gcoll_nvl_domain_from_fabric(info, n, out);
   shutdown();
-out:
-  dlclose(lib);
 }

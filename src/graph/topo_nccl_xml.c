@@ -123,7 +123,8 @@ struct xr {
 
 /* ---- errors ---------------------------------------------------------------- */
 
-static int fail(struct xr *r, long line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct xr *r, long line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int fail(struct xr *r, long line, const char *fmt, ...) {
   char msg[512];
   va_list ap;
@@ -134,7 +135,8 @@ static int fail(struct xr *r, long line, const char *fmt, ...) {
   return -1;
 }
 
-static void warn(struct xr *r, long line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void warn(struct xr *r, long line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void warn(struct xr *r, long line, const char *fmt, ...) {
   char msg[512];
   va_list ap;
@@ -688,7 +690,8 @@ static int order_gpus(struct xr *r, int *order) {
   if (with == 0) {
     for (int i = 0; i < r->ngpu; i++) order[i] = i;
     for (int i = 1; i < r->ngpu; i++)
-      for (int j = i; j > 0 && strcmp(r->gpu[order[j - 1]].busid, r->gpu[order[j]].busid) > 0; j--) {
+      for (int j = i; j > 0 && strcmp(r->gpu[order[j - 1]].busid, r->gpu[order[j]].busid) > 0;
+           j--) {
         int tmp = order[j];
         order[j] = order[j - 1];
         order[j - 1] = tmp;

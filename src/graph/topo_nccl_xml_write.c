@@ -103,7 +103,8 @@ static int check_links(struct xw *w) {
     const struct gcoll_topo_dev *d = &t->dev[i];
     if (d->type == GCOLL_DEV_PCI || d->type == GCOLL_DEV_GPU || d->type == GCOLL_DEV_NIC) {
       if (socket_of(t, i) < 0) return refuse(w, "'%s' has no socket above it", d->name);
-      if (d->busid[0] == '\0' && !(d->type == GCOLL_DEV_NIC && t->dev[d->parent].type == GCOLL_DEV_CPU))
+      if (d->busid[0] == '\0' &&
+          !(d->type == GCOLL_DEV_NIC && t->dev[d->parent].type == GCOLL_DEV_CPU))
         return refuse(w, "'%s' has no bus id", d->name);
       if (uplink_bw(t, i) <= 0) return refuse(w, "'%s' has no PCI link to its parent", d->name);
     }
@@ -131,7 +132,8 @@ static int check_links(struct xw *w) {
         ok = d->parent == k->peer || p->parent == i ||
              (d->type == GCOLL_DEV_GPU && p->type == GCOLL_DEV_CPU && socket_of(t, i) == k->peer) ||
              (p->type == GCOLL_DEV_GPU && d->type == GCOLL_DEV_CPU && socket_of(t, k->peer) == i);
-      if (!ok) return refuse(w, "link from '%s' is not a parent, C2C, NVLink or socket link", d->name);
+      if (!ok)
+        return refuse(w, "link from '%s' is not a parent, C2C, NVLink or socket link", d->name);
     }
   }
   return 0;
@@ -234,7 +236,8 @@ static int write_pci_dev(struct xw *w, int i, int depth) {
         fprintf(f, "<nic gcoll_bw=\"%s\">\n", num(b, sizeof(b), uplink_bw(t, i)));
         indent(f, depth + 1);
         fprintf(f, "<net name=\"%s\" dev=\"%d\"", d->name, d->index);
-        if (d->u.nic.gbps > 0) fprintf(f, " speed=\"%s\"", num(b, sizeof(b), d->u.nic.gbps * 1000.0));
+        if (d->u.nic.gbps > 0)
+          fprintf(f, " speed=\"%s\"", num(b, sizeof(b), d->u.nic.gbps * 1000.0));
         fprintf(f, " port=\"%d\"", d->u.nic.port);
         if (d->u.nic.rail >= 0) fprintf(f, " gcoll_rail=\"%d\"", d->u.nic.rail);
         fprintf_health(f, d);

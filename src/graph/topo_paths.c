@@ -126,7 +126,8 @@ int gcoll_topo_compute_paths(struct gcoll_topo *topo, char *err, size_t errlen) 
   if (topo->ndev == 0) return 0;
   size_t n = (size_t)topo->ndev;
   struct gcoll_topo_path *paths = calloc(n * n, sizeof(*paths));
-  struct layer_label *lab = malloc((GCOLL_TOPO_MAX_HOPS + 1) * (size_t)NSTATE(topo->ndev) * sizeof(*lab));
+  struct layer_label *lab =
+      malloc((GCOLL_TOPO_MAX_HOPS + 1) * (size_t)NSTATE(topo->ndev) * sizeof(*lab));
   if (paths == NULL || lab == NULL) {
     free(paths);
     free(lab);

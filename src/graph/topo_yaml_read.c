@@ -250,8 +250,8 @@ static int read_nic(struct reader *r, const struct ydoc_node *e, const char *ctx
     field_path(f, ctx, "state");
     if (gcoll_ydoc_expect(r->doc, st, YDOC_SCALAR, f, r->err, r->errlen)) return -1;
     if (strcmp(st->scalar, "up") != 0 && strcmp(st->scalar, "down") != 0)
-      return gcoll_ydoc_error(r->doc, st, f, r->err, r->errlen, "expected up or down, found '%.40s'",
-                              st->scalar);
+      return gcoll_ydoc_error(r->doc, st, f, r->err, r->errlen,
+                              "expected up or down, found '%.40s'", st->scalar);
     down = strcmp(st->scalar, "down") == 0;
   }
   if (gcoll_ydoc_get(e, "active_gbps") != NULL) {
@@ -325,10 +325,12 @@ static int parse_link_type(const char *s, enum gcoll_link_type *out) {
 static int link_allowed(enum gcoll_link_type lt, enum gcoll_dev_type a, enum gcoll_dev_type b) {
   switch (lt) {
     case GCOLL_LINK_NVL:
-      return (a == GCOLL_DEV_GPU || a == GCOLL_DEV_NVS) && (b == GCOLL_DEV_GPU || b == GCOLL_DEV_NVS);
+      return (a == GCOLL_DEV_GPU || a == GCOLL_DEV_NVS) &&
+             (b == GCOLL_DEV_GPU || b == GCOLL_DEV_NVS);
     case GCOLL_LINK_SYS: return a == GCOLL_DEV_CPU && b == GCOLL_DEV_CPU;
     case GCOLL_LINK_PCI:
-      return a != GCOLL_DEV_NVS && b != GCOLL_DEV_NVS && !(a == GCOLL_DEV_CPU && b == GCOLL_DEV_CPU);
+      return a != GCOLL_DEV_NVS && b != GCOLL_DEV_NVS &&
+             !(a == GCOLL_DEV_CPU && b == GCOLL_DEV_CPU);
     default: return 0;
   }
 }
@@ -339,8 +341,8 @@ static int link_endpoint(struct reader *r, const struct ydoc_node *e, const char
   if (get_name(r, e, ctx, key, name, sizeof(name))) return -1;
   *idx = gcoll_topo_find(r->t, name);
   if (*idx < 0)
-    return gcoll_ydoc_error(r->doc, gcoll_ydoc_get(e, key), field_path(f, ctx, key), r->err, r->errlen,
-                            "device '%s' is not defined", name);
+    return gcoll_ydoc_error(r->doc, gcoll_ydoc_get(e, key), field_path(f, ctx, key), r->err,
+                            r->errlen, "device '%s' is not defined", name);
   return 0;
 }
 
@@ -369,7 +371,8 @@ static int read_link(struct reader *r, const struct ydoc_node *e, const char *ct
                             "'%.40s' is not one of nvlink, pci, sys", tname);
   const struct gcoll_topo_dev *da = &r->t->dev[a], *db = &r->t->dev[b];
   if (a == b)
-    return gcoll_ydoc_error(r->doc, e, ctx, r->err, r->errlen, "link from '%s' to itself", da->name);
+    return gcoll_ydoc_error(r->doc, e, ctx, r->err, r->errlen, "link from '%s' to itself",
+                            da->name);
   if (!link_allowed(lt, da->type, db->type))
     return gcoll_ydoc_error(r->doc, tn, f, r->err, r->errlen, "a %s link cannot join a %s and a %s",
                             tname, gcoll_dev_type_name(da->type), gcoll_dev_type_name(db->type));
@@ -379,8 +382,8 @@ static int read_link(struct reader *r, const struct ydoc_node *e, const char *ct
     return -1;
   if (has_link(da, b, lt))
     return gcoll_ydoc_error(r->doc, e, ctx, r->err, r->errlen,
-                            "%s link %s-%s is listed twice; list it once with its lane count", tname,
-                            da->name, db->name);
+                            "%s link %s-%s is listed twice; list it once with its lane count",
+                            tname, da->name, db->name);
   if (gcoll_topo_add_link(r->t, a, b, lt, count, bw, why, sizeof(why)))
     return gcoll_ydoc_error(r->doc, e, ctx, r->err, r->errlen, "%s", why);
   return 0;
@@ -446,7 +449,8 @@ static int read_nvl_domain(struct reader *r, const struct ydoc_node *root) {
     return -1;
   if (gcoll_nvl_domain_set_cluster(&r->t->nvl_domain, uuid) != 0)
     return gcoll_ydoc_error(r->doc, c, "nvlink_domain.cluster", r->err, r->errlen,
-                            "'%.40s' is not a UUID like 4f1c2d3e-0000-4000-8000-00000000002a", uuid);
+                            "'%.40s' is not a UUID like 4f1c2d3e-0000-4000-8000-00000000002a",
+                            uuid);
   if (require(r, m, "nvlink_domain", "clique", &c) ||
       gcoll_ydoc_int(r->doc, c, "nvlink_domain.clique", 0, UINT32_MAX, &clique, r->err, r->errlen))
     return -1;

@@ -292,7 +292,9 @@ void gcoll_plan_tune_with(struct gcoll_plan *plan, const struct gcoll_tuning_mod
   for (int c = 0; c < GCOLL_NCOLLS; c++) tune_coll(plan, m, &s, (enum gcoll_coll)c);
 }
 
-void gcoll_plan_tune(struct gcoll_plan *plan) { gcoll_plan_tune_with(plan, &gcoll_tuning_defaults); }
+void gcoll_plan_tune(struct gcoll_plan *plan) {
+  gcoll_plan_tune_with(plan, &gcoll_tuning_defaults);
+}
 
 int gcoll_plan_retune(struct gcoll_plan *plan, const char *spec, char *err, size_t errlen) {
   if (spec == NULL || *spec == '\0') return 0;

@@ -416,7 +416,8 @@ int gcoll_ydoc_bool(const struct ydoc *doc, const struct ydoc_node *n, const cha
   const char *s = n->scalar;
   if (!strcmp(s, "true") || !strcmp(s, "yes")) *out = 1;
   else if (!strcmp(s, "false") || !strcmp(s, "no")) *out = 0;
-  else return gcoll_ydoc_error(doc, n, field, err, errlen, "expected true or false, found '%.40s'", s);
+  else
+    return gcoll_ydoc_error(doc, n, field, err, errlen, "expected true or false, found '%.40s'", s);
   return 0;
 }
 

@@ -129,7 +129,8 @@ GCOLL_KERNEL_FN gcollResult_t gcoll_ring_reducescatter(struct gcoll_prims *p,
     const size_t n = gcoll_min_size(chunk, w->count - base);
     GCOLL_ALGO_TRY(gcoll_prim_send(p, GCOLL_SRC_OFF(gcoll_ring_mod(pos - 1, k)), n));
     for (int s = 1; s < k - 1; s++)
-      GCOLL_ALGO_TRY(gcoll_prim_recvReduceSend(p, GCOLL_SRC_OFF(gcoll_ring_mod(pos - 1 - s, k)), n));
+      GCOLL_ALGO_TRY(
+          gcoll_prim_recvReduceSend(p, GCOLL_SRC_OFF(gcoll_ring_mod(pos - 1 - s, k)), n));
     GCOLL_ALGO_TRY(gcoll_prim_recvReduceCopy(p, GCOLL_SRC_OFF(pos), w->offset + base, n));
   }
 #undef GCOLL_SRC_OFF

@@ -22,10 +22,12 @@ NVCC_FLAGS = -std=c++17 -O3 -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werro
 	-I$(top_srcdir)/include -I$(top_srcdir)/src -I$(top_builddir)/src
 NVCC_DEPS = $(top_srcdir)/src/kernels/coll_kernels.cu \
 	$(top_srcdir)/src/kernels/prims_cuda.cuh $(top_srcdir)/src/kernels/reduce_cuda.cuh \
-	$(top_srcdir)/src/kernels/coll_device.cuh $(top_srcdir)/src/kernels/reduce.h $(top_srcdir)/src/kernels/half.h \
+	$(top_srcdir)/src/kernels/coll_device.cuh $(top_srcdir)/src/kernels/reduce.h \
+	$(top_srcdir)/src/kernels/half.h \
 	$(top_srcdir)/src/kernels/algo_ring.h $(top_srcdir)/src/kernels/algo_tree.h \
 	$(top_srcdir)/src/kernels/coll_geometry.h $(top_srcdir)/src/kernels/p2p_device.cuh \
-	$(top_srcdir)/src/kernels/p2p_wire.h $(top_srcdir)/src/kernels/cuda_work.h $(top_srcdir)/src/kernels/cuda_loader.h \
+	$(top_srcdir)/src/kernels/p2p_wire.h $(top_srcdir)/src/kernels/cuda_work.h \
+	$(top_srcdir)/src/kernels/cuda_loader.h \
 	$(top_srcdir)/include/gcoll.h $(top_srcdir)/include/gcoll_plan.h
 CUDA_GENERATED = src/kernels/coll_reduce_table.cuh src/kernels/coll_algo_table.cuh \
 	src/kernels/coll_table.c

@@ -1,13 +1,13 @@
 /* The CUDA executor (see cuda_exec.h). */
 #include "kernels/cuda_exec.h"
 
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/errf.h"
 #include "kernels/coll_args.h"
 #include "kernels/cuda_fatbin.h"
 #include "kernels/fifo.h"
@@ -52,6 +52,7 @@ struct mapped {
 };
 
 struct gcoll_cuda_exec {
+  struct gcoll_exec_frame frame;    /* first: gcoll_exec_frame_alloc */
   const struct gcoll_cuda_api *cu;
   gcoll_cu_device dev;
   gcoll_cu_context ctx;
@@ -68,10 +69,7 @@ struct gcoll_cuda_exec {
   struct gcoll_cuda_coll graph_job; /* the widest captured launch, for messages */
   gcollResult_t failed;             /* the first failed launch's result, sticky */
   char failed_msg[256];
-  int rank, nranks, nchannels;
-  uint64_t timeout_ns;
   _Atomic int *extern_abort;
-  int has_tree[GCOLL_CUDA_MAX_CHANNELS];
   gcoll_cu_deviceptr channels;      /* struct gcoll_cuda_channel[nchannels] */
   gcoll_cu_deviceptr ranks;         /* int32_t[nchannels][nranks] */
   gcoll_cu_deviceptr scratch;
@@ -88,65 +86,43 @@ struct gcoll_cuda_exec {
   uint64_t p2p_end[GCOLL_CUDA_EXEC_SLOTS];  /* the ring position after a slot's entries */
   int p2p_ops[GCOLL_CUDA_EXEC_SLOTS];       /* a slot's send/recv count; 0: a collective */
 };
+_Static_assert(offsetof(struct gcoll_cuda_exec, frame) == 0, "gcoll_exec_frame_alloc");
 
 /* Send/recv entries the ring holds: one group's operations must fit. */
 #define P2P_RING 4096
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-  if (err == NULL || errlen == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
-
 /* Runs a driver call; on failure writes "what: CUDA_ERROR_..." and returns -1. */
-#define CU_TRY(e, call, what)                                                       \
-  do {                                                                              \
-    gcoll_cu_result cu_r_ = (call);                                                 \
-    if (cu_r_ != GCOLL_CU_SUCCESS) {                                                \
-      set_err(err, errlen, "%s: %s", what, gcoll_cuda_result_text((e)->cu, cu_r_)); \
-      return -1;                                                                    \
-    }                                                                               \
+#define CU_TRY(e, call, what)                                                          \
+  do {                                                                                 \
+    gcoll_cu_result cu_r_ = (call);                                                    \
+    if (cu_r_ != GCOLL_CU_SUCCESS) {                                                   \
+      gcoll_errf(err, errlen, "%s: %s", what, gcoll_cuda_result_text((e)->cu, cu_r_)); \
+      return -1;                                                                       \
+    }                                                                                  \
   } while (0)
 
 /* ---- creation ------------------------------------------------------------ */
 
-static int check_config(const struct gcoll_cuda_exec_config *cfg, char *err, size_t errlen) {
-  if (cfg == NULL || cfg->nranks < 1 || cfg->rank < 0 || cfg->rank >= cfg->nranks ||
-      cfg->nchannels < 1 || cfg->nchannels > GCOLL_CUDA_MAX_CHANNELS ||
-      cfg->channels == NULL || cfg->device < 0) {
-    set_err(err, errlen, "invalid CUDA executor config (device/rank/nranks/nchannels)");
+static int check_config(const struct gcoll_cuda_exec_config *cfg,
+                        struct gcoll_exec_frame *frame, char *err, size_t errlen) {
+  if (cfg == NULL || cfg->channels == NULL || cfg->device < 0 ||
+      gcoll_exec_frame_set(frame, cfg->rank, cfg->nranks, cfg->nchannels,
+                           GCOLL_CUDA_MAX_CHANNELS, cfg->timeout_ns) != 0) {
+    gcoll_errf(err, errlen, "invalid CUDA executor config (device/rank/nranks/nchannels)");
     return -1;
   }
   for (int c = 0; c < cfg->nchannels; c++) {
     const struct gcoll_cuda_exec_channel *ch = &cfg->channels[c];
-    if (ch->ring_ranks == NULL || ch->ring_pos < 0 || ch->ring_pos >= cfg->nranks ||
-        ch->ring_ranks[ch->ring_pos] != cfg->rank) {
-      set_err(err, errlen, "channel %d: ring position %d does not hold rank %d", c,
-              ch->ring_pos, cfg->rank);
-      return -1;
-    }
-    for (int i = 0; i < cfg->nranks; i++)
-      if (ch->ring_ranks[i] < 0 || ch->ring_ranks[i] >= cfg->nranks) {
-        set_err(err, errlen, "channel %d: ring rank %d out of range", c, ch->ring_ranks[i]);
-        return -1;
-      }
+    struct gcoll_exec_channel_shape shape = {
+        .ring_ranks = ch->ring_ranks, .ring_pos = ch->ring_pos, .has_tree = ch->has_tree,
+        .tree_parent = ch->tree_parent, .tree_nchildren = ch->tree_nchildren};
+    if (gcoll_exec_frame_channel(frame, c, &shape, err, errlen) != 0) return -1;
     if (cfg->nranks > 1 && (ch->ring_recv_prev == 0 || ch->ring_send_next == 0)) {
-      set_err(err, errlen, "channel %d: missing ring FIFO", c);
+      gcoll_errf(err, errlen, "channel %d: missing ring FIFO", c);
       return -1;
     }
     if (!gcoll_fifo_slot_bytes_valid(ch->slot_bytes)) {
-      set_err(err, errlen, "channel %d: invalid FIFO slot size %zu", c, ch->slot_bytes);
-      return -1;
-    }
-    if (ch->has_tree &&
-        (ch->tree_nchildren < 0 || ch->tree_nchildren > GCOLL_CUDA_MAX_PEERS ||
-         ch->tree_parent < -1 || ch->tree_parent >= cfg->nranks ||
-         ch->tree_parent == cfg->rank ||
-         (cfg->nranks > 1 && ch->tree_parent < 0 && ch->tree_nchildren == 0))) {
-      set_err(err, errlen, "channel %d: invalid tree (parent %d, %d children)", c,
-              ch->tree_parent, ch->tree_nchildren);
+      gcoll_errf(err, errlen, "channel %d: invalid FIFO slot size %zu", c, ch->slot_bytes);
       return -1;
     }
   }
@@ -158,7 +134,7 @@ static int open_device(struct gcoll_cuda_exec *e, int ordinal, char *err, size_t
   if (gcoll_cuda_probe(&ndev, err, errlen) != GCOLL_CUDA_AVAILABLE) return -1;
   e->cu = gcoll_cuda_api_get(NULL, 0);
   if (ordinal >= ndev) {
-    set_err(err, errlen, "no GPU %d: the driver sees %d", ordinal, ndev);
+    gcoll_errf(err, errlen, "no GPU %d: the driver sees %d", ordinal, ndev);
     return -1;
   }
   CU_TRY(e, e->cu->device_get(&e->dev, ordinal), "cuDeviceGet");
@@ -170,12 +146,12 @@ static int open_device(struct gcoll_cuda_exec *e, int ordinal, char *err, size_t
                                         e->dev), "cuDeviceGetAttribute");
   /* The fatbin holds sm_80 and sm_90 code and compute_90 PTX. */
   if (major < 8) {
-    set_err(err, errlen, "GPU %d is sm_%d%d; the kernels need sm_80 or newer", ordinal, major,
-            minor);
+    gcoll_errf(err, errlen, "GPU %d is sm_%d%d; the kernels need sm_80 or newer", ordinal, major,
+               minor);
     return -1;
   }
   if (!uva) {
-    set_err(err, errlen, "GPU %d lacks unified addressing (mapped host memory)", ordinal);
+    gcoll_errf(err, errlen, "GPU %d lacks unified addressing (mapped host memory)", ordinal);
     return -1;
   }
   CU_TRY(e, e->cu->primary_ctx_retain(&e->ctx, e->dev), "cuDevicePrimaryCtxRetain");
@@ -210,7 +186,7 @@ static int copy_channels(struct gcoll_cuda_exec *e, const struct gcoll_cuda_exec
   struct gcoll_cuda_channel dev[GCOLL_CUDA_MAX_CHANNELS];
   int32_t *ranks = calloc(nch * nr, sizeof(int32_t));
   if (ranks == NULL) {
-    set_err(err, errlen, "out of memory");
+    gcoll_errf(err, errlen, "out of memory");
     return -1;
   }
   gcoll_cu_deviceptr scratch = e->scratch;
@@ -235,12 +211,11 @@ static int copy_channels(struct gcoll_cuda_exec *e, const struct gcoll_cuda_exec
     d->scratch = scratch;
     d->scratch_bytes = scratch_bytes_for(in->slot_bytes);
     scratch += GCOLL_CUDA_SCRATCH * d->scratch_bytes;
-    e->has_tree[c] = in->has_tree;
   }
   gcoll_cu_result r = e->cu->memcpy_htod(e->ranks, ranks, nch * nr * sizeof(int32_t));
   free(ranks);
   if (r != GCOLL_CU_SUCCESS) {
-    set_err(err, errlen, "cuMemcpyHtoD(ranks): %s", gcoll_cuda_result_text(e->cu, r));
+    gcoll_errf(err, errlen, "cuMemcpyHtoD(ranks): %s", gcoll_cuda_result_text(e->cu, r));
     return -1;
   }
   CU_TRY(e, e->cu->memcpy_htod(e->channels, dev, nch * sizeof(struct gcoll_cuda_channel)),
@@ -263,16 +238,10 @@ static int alloc_mapped(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
 
 struct gcoll_cuda_exec *gcoll_cuda_exec_create(const struct gcoll_cuda_exec_config *cfg,
                                                char *err, size_t errlen) {
-  if (check_config(cfg, err, errlen) != 0) return NULL;
-  struct gcoll_cuda_exec *e = calloc(1, sizeof(*e));
-  if (e == NULL) {
-    set_err(err, errlen, "out of memory");
-    return NULL;
-  }
-  e->rank = cfg->rank;
-  e->nranks = cfg->nranks;
-  e->nchannels = cfg->nchannels;
-  e->timeout_ns = cfg->timeout_ns;
+  struct gcoll_exec_frame frame;
+  if (check_config(cfg, &frame, err, errlen) != 0) return NULL;
+  struct gcoll_cuda_exec *e = gcoll_exec_frame_alloc(sizeof(*e), &frame, err, errlen);
+  if (e == NULL) return NULL;
   e->extern_abort = cfg->extern_abort;
   if (open_device(e, cfg->device, err, errlen) != 0 || load_module(e, err, errlen) != 0 ||
       copy_channels(e, cfg, err, errlen) != 0 || alloc_mapped(e, err, errlen) != 0) {
@@ -287,7 +256,7 @@ struct gcoll_cuda_exec *gcoll_cuda_exec_create(const struct gcoll_cuda_exec_conf
   }
   if (r == GCOLL_CU_SUCCESS) r = e->cu->event_create(&e->done, GCOLL_CU_EVENT_DISABLE_TIMING);
   if (r != GCOLL_CU_SUCCESS) {
-    set_err(err, errlen, "%s: %s", what, gcoll_cuda_result_text(e->cu, r));
+    gcoll_errf(err, errlen, "%s: %s", what, gcoll_cuda_result_text(e->cu, r));
     gcoll_cuda_exec_destroy(e);
     return NULL;
   }
@@ -320,47 +289,30 @@ void gcoll_cuda_exec_destroy(struct gcoll_cuda_exec *e) {
 
 static gcollResult_t check_coll(const struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
                                 char *err, size_t errlen) {
-  gcollResult_t r = gcoll_coll_args_check(c->coll, c->dtype, c->op, c->root, e->nranks,
+  gcollResult_t r = gcoll_coll_args_check(c->coll, c->dtype, c->op, c->root, e->frame.nranks,
                                           c->proto, "the CUDA kernel", err, errlen);
   if (r == gcollSuccess)
     r = gcoll_coll_premul_check(c->coll, c->op, c->premul, 1, "the CUDA kernel", err, errlen);
   if (r == gcollSuccess && c->premul == GCOLL_PREMUL_DEVICE && c->premul_k == 0) {
-    set_err(err, errlen, "the pre-mul-sum scalar's device address is 0");
+    gcoll_errf(err, errlen, "the pre-mul-sum scalar's device address is 0");
     r = gcollInvalidArgument;
   }
   if (r != gcollSuccess) return r;
   size_t esize = gcoll_dtype_size(c->dtype);
   if ((int)c->algo < 0 || c->algo >= GCOLL_NALGOS) {
-    set_err(err, errlen, "invalid algorithm %d", (int)c->algo);
+    gcoll_errf(err, errlen, "invalid algorithm %d", (int)c->algo);
     return gcollInvalidArgument;
   }
   if (!gcoll_cuda_algo_supported[c->coll][c->algo]) {
-    set_err(err, errlen, "the CUDA kernel has no %s %s", gcoll_algo_name(c->algo),
-            gcoll_coll_name(c->coll));
+    gcoll_errf(err, errlen, "the CUDA kernel has no %s %s", gcoll_algo_name(c->algo),
+               gcoll_coll_name(c->coll));
     return gcollInvalidUsage;
   }
-  if (c->nchannels < 0 || c->nchannels > e->nchannels) {
-    set_err(err, errlen, "%d channels requested, %d connected", c->nchannels, e->nchannels);
-    return gcollInvalidArgument;
-  }
-  if (c->algo == GCOLL_ALGO_TREE) {
-    int nch = c->nchannels ? c->nchannels : e->nchannels;
-    for (int i = 0; i < nch; i++)
-      if (!e->has_tree[i]) {
-        set_err(err, errlen, "channel %d has no tree connections", i);
-        return gcollInvalidUsage;
-      }
-  }
-  if (c->count > SIZE_MAX / esize / (size_t)e->nranks) {
-    set_err(err, errlen, "count %zu overflows the buffer size", c->count);
-    return gcollInvalidArgument;
-  }
-  return gcoll_exec_buffers_result(
-      gcoll_geom_check_buffers(c->coll, c->count, esize, e->nranks, e->rank, c->root, c->sendbuf,
-                               c->recvbuf),
-      c->count, err, errlen);
+  r = gcoll_exec_frame_check_channels(&e->frame, c->nchannels, c->algo, err, errlen);
+  if (r != gcollSuccess) return r;
+  return gcoll_exec_frame_check_buffers(&e->frame, c->coll, c->count, esize, c->root, c->sendbuf,
+                                        c->recvbuf, err, errlen);
 }
-
 
 /* The stream work the host must wait for before reusing the oldest slot:
  * bounded like any wait (gcoll_cuda_exec_wait's rule). */
@@ -373,7 +325,7 @@ static gcollResult_t free_a_slot(struct gcoll_cuda_exec *e, char *err, size_t er
 static gcollResult_t driver_ok(struct gcoll_cuda_exec *e, gcoll_cu_result r, const char *what,
                                char *err, size_t errlen) {
   if (r == GCOLL_CU_SUCCESS) return gcollSuccess;
-  set_err(err, errlen, "%s: %s", what, gcoll_cuda_result_text(e->cu, r));
+  gcoll_errf(err, errlen, "%s: %s", what, gcoll_cuda_result_text(e->cu, r));
   return gcollUnhandledCudaError;
 }
 
@@ -422,15 +374,15 @@ static void fill_work(const struct gcoll_cuda_exec *e, const struct gcoll_cuda_c
   w->recvbuf = c->recvbuf;
   w->count = c->count;
   w->stride = c->count;
-  w->timeout_ns = e->timeout_ns;
+  w->timeout_ns = e->frame.timeout_ns;
   w->coll = (int32_t)c->coll;
   w->algo = (int32_t)c->algo;
   w->proto = (int32_t)c->proto;
   w->dtype = (int32_t)c->dtype;
   w->op = (int32_t)c->op;
   w->root = c->root;
-  w->rank = e->rank;
-  w->nranks = e->nranks;
+  w->rank = e->frame.rank;
+  w->nranks = e->frame.nranks;
   w->nchannels = nch;
   w->premul = (int32_t)c->premul;
   w->scalar = c->premul_k;
@@ -445,7 +397,7 @@ static gcollResult_t capture_status(struct gcoll_cuda_exec *e, gcoll_cu_stream c
                               "cuStreamIsCapturing", err, errlen);
   if (r != gcollSuccess) return r;
   if (status == GCOLL_CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
-    set_err(err, errlen, "the stream's CUDA graph capture was invalidated before this call");
+    gcoll_errf(err, errlen, "the stream's CUDA graph capture was invalidated before this call");
     return gcollInvalidUsage;
   }
   *capturing = status == GCOLL_CU_STREAM_CAPTURE_STATUS_ACTIVE;
@@ -465,12 +417,12 @@ static gcollResult_t launch_captured(struct gcoll_cuda_exec *e, const struct gco
                                      void *stream, char *err, size_t errlen) {
   gcoll_cu_stream caller = (gcoll_cu_stream)stream;
   gcollResult_t r;
-  if (e->nranks == 1 && c->premul == GCOLL_PREMUL_NONE) {
+  if (e->frame.nranks == 1 && c->premul == GCOLL_PREMUL_NONE) {
     if ((r = copy_one_rank(e, c, caller, err, errlen)) != gcollSuccess) return r;
     e->captured++;
     return gcollSuccess;
   }
-  const int nch = c->nchannels ? c->nchannels : e->nchannels;
+  const int nch = gcoll_exec_frame_nch(&e->frame, c->nchannels);
   struct gcoll_cuda_work w;
   fill_work(e, c, nch, e->host_dev + offsetof(struct mapped, graph_status),
             e->host_dev + offsetof(struct mapped, graph_abort), &w);
@@ -515,11 +467,11 @@ static gcollResult_t launch_allowed(struct gcoll_cuda_exec *e, char *err, size_t
   int aborted = atomic_load_explicit((_Atomic int32_t *)&e->host->abort_word,
                                      memory_order_acquire);
   if (aborted != 0) {
-    set_err(err, errlen, "the executor was aborted (result %d)", aborted);
+    gcoll_errf(err, errlen, "the executor was aborted (result %d)", aborted);
     return (gcollResult_t)aborted;
   }
   if (e->failed != gcollSuccess) {
-    set_err(err, errlen, "an earlier collective failed: %s", e->failed_msg);
+    gcoll_errf(err, errlen, "an earlier collective failed: %s", e->failed_msg);
     return e->failed;
   }
   return gcollSuccess;
@@ -528,7 +480,7 @@ static gcollResult_t launch_allowed(struct gcoll_cuda_exec *e, char *err, size_t
 gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gcoll_cuda_coll *c,
                                      void *stream, char *err, size_t errlen) {
   if (e == NULL || c == NULL) {
-    set_err(err, errlen, "NULL executor or collective");
+    gcoll_errf(err, errlen, "NULL executor or collective");
     return gcollInvalidArgument;
   }
   gcollResult_t allowed = launch_allowed(e, err, errlen);
@@ -538,11 +490,11 @@ gcollResult_t gcoll_cuda_exec_launch(struct gcoll_cuda_exec *e, const struct gco
   if (r == gcollSuccess) r = capture_status(e, (gcoll_cu_stream)stream, &capturing, err, errlen);
   if (r == gcollSuccess && capturing) return launch_captured(e, c, stream, err, errlen);
   /* One rank's pre-mul-sum scales: the kernel, with no peers. */
-  if (r == gcollSuccess && e->nranks == 1 && c->premul == GCOLL_PREMUL_NONE)
+  if (r == gcollSuccess && e->frame.nranks == 1 && c->premul == GCOLL_PREMUL_NONE)
     return launch_copy(e, c, stream, err, errlen);
   if (r == gcollSuccess) r = free_a_slot(e, err, errlen);
   if (r != gcollSuccess) return r;
-  const int nch = c->nchannels ? c->nchannels : e->nchannels;
+  const int nch = gcoll_exec_frame_nch(&e->frame, c->nchannels);
   const unsigned slot = (unsigned)(e->launched % GCOLL_CUDA_EXEC_SLOTS);
   memset(e->host->status[slot], 0, sizeof(e->host->status[slot]));
   atomic_store_explicit((_Atomic int32_t *)&e->host->local_abort[slot], 0, memory_order_release);
@@ -611,9 +563,9 @@ gcollResult_t gcoll_cuda_exec_p2p_streams_ok(struct gcoll_cuda_exec *e,
                                 "cuStreamIsCapturing", err, errlen);
     if (r != gcollSuccess) return r;
     if (capture != GCOLL_CU_STREAM_CAPTURE_STATUS_NONE) {
-      set_err(err, errlen, "send/recv on device buffers cannot be captured into a CUDA graph "
-              "(each message is numbered when it is queued); the stream is %s",
-              capture == GCOLL_CU_STREAM_CAPTURE_STATUS_ACTIVE ? "capturing"
+      gcoll_errf(err, errlen, "send/recv on device buffers cannot be captured into a CUDA graph "
+                 "(each message is numbered when it is queued); the stream is %s",
+                 capture == GCOLL_CU_STREAM_CAPTURE_STATUS_ACTIVE ? "capturing"
                                                                : "in an invalidated capture");
       return gcollInvalidUsage;
     }
@@ -626,22 +578,23 @@ gcollResult_t gcoll_cuda_exec_launch_p2p(struct gcoll_cuda_exec *e,
                                          const gcoll_cu_stream *streams, int nstreams, char *err,
                                          size_t errlen) {
   if (e == NULL || (ops == NULL && nops > 0) || nops < 0 || nstreams < 1) {
-    set_err(err, errlen, "NULL executor, operations or streams");
+    gcoll_errf(err, errlen, "NULL executor, operations or streams");
     return gcollInvalidArgument;
   }
   gcollResult_t allowed = launch_allowed(e, err, errlen);
   if (allowed != gcollSuccess) return allowed;
   if (nops == 0) return gcollSuccess;
   if (nops > P2P_RING) {
-    set_err(err, errlen, "%d send/recv operations in one group on device buffers: at most %d",
-            nops, P2P_RING);
+    gcoll_errf(err, errlen, "%d send/recv operations in one group on device buffers: at most %d",
+               nops, P2P_RING);
     return gcollInvalidUsage;
   }
   int nqueues = 0;
   for (int i = 0; i < nops; i++) {
     if (ops[i].queue < 0 || ops[i].queue >= nops || ops[i].kind < GCOLL_CUDA_P2P_SEND ||
-        ops[i].kind > GCOLL_CUDA_P2P_COPY || (ops[i].kind != GCOLL_CUDA_P2P_COPY && ops[i].fifo == 0)) {
-      set_err(err, errlen, "send/recv operation %d is malformed", i);
+        ops[i].kind > GCOLL_CUDA_P2P_COPY ||
+        (ops[i].kind != GCOLL_CUDA_P2P_COPY && ops[i].fifo == 0)) {
+      gcoll_errf(err, errlen, "send/recv operation %d is malformed", i);
       return gcollInvalidArgument;
     }
     if (ops[i].queue >= nqueues) nqueues = ops[i].queue + 1;
@@ -651,14 +604,14 @@ gcollResult_t gcoll_cuda_exec_launch_p2p(struct gcoll_cuda_exec *e,
    * sharing a GPU need every block of their kernels resident at once, and
    * a block serves several queues in turn anyway. */
   int nblocks = (nops + GCOLL_CUDA_P2P_MAX_BLOCK_OPS - 1) / GCOLL_CUDA_P2P_MAX_BLOCK_OPS;
-  if (nblocks < e->nchannels) nblocks = e->nchannels;
+  if (nblocks < e->frame.nchannels) nblocks = e->frame.nchannels;
   if (nblocks > GCOLL_CUDA_MAX_CHANNELS) nblocks = GCOLL_CUDA_MAX_CHANNELS;
   if (nblocks > nqueues) nblocks = nqueues;
   int per_block[GCOLL_CUDA_MAX_CHANNELS] = {0};
   for (int i = 0; i < nops; i++)
     if (++per_block[ops[i].queue % nblocks] > GCOLL_CUDA_P2P_MAX_BLOCK_OPS) {
-      set_err(err, errlen, "more than %d send/recv operations fall to one of the %d GPU blocks: "
-              "split the group", GCOLL_CUDA_P2P_MAX_BLOCK_OPS, nblocks);
+      gcoll_errf(err, errlen, "more than %d send/recv operations fall to one of the %d GPU blocks: "
+                 "split the group", GCOLL_CUDA_P2P_MAX_BLOCK_OPS, nblocks);
       return gcollInvalidUsage;
     }
   gcollResult_t r = gcoll_cuda_exec_p2p_streams_ok(e, streams, nstreams, err, errlen);
@@ -675,13 +628,14 @@ gcollResult_t gcoll_cuda_exec_launch_p2p(struct gcoll_cuda_exec *e,
       .status = e->host_dev + offsetof(struct mapped, status) + slot * sizeof(e->host->status[0]),
       .abort_word = e->host_dev + offsetof(struct mapped, abort_word),
       .local_abort = e->host_dev + offsetof(struct mapped, local_abort) + slot * sizeof(int32_t),
-      .timeout_ns = e->timeout_ns,
+      .timeout_ns = e->frame.timeout_ns,
       .nops = nops,
       .nblocks = nblocks,
-      .rank = e->rank,
+      .rank = e->frame.rank,
   };
   void *params[] = {&w};
-  for (int i = 0; i < nstreams && r == gcollSuccess; i++) r = after_caller(e, streams[i], err, errlen);
+  for (int i = 0; i < nstreams && r == gcollSuccess; i++)
+    r = after_caller(e, streams[i], err, errlen);
   if (r == gcollSuccess)
     r = driver_ok(e, e->cu->launch_kernel(e->fn_p2p, (unsigned)nblocks, 1, 1, GCOLL_CUDA_THREADS,
                                           1, 1, 0, e->own_stream, params, NULL),
@@ -693,7 +647,8 @@ gcollResult_t gcoll_cuda_exec_launch_p2p(struct gcoll_cuda_exec *e,
   e->p2p_end[slot] = start + (uint64_t)nops;
   e->p2p_next = start + (uint64_t)nops;
   e->launched++;
-  for (int i = 0; i < nstreams && r == gcollSuccess; i++) r = before_caller(e, streams[i], err, errlen);
+  for (int i = 0; i < nstreams && r == gcollSuccess; i++)
+    r = before_caller(e, streams[i], err, errlen);
   return r;
 }
 
@@ -729,7 +684,7 @@ static gcollResult_t collect_row(const struct gcoll_cuda_coll *job, int p2p_ops,
   for (int c = 0; c < job->nchannels; c++) {
     const volatile struct gcoll_cuda_status *st = &row[c];
     if (st->done != 1) {
-      set_err(err, errlen, "channel %d: the kernel ended without reporting", c);
+      gcoll_errf(err, errlen, "channel %d: the kernel ended without reporting", c);
       return gcollInternalError;
     }
     if (st->result == gcollSuccess) continue;
@@ -742,17 +697,17 @@ static gcollResult_t collect_row(const struct gcoll_cuda_coll *job, int p2p_ops,
   gcollResult_t r = (gcollResult_t)st->result;
   int what = st->what >= 0 && st->what < GCOLL_CUDA_FAIL_NFAILS ? st->what : 0;
   if (p2p_ops > 0 && what == GCOLL_CUDA_FAIL_SIZE)
-    set_err(err, errlen, "send/recv on the GPU: a receive from rank %d met a send of %llu bytes "
-            "of another size: counts and types must agree", st->peer,
-            (unsigned long long)st->step);
+    gcoll_errf(err, errlen, "send/recv on the GPU: a receive from rank %d met a send of %llu bytes "
+               "of another size: counts and types must agree", st->peer,
+               (unsigned long long)st->step);
   else if (p2p_ops > 0)
-    set_err(err, errlen, "send/recv on the GPU (%d operations), block %d: %s while waiting for "
-            "%s %d (message %llu)", p2p_ops, first, reason_name(st->reason, r), fail_names[what],
-            st->peer, (unsigned long long)st->step);
+    gcoll_errf(err, errlen, "send/recv on the GPU (%d operations), block %d: %s while waiting for "
+               "%s %d (message %llu)", p2p_ops, first, reason_name(st->reason, r), fail_names[what],
+               st->peer, (unsigned long long)st->step);
   else
-    set_err(err, errlen, "channel %d (%s, GPU): %s while waiting for %s %d at step %llu", first,
-            gcoll_algo_name(job->algo), reason_name(st->reason, r), fail_names[what], st->peer,
-            (unsigned long long)st->step);
+    gcoll_errf(err, errlen, "channel %d (%s, GPU): %s while waiting for %s %d at step %llu", first,
+               gcoll_algo_name(job->algo), reason_name(st->reason, r), fail_names[what], st->peer,
+               (unsigned long long)st->step);
   return r;
 }
 
@@ -798,9 +753,10 @@ static gcollResult_t poll_oldest(struct gcoll_cuda_exec *e, char *err, size_t er
     if (q == GCOLL_CU_ERROR_NOT_READY || slot_done(e, slot)) return gcollInProgress;
     gcollResult_t r = q != GCOLL_CU_SUCCESS ? gcollUnhandledCudaError : gcollInternalError;
     if (q != GCOLL_CU_SUCCESS)
-      set_err(err, errlen, "the collective's stream failed: %s", gcoll_cuda_result_text(e->cu, q));
+      gcoll_errf(err, errlen, "the collective's stream failed: %s",
+                 gcoll_cuda_result_text(e->cu, q));
     else
-      set_err(err, errlen, "the kernel ended without reporting");
+      gcoll_errf(err, errlen, "the kernel ended without reporting");
     reap_slot(e, slot);
     e->failed = r;
     snprintf(e->failed_msg, sizeof(e->failed_msg), "%s", err);
@@ -817,7 +773,7 @@ static gcollResult_t poll_oldest(struct gcoll_cuda_exec *e, char *err, size_t er
 
 gcollResult_t gcoll_cuda_exec_poll(struct gcoll_cuda_exec *e, char *err, size_t errlen) {
   if (e == NULL) {
-    set_err(err, errlen, "no executor");
+    gcoll_errf(err, errlen, "no executor");
     return gcollInvalidUsage;
   }
   while (e->reaped < e->launched) {
@@ -825,7 +781,7 @@ gcollResult_t gcoll_cuda_exec_poll(struct gcoll_cuda_exec *e, char *err, size_t 
     if (r != gcollSuccess) return r;
   }
   graph_failure(e);
-  if (e->failed != gcollSuccess) set_err(err, errlen, "%s", e->failed_msg);
+  if (e->failed != gcollSuccess) gcoll_errf(err, errlen, "%s", e->failed_msg);
   return e->failed;
 }
 
@@ -837,8 +793,8 @@ static void nap(uint64_t ns) {
 gcollResult_t gcoll_cuda_exec_wait_until(struct gcoll_cuda_exec *e, uint64_t reaped, char *err,
                                          size_t errlen) {
   const uint64_t grace = 1000000000u;
-  uint64_t limit = e->timeout_ns > UINT64_MAX - 2 * grace ? UINT64_MAX - 2 * grace
-                                                          : e->timeout_ns;
+  uint64_t limit = e->frame.timeout_ns > UINT64_MAX - 2 * grace ? UINT64_MAX - 2 * grace
+                                                                : e->frame.timeout_ns;
   if (reaped > e->launched) reaped = e->launched;
   uint64_t start = gcoll_wait_now_ns(), progress_at = e->reaped;
   int aborted = 0;
@@ -846,7 +802,7 @@ gcollResult_t gcoll_cuda_exec_wait_until(struct gcoll_cuda_exec *e, uint64_t rea
     gcollResult_t r = e->reaped < reaped ? poll_oldest(e, err, errlen) : gcollSuccess;
     if (r != gcollInProgress && r != gcollSuccess) return r;
     if (e->reaped >= reaped) {
-      if (e->failed != gcollSuccess) set_err(err, errlen, "%s", e->failed_msg);
+      if (e->failed != gcollSuccess) gcoll_errf(err, errlen, "%s", e->failed_msg);
       return e->failed;
     }
     if (r == gcollSuccess) continue;
@@ -862,8 +818,8 @@ gcollResult_t gcoll_cuda_exec_wait_until(struct gcoll_cuda_exec *e, uint64_t rea
       aborted = 1;
     }
     if (waited > limit + 2 * grace) {
-      set_err(err, errlen, "the kernel did not finish %llu ms past its deadline, even aborted",
-              (unsigned long long)((waited - limit) / 1000000u));
+      gcoll_errf(err, errlen, "the kernel did not finish %llu ms past its deadline, even aborted",
+                 (unsigned long long)((waited - limit) / 1000000u));
       e->failed = gcollSystemError;
       snprintf(e->failed_msg, sizeof(e->failed_msg), "%s", err);
       return gcollSystemError;
@@ -885,8 +841,8 @@ static gcollResult_t wait_copies(struct gcoll_cuda_exec *e, char *err, size_t er
     }
     if (q != GCOLL_CU_ERROR_NOT_READY)
       return driver_ok(e, q, "the executor's stream (single-rank copies)", err, errlen);
-    if (gcoll_wait_now_ns() - start > e->timeout_ns) {
-      set_err(err, errlen, "single-rank copies did not finish within the timeout");
+    if (gcoll_wait_now_ns() - start > e->frame.timeout_ns) {
+      gcoll_errf(err, errlen, "single-rank copies did not finish within the timeout");
       return gcollSystemError;
     }
     nap(sleep_ns);

@@ -1,11 +1,11 @@
-/* The CUDA driver API through dlopen (see cuda_loader.h). */
+/* The CUDA driver API's table (see cuda_loader.h), from the one loader of
+ * the driver library (common/driver_libs.h). */
 #include "kernels/cuda_loader.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+
+#include "common/driver_libs.h"
 
 /* Entry points by their ABI names: cuda.h maps the unversioned names to
  * these _v2 symbols, which are the ones with 64-bit sizes and pointers. */
@@ -59,28 +59,18 @@ static struct gcoll_cuda_api api;
 static const struct gcoll_cuda_api *loaded;
 static char load_error[256];
 
-/* The handle stays open for the life of the process: the driver keeps
- * threads and state that do not survive being unmapped. */
 static void load_driver(void) {
-  const char *path = getenv("GCOLL_CUDA_DRIVER");
-  if (path == NULL || path[0] == '\0') path = "libcuda.so.1";
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (h == NULL) {
-    const char *why = dlerror();
-    snprintf(load_error, sizeof(load_error), "no CUDA driver: %s", why ? why : path);
+  const char *path = NULL;
+  char why[200];
+  if (gcoll_driver_lib_open(GCOLL_LIB_CUDA_GCOLL, &path, why, sizeof(why)) == NULL) {
+    snprintf(load_error, sizeof(load_error), "no CUDA driver: %s", why);
     return;
   }
-  /* dlsym returns void *; POSIX guarantees it converts to a function
-   * pointer, which memcpy says without a cast ISO C frowns upon. */
 #define GCOLL_CUDA_RESOLVE(field, name)                                        \
-  {                                                                            \
-    void *sym = dlsym(h, name);                                                \
-    if (sym == NULL) {                                                         \
-      snprintf(load_error, sizeof(load_error),                                 \
-               "no CUDA driver: %s lacks %s (driver too old?)", path, name);   \
-      return;                                                                  \
-    }                                                                          \
-    memcpy(&api.field, &sym, sizeof(sym));                                     \
+  if (gcoll_driver_lib_fn(GCOLL_LIB_CUDA_GCOLL, name, &api.field) != 0) {      \
+    snprintf(load_error, sizeof(load_error),                                   \
+             "no CUDA driver: %s lacks %s (driver too old?)", path, name);     \
+    return;                                                                    \
   }
   GCOLL_CUDA_SYMBOLS(GCOLL_CUDA_RESOLVE)
 #undef GCOLL_CUDA_RESOLVE

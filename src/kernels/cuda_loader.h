@@ -1,10 +1,10 @@
 /* The CUDA driver API, loaded at run time.
  *
  * libgcoll must load and run its host path on machines without the CUDA
- * driver, so it never links libcuda or libcudart: the driver is opened with
- * dlopen("libcuda.so.1") on first use ($GCOLL_CUDA_DRIVER names another
- * file, for tests) and the few entry points gcoll needs are resolved by
- * their versioned ABI names. The types and constants below are the driver
+ * driver, so it never links libcuda or libcudart: the driver is opened on
+ * first use (common/driver_libs.h: libcuda.so.1, or the file
+ * $GCOLL_CUDA_DRIVER names, for tests) and the few entry points gcoll needs
+ * are resolved by their versioned ABI names. The types and constants below are the driver
  * ABI's, spelled here so that this header needs no toolkit headers;
  * coll_kernels.cu checks every one against cuda.h at build time.
  */

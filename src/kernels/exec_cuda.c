@@ -283,7 +283,8 @@ static gcollResult_t cuda_launch_p2p(struct gcoll_exec *e, const struct gcoll_ex
       if (dev[i].fifo == 0) r = gcollUnhandledCudaError;
     }
   }
-  if (r == gcollSuccess) r = gcoll_cuda_exec_launch_p2p(e->cuda, dev, nops, s, nstreams, err, errlen);
+  if (r == gcollSuccess)
+    r = gcoll_cuda_exec_launch_p2p(e->cuda, dev, nops, s, nstreams, err, errlen);
   free(dev);
   free(s);
   return r;

@@ -13,18 +13,7 @@ static struct gcoll_exec *host_create(const struct gcoll_exec_config *cfg, char 
                                       size_t errlen) {
   struct gcoll_exec *e = calloc(1, sizeof(*e));
   if (e == NULL) return NULL;
-  struct gcoll_host_exec_config hc = {
-      .rank = cfg->rank,
-      .nranks = cfg->nranks,
-      .nchannels = cfg->nchannels,
-      .channels = cfg->channels,
-      .abort_word = cfg->abort_word,
-      .timeout_ns = cfg->timeout_ns,
-      .spin_rounds = cfg->spin_rounds,
-      .poll = cfg->poll,
-  };
-  for (int p = 0; p < GCOLL_NPROTOS; p++) hc.gather_bytes[p] = cfg->gather_bytes[p];
-  e->host = gcoll_host_exec_create(&hc, err, errlen);
+  e->host = gcoll_host_exec_create(cfg, err, errlen);
   if (e->host == NULL) {
     free(e);
     return NULL;

@@ -58,7 +58,8 @@ trap 'rm -f "$tmp".*' EXIT
     printf 'GCOLL_CUDA_ALGO(%s, %s, GCOLL_COLL_%s, GCOLL_ALGO_%s)\n' \
       "$coll" "$algo" "$(upper "$coll")" "$(upper "$algo")"
   done
-  printf '__device__ static const gcoll_dev_algo_fn gcoll_dev_algo_table[GCOLL_NCOLLS][GCOLL_NALGOS] = {\n'
+  printf '__device__ static const gcoll_dev_algo_fn %s = {\n' \
+    'gcoll_dev_algo_table[GCOLL_NCOLLS][GCOLL_NALGOS]'
   for k in $kernels; do
     coll=${k%%:*}
     algo=${k#*:}

@@ -3,15 +3,17 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/errf.h"
 #include "common/service_thread.h"
 #include "kernels/algo_ring.h"
 #include "kernels/algo_tree.h"
 #include "kernels/coll_args.h"
+#include "kernels/exec.h"
 #include "kernels/reduce.h"
 
 struct channel {
@@ -34,9 +36,8 @@ struct channel {
 };
 
 struct gcoll_host_exec {
-  int rank, nranks, nchannels;
+  struct gcoll_exec_frame frame;    /* first: gcoll_exec_frame_alloc */
   _Atomic int *abort_word;
-  uint64_t timeout_ns;
   uint32_t spin_rounds;
   struct channel *ch;
   void *scratch_mem;
@@ -56,14 +57,7 @@ struct gcoll_host_exec {
   _Atomic int local_abort;          /* first failure, stops sibling channels */
   _Atomic int first_failed;         /* its channel, -1 when none */
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-  if (err == NULL || errlen == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
+_Static_assert(offsetof(struct gcoll_host_exec, frame) == 0, "gcoll_exec_frame_alloc");
 
 /* ---- creation ---------------------------------------------------------- */
 
@@ -88,51 +82,17 @@ static size_t channel_slot_bytes(const struct gcoll_host_channel *c, int nranks,
   size_t slot = 0;
   for (int i = 0; i < n; i++) {
     if (f[i] == NULL) {
-      set_err(err, errlen, "channel %d: missing FIFO", idx);
+      gcoll_errf(err, errlen, "channel %d: missing FIFO", idx);
       return 0;
     }
     if (!gcoll_fifo_slot_bytes_valid(f[i]->slot_bytes) ||
         (slot != 0 && f[i]->slot_bytes != slot)) {
-      set_err(err, errlen, "channel %d: FIFO slot sizes differ or are invalid", idx);
+      gcoll_errf(err, errlen, "channel %d: FIFO slot sizes differ or are invalid", idx);
       return 0;
     }
     slot = f[i]->slot_bytes;
   }
   return slot == 0 ? GCOLL_FIFO_MIN_SLOT : slot;
-}
-
-static int check_channel(const struct gcoll_host_exec_config *cfg, int idx,
-                         char *err, size_t errlen) {
-  const struct gcoll_host_channel *c = &cfg->channels[idx];
-  const struct gcoll_host_ring *r = &c->ring;
-  if (r->ranks == NULL || r->pos < 0 || r->pos >= cfg->nranks ||
-      r->ranks[r->pos] != cfg->rank) {
-    set_err(err, errlen, "channel %d: ring position %d does not hold rank %d",
-            idx, r->pos, cfg->rank);
-    return -1;
-  }
-  for (int i = 0; i < cfg->nranks; i++) {
-    if (r->ranks[i] < 0 || r->ranks[i] >= cfg->nranks) {
-      set_err(err, errlen, "channel %d: ring rank %d out of range", idx, r->ranks[i]);
-      return -1;
-    }
-    for (int j = 0; j < i; j++)
-      if (r->ranks[j] == r->ranks[i]) {
-        set_err(err, errlen, "channel %d: rank %d twice in the ring", idx, r->ranks[i]);
-        return -1;
-      }
-  }
-  if (c->has_tree) {
-    const struct gcoll_host_tree *t = &c->tree;
-    if (t->nchildren < 0 || t->nchildren > GCOLL_PRIMS_MAX_PEERS ||
-        t->parent < -1 || t->parent >= cfg->nranks || t->parent == cfg->rank ||
-        (cfg->nranks > 1 && t->parent < 0 && t->nchildren == 0)) {
-      set_err(err, errlen, "channel %d: invalid tree (parent %d, %d children)",
-              idx, t->parent, t->nchildren);
-      return -1;
-    }
-  }
-  return 0;
 }
 
 static void *worker_main(void *arg);
@@ -142,7 +102,7 @@ static void stop_workers(struct gcoll_host_exec *e) {
   e->stop = 1;
   pthread_cond_broadcast(&e->work_cv);
   pthread_mutex_unlock(&e->mu);
-  for (int c = 1; c < e->nchannels; c++)
+  for (int c = 1; c < e->frame.nchannels; c++)
     if (e->ch[c].started) pthread_join(e->ch[c].thread, NULL);
 }
 
@@ -152,7 +112,7 @@ void gcoll_host_exec_destroy(struct gcoll_host_exec *e) {
   pthread_cond_destroy(&e->work_cv);
   pthread_cond_destroy(&e->done_cv);
   pthread_mutex_destroy(&e->mu);
-  for (int c = 0; c < e->nchannels; c++) {
+  for (int c = 0; c < e->frame.nchannels; c++) {
     free(e->ch[c].ranks);
     free(e->ch[c].prescale);
   }
@@ -162,11 +122,10 @@ void gcoll_host_exec_destroy(struct gcoll_host_exec *e) {
   free(e);
 }
 
-static int alloc_channels(struct gcoll_host_exec *e,
-                          const struct gcoll_host_exec_config *cfg,
+static int alloc_channels(struct gcoll_host_exec *e, const struct gcoll_exec_config *cfg,
                           char *err, size_t errlen) {
   size_t total = 0;
-  for (int c = 0; c < e->nchannels; c++) {
+  for (int c = 0; c < e->frame.nchannels; c++) {
     struct channel *ch = &e->ch[c];
     size_t slot = channel_slot_bytes(&cfg->channels[c], cfg->nranks, err, errlen, c);
     if (slot == 0) return -1;
@@ -176,7 +135,7 @@ static int alloc_channels(struct gcoll_host_exec *e,
     ch->ranks = malloc((size_t)cfg->nranks * sizeof(int));
     if (posix_memalign(&ch->prescale, 64, slot) != 0) ch->prescale = NULL;
     if (ch->ranks == NULL || ch->prescale == NULL) {
-      set_err(err, errlen, "out of memory");
+      gcoll_errf(err, errlen, "out of memory");
       return -1;
     }
     memcpy(ch->ranks, cfg->channels[c].ring.ranks, (size_t)cfg->nranks * sizeof(int));
@@ -187,7 +146,7 @@ static int alloc_channels(struct gcoll_host_exec *e,
   }
   if (posix_memalign(&e->scratch_mem, 64, total) != 0) {
     e->scratch_mem = NULL;
-    set_err(err, errlen, "out of memory for %zu bytes of scratch", total);
+    gcoll_errf(err, errlen, "out of memory for %zu bytes of scratch", total);
     return -1;
   }
   memset(e->scratch_mem, 0, total); /* touch once, never per collective */
@@ -195,21 +154,21 @@ static int alloc_channels(struct gcoll_host_exec *e,
   for (int p = 0; p < GCOLL_NPROTOS; p++)
     if (cfg->nranks > 1 && cfg->gather_bytes[p] > gather) gather = cfg->gather_bytes[p];
   if (gather > SIZE_MAX / (size_t)cfg->nranks) {
-    set_err(err, errlen, "gather limit %llu too large", (unsigned long long)gather);
+    gcoll_errf(err, errlen, "gather limit %llu too large", (unsigned long long)gather);
     return -1;
   }
   if (gather > 0) {
     if (posix_memalign(&e->gather, 64, gather * (size_t)cfg->nranks) != 0) {
       e->gather = NULL;
-      set_err(err, errlen, "out of memory for %llu bytes of gather scratch",
-              (unsigned long long)(gather * (size_t)cfg->nranks));
+      gcoll_errf(err, errlen, "out of memory for %llu bytes of gather scratch",
+                 (unsigned long long)(gather * (size_t)cfg->nranks));
       return -1;
     }
     memset(e->gather, 0, gather * (size_t)cfg->nranks);
     for (int p = 0; p < GCOLL_NPROTOS; p++) e->gather_bytes[p] = cfg->gather_bytes[p];
   }
   char *p = e->scratch_mem;
-  for (int c = 0; c < e->nchannels; c++)
+  for (int c = 0; c < e->frame.nchannels; c++)
     for (int i = 0; i < GCOLL_PRIMS_SCRATCH; i++) {
       e->ch[c].scratch[i] = p;
       p += e->ch[c].scratch_bytes;
@@ -217,26 +176,25 @@ static int alloc_channels(struct gcoll_host_exec *e,
   return 0;
 }
 
-struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_host_exec_config *cfg,
-                                               char *err, size_t errlen) {
-  if (cfg == NULL || cfg->nranks < 1 || cfg->rank < 0 || cfg->rank >= cfg->nranks ||
-      cfg->nchannels < 1 || cfg->nchannels > GCOLL_HOST_MAX_CHANNELS ||
-      cfg->channels == NULL) {
-    set_err(err, errlen, "invalid executor config (rank/nranks/nchannels)");
+struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_exec_config *cfg, char *err,
+                                               size_t errlen) {
+  struct gcoll_exec_frame frame;
+  if (cfg == NULL || cfg->channels == NULL ||
+      gcoll_exec_frame_set(&frame, cfg->rank, cfg->nranks, cfg->nchannels,
+                           GCOLL_HOST_MAX_CHANNELS, cfg->timeout_ns) != 0) {
+    gcoll_errf(err, errlen, "invalid executor config (rank/nranks/nchannels)");
     return NULL;
   }
-  for (int c = 0; c < cfg->nchannels; c++)
-    if (check_channel(cfg, c, err, errlen) != 0) return NULL;
-  struct gcoll_host_exec *e = calloc(1, sizeof(*e));
-  if (e == NULL) {
-    set_err(err, errlen, "out of memory");
-    return NULL;
+  for (int c = 0; c < cfg->nchannels; c++) {
+    const struct gcoll_host_channel *ch = &cfg->channels[c];
+    struct gcoll_exec_channel_shape shape = {
+        .ring_ranks = ch->ring.ranks, .ring_pos = ch->ring.pos, .has_tree = ch->has_tree,
+        .tree_parent = ch->tree.parent, .tree_nchildren = ch->tree.nchildren};
+    if (gcoll_exec_frame_channel(&frame, c, &shape, err, errlen) != 0) return NULL;
   }
-  e->rank = cfg->rank;
-  e->nranks = cfg->nranks;
-  e->nchannels = cfg->nchannels;
+  struct gcoll_host_exec *e = gcoll_exec_frame_alloc(sizeof(*e), &frame, err, errlen);
+  if (e == NULL) return NULL;
   e->abort_word = cfg->abort_word;
-  e->timeout_ns = cfg->timeout_ns;
   e->spin_rounds = cfg->spin_rounds;
   e->poll = cfg->poll;
   pthread_mutex_init(&e->mu, NULL);
@@ -246,14 +204,14 @@ struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_host_exec_conf
   atomic_init(&e->first_failed, -1);
   e->ch = calloc((size_t)cfg->nchannels, sizeof(*e->ch));
   if (e->ch == NULL || alloc_channels(e, cfg, err, errlen) != 0) {
-    if (e->ch == NULL) set_err(err, errlen, "out of memory");
+    if (e->ch == NULL) gcoll_errf(err, errlen, "out of memory");
     gcoll_host_exec_destroy(e);
     return NULL;
   }
-  for (int c = 1; c < e->nchannels; c++) {
+  for (int c = 1; c < e->frame.nchannels; c++) {
     int rc = pthread_create(&e->ch[c].thread, NULL, worker_main, &e->ch[c]);
     if (rc != 0) {
-      set_err(err, errlen, "cannot start channel worker %d: %s", c, strerror(rc));
+      gcoll_errf(err, errlen, "cannot start channel worker %d: %s", c, strerror(rc));
       gcoll_host_exec_destroy(e);
       return NULL;
     }
@@ -270,7 +228,7 @@ struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_host_exec_conf
 static gcollResult_t setup_ring(struct channel *ch, const struct gcoll_host_coll *c) {
   struct gcoll_fifo *recv[1] = {ch->conf.ring.recv_prev};
   struct gcoll_fifo *send[1] = {ch->conf.ring.send_next};
-  int peers = ch->exec->nranks > 1;
+  int peers = ch->exec->frame.nranks > 1;
   gcollResult_t r = gcoll_prims_setup(&ch->ring, recv, peers, send, peers, c->proto, c->dtype,
                                       c->op, &ch->wait, ch->scratch, ch->scratch_bytes);
   if (r == gcollSuccess && c->premul == GCOLL_PREMUL_IMMEDIATE)
@@ -312,7 +270,7 @@ static gcollResult_t run_ring(struct channel *ch, const struct gcoll_host_coll *
   if (r != gcollSuccess) return r;
   struct gcoll_ring_work w = {
       .sendbuf = c->sendbuf, .recvbuf = c->recvbuf, .offset = ch->lo, .count = ch->n,
-      .stride = c->count, .nranks = ch->exec->nranks, .pos = ch->conf.ring.pos,
+      .stride = c->count, .nranks = ch->exec->frame.nranks, .pos = ch->conf.ring.pos,
       .root = c->root, .ranks = ch->ranks};
   ch->phase = "ring";
   switch (c->coll) {
@@ -335,7 +293,7 @@ static gcollResult_t run_ring(struct channel *ch, const struct gcoll_host_coll *
  * stay reproducible across forms, channel counts and executors. */
 static void reduce_as_ring(const struct channel *ch, const struct gcoll_host_coll *c) {
   const struct gcoll_host_exec *e = ch->exec;
-  const int k = e->nranks;
+  const int k = e->frame.nranks;
   size_t es = gcoll_dtype_size(c->dtype), nb = c->count * es;
   size_t chunk = gcoll_min_size(gcoll_prims_chunk_elems(&ch->ring),
                                 (c->count + (size_t)k - 1) / (size_t)k);
@@ -360,7 +318,7 @@ static gcollResult_t run_gather(struct channel *ch, const struct gcoll_host_coll
   if (r != gcollSuccess) return r;
   struct gcoll_ring_work w = {
       .sendbuf = c->sendbuf, .recvbuf = e->gather, .offset = 0, .count = c->count,
-      .stride = c->count, .nranks = e->nranks, .pos = ch->conf.ring.pos, .ranks = ch->ranks};
+      .stride = c->count, .nranks = e->frame.nranks, .pos = ch->conf.ring.pos, .ranks = ch->ranks};
   ch->phase = "gather";
   r = gcoll_ring_allgather(&ch->ring, &w);
   if (r != gcollSuccess) {
@@ -375,9 +333,9 @@ static void finish_avg(struct channel *ch, const struct gcoll_host_coll *c) {
   struct gcoll_host_exec *e = ch->exec;
   if (c->op != gcollAvg || ch->n == 0) return;
   if (c->coll == GCOLL_COLL_ALLGATHER || c->coll == GCOLL_COLL_BROADCAST) return;
-  if (c->coll == GCOLL_COLL_REDUCE && e->rank != c->root) return;
+  if (c->coll == GCOLL_COLL_REDUCE && e->frame.rank != c->root) return;
   char *buf = (char *)c->recvbuf + ch->lo * gcoll_dtype_size(c->dtype);
-  gcoll_avg_finish(buf, ch->n, c->dtype, e->nranks);
+  gcoll_avg_finish(buf, ch->n, c->dtype, e->frame.nranks);
 }
 
 static gcollResult_t run_channel(struct channel *ch) {
@@ -421,65 +379,47 @@ static void *worker_main(void *arg) {
 
 /* ---- validation and partition ----------------------------------------- */
 
-/* The buffer rules are coll_geometry.h's, shared with the CUDA executor. */
-static gcollResult_t check_buffers(const struct gcoll_host_exec *e,
-                                   const struct gcoll_host_coll *c, size_t esize,
-                                   char *err, size_t errlen) {
-  if (c->count > SIZE_MAX / esize / (size_t)e->nranks) {
-    set_err(err, errlen, "count %zu overflows the buffer size", c->count);
-    return gcollInvalidArgument;
-  }
-  return gcoll_exec_buffers_result(
-      gcoll_geom_check_buffers(c->coll, c->count, esize, e->nranks, e->rank, c->root,
-                               (uint64_t)(uintptr_t)c->sendbuf, (uint64_t)(uintptr_t)c->recvbuf),
-      c->count, err, errlen);
-}
-
 static gcollResult_t check_coll(const struct gcoll_host_exec *e,
                                 const struct gcoll_host_coll *c, char *err,
                                 size_t errlen) {
   size_t esize = gcoll_dtype_size(c->dtype);
-  gcollResult_t r = gcoll_coll_args_check(c->coll, c->dtype, c->op, c->root, e->nranks,
+  gcollResult_t r = gcoll_coll_args_check(c->coll, c->dtype, c->op, c->root, e->frame.nranks,
                                           c->proto, "the host executor", err, errlen);
   if (r == gcollSuccess)
     r = gcoll_coll_premul_check(c->coll, c->op, c->premul, 0, "the host executor", err, errlen);
   if (r != gcollSuccess) return r;
-  if (c->nchannels < 0 || c->nchannels > e->nchannels) {
-    set_err(err, errlen, "%d channels requested, %d connected", c->nchannels,
-            e->nchannels);
-    return gcollInvalidArgument;
-  }
+  r = gcoll_exec_frame_check_channels(&e->frame, c->nchannels, c->algo, err, errlen);
+  if (r != gcollSuccess) return r;
   if (c->algo == GCOLL_ALGO_TREE) {
     if (c->coll != GCOLL_COLL_ALLREDUCE && c->coll != GCOLL_COLL_REDUCE) {
-      set_err(err, errlen, "the tree algorithm implements allreduce and reduce only");
+      gcoll_errf(err, errlen, "the tree algorithm implements allreduce and reduce only");
       return gcollInvalidUsage;
     }
-    int nch = c->nchannels ? c->nchannels : e->nchannels;
-    for (int i = 0; i < nch; i++) {
-      if (!e->ch[i].conf.has_tree) {
-        set_err(err, errlen, "channel %d has no tree connections", i);
-        return gcollInvalidUsage;
-      }
+    for (int i = 0; i < gcoll_exec_frame_nch(&e->frame, c->nchannels); i++) {
       /* Each rank sees only its own end of the tree; a root that is not the
        * tree's would have partial sums go up to a rank that drops them.
        * Both ranks that can tell refuse it, before anything moved. */
       int tree_root = e->ch[i].conf.tree.parent < 0;
-      if (c->coll == GCOLL_COLL_REDUCE && e->nranks > 1 && tree_root != (e->rank == c->root)) {
-        set_err(err, errlen, "channel %d: the tree's root is %s, the reduce's root rank %d", i,
-                tree_root ? "this rank" : "another rank", c->root);
+      if (c->coll == GCOLL_COLL_REDUCE && e->frame.nranks > 1 &&
+          tree_root != (e->frame.rank == c->root)) {
+        gcoll_errf(err, errlen, "channel %d: the tree's root is %s, the reduce's root rank %d", i,
+                   tree_root ? "this rank" : "another rank", c->root);
         return gcollInvalidUsage;
       }
     }
   } else if (c->algo != GCOLL_ALGO_RING) {
-    set_err(err, errlen, "algorithm %d: the host executor runs ring and tree only",
-            (int)c->algo);
+    gcoll_errf(err, errlen, "algorithm %d: the host executor runs ring and tree only",
+               (int)c->algo);
     return c->algo == GCOLL_ALGO_NVLS ? gcollInvalidUsage : gcollInvalidArgument;
   }
-  return check_buffers(e, c, esize, err, errlen);
+  return gcoll_exec_frame_check_buffers(&e->frame, c->coll, c->count, esize, c->root,
+                                        (uint64_t)(uintptr_t)c->sendbuf,
+                                        (uint64_t)(uintptr_t)c->recvbuf, err, errlen);
 }
 
 static void partition(struct gcoll_host_exec *e, size_t count, size_t esize, int nch) {
-  for (int c = 0; c < nch; c++) gcoll_geom_partition(count, esize, nch, c, &e->ch[c].lo, &e->ch[c].n);
+  for (int c = 0; c < nch; c++)
+    gcoll_geom_partition(count, esize, nch, c, &e->ch[c].lo, &e->ch[c].n);
 }
 
 static const char *reason_text(const struct channel *ch, gcollResult_t r) {
@@ -496,13 +436,13 @@ static void describe_failure(const struct gcoll_host_exec *e, gcollResult_t r,
   const struct channel *ch = &e->ch[idx];
   const struct gcoll_prims *p = ch->failed;
   if (p == NULL || p->fail_what == NULL) {
-    set_err(err, errlen, "channel %d (%s): %s (result %d)", idx, ch->phase,
-            reason_text(ch, r), (int)r);
+    gcoll_errf(err, errlen, "channel %d (%s): %s (result %d)", idx, ch->phase,
+               reason_text(ch, r), (int)r);
     return;
   }
-  set_err(err, errlen, "channel %d (%s): %s while waiting for %s %d at step %llu",
-          idx, ch->phase, reason_text(ch, r), p->fail_what, p->fail_peer,
-          (unsigned long long)p->fail_step);
+  gcoll_errf(err, errlen, "channel %d (%s): %s while waiting for %s %d at step %llu",
+             idx, ch->phase, reason_text(ch, r), p->fail_what, p->fail_peer,
+             (unsigned long long)p->fail_step);
 }
 
 /* ---- running ------------------------------------------------------------ */
@@ -511,15 +451,15 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
                                   const struct gcoll_host_coll *c, char *err,
                                   size_t errlen) {
   if (e == NULL || c == NULL) {
-    set_err(err, errlen, "NULL executor or collective");
+    gcoll_errf(err, errlen, "NULL executor or collective");
     return gcollInvalidArgument;
   }
   gcollResult_t r = check_coll(e, c, err, errlen);
   if (r != gcollSuccess) return r;
-  int nch = c->nchannels ? c->nchannels : e->nchannels;
+  int nch = gcoll_exec_frame_nch(&e->frame, c->nchannels);
   partition(e, c->count, gcoll_dtype_size(c->dtype), nch);
   struct gcoll_wait w;
-  gcoll_wait_init(&w, e->abort_word, &e->local_abort, e->timeout_ns);
+  gcoll_wait_init(&w, e->abort_word, &e->local_abort, e->frame.timeout_ns);
   if (e->spin_rounds > 0) w.spins = e->spin_rounds;
   int inline_poll = c->poll_inline && e->poll.poll != NULL;
   if (inline_poll) {
@@ -532,7 +472,8 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
   atomic_store(&e->first_failed, -1);
 
   int gather = c->coll == GCOLL_COLL_ALLREDUCE && c->algo == GCOLL_ALGO_RING && nch == 1 &&
-               e->nranks > 1 && c->count * gcoll_dtype_size(c->dtype) <= e->gather_bytes[c->proto];
+               e->frame.nranks > 1 &&
+               c->count * gcoll_dtype_size(c->dtype) <= e->gather_bytes[c->proto];
   if (nch == 1) {
     /* Channel 0 is this thread's: no worker takes part, and none reads
      * the job (the last call waited for all of them), so no hand-off. */

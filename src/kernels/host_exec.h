@@ -81,17 +81,6 @@ struct gcoll_exec_poll {
   void *arg;
 };
 
-struct gcoll_host_exec_config {
-  int rank, nranks;
-  int nchannels;                  /* 1..GCOLL_HOST_MAX_CHANNELS */
-  const struct gcoll_host_channel *channels;
-  _Atomic int *abort_word;        /* gcollResult_t; 0 = go on; may be NULL */
-  uint64_t timeout_ns;            /* per collective */
-  uint32_t spin_rounds;           /* pauses before a wait yields; 0: GCOLL_WAIT_SPINS */
-  uint64_t gather_bytes[GCOLL_NPROTOS];  /* gather-form allreduce limit; 0: never */
-  struct gcoll_exec_poll poll;
-};
-
 struct gcoll_host_coll {
   enum gcoll_coll coll;
   const void *sendbuf;
@@ -112,10 +101,14 @@ struct gcoll_host_coll {
 
 struct gcoll_host_exec;
 
+/* The executors' config (exec.h); the host executor takes nchannels up
+ * to GCOLL_HOST_MAX_CHANNELS and ignores slot_bytes and device. */
+struct gcoll_exec_config;
+
 /* Validates the connections, copies the ring orders, allocates scratch and
  * starts nchannels-1 workers. NULL with a one-line reason on failure. */
-struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_host_exec_config *cfg,
-                                               char *err, size_t errlen);
+struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_exec_config *cfg, char *err,
+                                               size_t errlen);
 void gcoll_host_exec_destroy(struct gcoll_host_exec *e);
 
 /* Runs one collective; every rank must make the same call (same coll,

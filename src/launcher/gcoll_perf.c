@@ -215,7 +215,8 @@ static void device_sync(struct perf_ctx *cx) {
 /* One 8-byte value reduced over the ranks, in place. With -M cuda through
  * GPU memory: a communicator whose connections are in GPU memory (p2p)
  * takes device buffers only. */
-static gcollResult_t agree(struct perf_ctx *cx, void *value, gcollDataType_t type, gcollRedOp_t op) {
+static gcollResult_t agree(struct perf_ctx *cx, void *value, gcollDataType_t type,
+                           gcollRedOp_t op) {
   if (!cx->o.device_memory) return gcollAllReduce(value, value, 1, type, op, cx->comm, NULL);
   char err[256];
   if (perf_mem_to_device(cx->dev_scalar, value, 8, err, sizeof(err)) != 0) {

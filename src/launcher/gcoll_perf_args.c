@@ -248,7 +248,8 @@ int perf_parse_args(int argc, char **argv, struct perf_opts *o, char *err, size_
     if (ch == 'h') return PERF_ARGS_HELP;
     if (ch == ':') return bad(err, errlen, "%s needs a value", argv[optind - 1]);
     if (ch == '?') {
-      if (optopt != 0) return bad(err, errlen, "unknown option -%c (see '" PERF_PROG " -h')", optopt);
+      if (optopt != 0)
+        return bad(err, errlen, "unknown option -%c (see '" PERF_PROG " -h')", optopt);
       return bad(err, errlen, "unknown option %s (see '" PERF_PROG " -h')", argv[optind - 1]);
     }
     int rc = parse_one(ch, optarg, o, err, errlen);

@@ -1,7 +1,8 @@
 # gcollrun: the launcher without a scheduler, and its TCP key-value store.
 
-# The bootstrap interface (TCP KVS client now, PMI2 later) is part of
-# libgcoll: the runtime calls it, gcollrun only hosts the server.
+# The bootstrap interface (its TCP KVS client here; PMI2, endpoints and
+# local backends in runtime/*.mk) is part of libgcoll: the runtime calls
+# it, gcollrun only hosts the server.
 libgcoll_la_SOURCES += src/runtime/bootstrap.h src/runtime/bootstrap.c \
 	src/runtime/bootstrap_tcp.c src/runtime/kvs_proto.h src/runtime/kvs_proto.c
 

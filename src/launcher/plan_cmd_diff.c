@@ -212,7 +212,8 @@ static void note(struct node_diffs *nd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void note(struct node_diffs *nd, const char *fmt, ...) {
   if (nd->count++ >= DIFF_SHOW_FIRST || nd->len >= sizeof(nd->shown)) return;
-  if (nd->len > 0) nd->len += (size_t)snprintf(nd->shown + nd->len, sizeof(nd->shown) - nd->len, ", ");
+  if (nd->len > 0)
+    nd->len += (size_t)snprintf(nd->shown + nd->len, sizeof(nd->shown) - nd->len, ", ");
   if (nd->len >= sizeof(nd->shown)) return;
   va_list ap;
   va_start(ap, fmt);

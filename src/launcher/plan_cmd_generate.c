@@ -396,7 +396,8 @@ static int parse_opts(int argc, char **argv, struct generate_opts *o) {
   }
   if (optind < argc) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
   if (o->topo == NULL) return cli_usage_error(CMD, "missing --topo");
-  if (o->output == NULL) return cli_usage_error(CMD, "missing -o FILE; use '-o -' for standard output");
+  if (o->output == NULL)
+    return cli_usage_error(CMD, "missing -o FILE; use '-o -' for standard output");
   return 0;
 }
 
@@ -487,7 +488,8 @@ static int build_and_write(const struct generate_opts *o, const struct topo_set 
   if (o->gpus != NULL) {
     long long total = 0;
     for (int i = 0; i < s->nnodes; i++) {
-      long long count = node_ranks ? node_ranks[i] : o->ranks_per_node ? o->ranks_per_node : o->ngpus;
+      long long count = node_ranks ? node_ranks[i]
+                        : o->ranks_per_node ? o->ranks_per_node : o->ngpus;
       if (count != o->ngpus) {
         cli_fail("--gpus names %d GPU%s, node %d has %lld ranks", o->ngpus,
                  o->ngpus == 1 ? "" : "s", i, count);

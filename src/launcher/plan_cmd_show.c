@@ -137,7 +137,8 @@ static void print_nodes(const struct gcoll_plan *plan) {
     else
       printf("  nodes %d-%d", a, b);
     printf(": %s, %s, ", hosts ? hosts : "(out of memory)", cls->name);
-    if (gcoll_plan_node_domain(plan, a) >= 0) printf("domain %d, ", gcoll_plan_node_domain(plan, a));
+    if (gcoll_plan_node_domain(plan, a) >= 0)
+      printf("domain %d, ", gcoll_plan_node_domain(plan, a));
     printf("ranks ");
     if (list != NULL)
       printf("%s\n", list);

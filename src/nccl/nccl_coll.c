@@ -1,11 +1,11 @@
-/* NCCL's collectives, send/recv and groups on gcoll's. Buffers and stream
- * go through: gcoll runs collectives on device buffers on its CUDA
- * executor, on the caller's stream; ncclSend/ncclRecv (and ncclAlltoAll,
- * ncclGather, ncclScatter, built on them) on device buffers are queued on
- * the stream and moved by the GPU, or staged by the calling thread when a
- * group mixes host and device memory (comm_p2p.c). The shim refuses what gcoll cannot run (device memory
- * that gcoll's executor cannot reach, fp8) before gcoll sees the call; ops,
- * pre-mul-sum ones included, are gcoll's (nccl_redop.c). A
+/* NCCL's collectives, send/recv and groups on gcoll's. Buffers and stream go
+ * through: gcoll runs collectives on device buffers on its CUDA executor, on
+ * the caller's stream; ncclSend/ncclRecv (and ncclAlltoAll, ncclGather,
+ * ncclScatter, built on them) on device buffers are queued on the stream and
+ * moved by the GPU, or staged by the calling thread when a group mixes host
+ * and device memory (comm_p2p.c). The shim refuses what gcoll cannot run
+ * (device memory that gcoll's executor cannot reach, fp8) before gcoll sees
+ * the call; ops, pre-mul-sum ones included, are gcoll's (nccl_redop.c). A
  * refusal inside a group poisons the group like gcoll's own refusals, so
  * ncclGroupEnd runs none of it. Nothing here touches comm after the gcoll
  * call returns (see ncclCommAbort). */
@@ -81,7 +81,8 @@ nccl_abi_result_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t cou
                                 nccl_abi_datatype_t datatype, int root, struct ncclComm *comm,
                                 void *stream) {
   gcollDataType_t type;
-  nccl_abi_result_t rc = prepare(comm, "ncclBroadcast", datatype, stream, sendbuff, recvbuff, &type);
+  nccl_abi_result_t rc =
+      prepare(comm, "ncclBroadcast", datatype, stream, sendbuff, recvbuff, &type);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
   return gcollBroadcast(sendbuff, recvbuff, count, type, root, comm->gcoll, stream);
 }
@@ -101,7 +102,8 @@ nccl_abi_result_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sen
                                 nccl_abi_datatype_t datatype, struct ncclComm *comm,
                                 void *stream) {
   gcollDataType_t type;
-  nccl_abi_result_t rc = prepare(comm, "ncclAllGather", datatype, stream, sendbuff, recvbuff, &type);
+  nccl_abi_result_t rc =
+      prepare(comm, "ncclAllGather", datatype, stream, sendbuff, recvbuff, &type);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
   return gcollAllGather(sendbuff, recvbuff, sendcount, type, comm->gcoll, stream);
 }

@@ -123,7 +123,8 @@ const char *ncclGetErrorString(nccl_abi_result_t result) {
   switch ((int)result) {
   case gcollSuccess: return "no error";
   case gcollUnhandledCudaError: return "unhandled cuda error";
-  case gcollSystemError: return "unhandled system error (a system call failed or a deadline passed)";
+  case gcollSystemError:
+    return "unhandled system error (a system call failed or a deadline passed)";
   case gcollInternalError: return "internal error in gcoll's NCCL library";
   case gcollInvalidArgument: return "invalid argument";
   case gcollInvalidUsage: return "invalid usage (wrong call order, a stream or a device buffer)";

@@ -1,12 +1,13 @@
 /* What the shim asks of CUDA, without linking it: is a buffer device memory
  * (which this build cannot touch), and which device is current. libcuda is
- * opened once, lazily, so the library loads and runs on machines without a
+ * opened once, lazily (common/driver_libs.h), so the library loads and runs on machines without a
  * driver; any failure on the way means "host memory", because then no device
  * memory can exist in this process. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 
+#include "common/driver_libs.h"
 #include "nccl/nccl_shim.h"
 
 /* The few driver API values used (cuda.h, stable since CUDA 4). */
@@ -20,16 +21,16 @@ typedef int (*cu_pointer_get_attribute_fn)(void *data, int attribute, unsigned l
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static cu_pointer_get_attribute_fn pointer_get_attribute;
 
+/* The program's driver (libcuda.so.1), not $GCOLL_CUDA_DRIVER: the
+ * question is what the program's own CUDA made of its buffer. */
 static void probe_open(void) {
-  /* The driver stays loaded for the life of the process, as it would for a
-   * program that linked it. */
-  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (cuda == NULL) return;
-  cu_init_fn init = (cu_init_fn)dlsym(cuda, "cuInit");
-  cu_pointer_get_attribute_fn get =
-      (cu_pointer_get_attribute_fn)dlsym(cuda, "cuPointerGetAttribute");
+  cu_init_fn init = NULL;
+  cu_pointer_get_attribute_fn get = NULL;
+  if (gcoll_driver_lib_fn(GCOLL_LIB_CUDA, "cuInit", &init) != 0 ||
+      gcoll_driver_lib_fn(GCOLL_LIB_CUDA, "cuPointerGetAttribute", &get) != 0)
+    return;
   /* A stub library or a machine without a GPU fails cuInit. */
-  if (init == NULL || get == NULL || init(0) != 0) return;
+  if (init(0) != 0) return;
   pointer_get_attribute = get;
 }
 

@@ -70,8 +70,10 @@ static gcollResult_t check_config(const nccl_abi_config *config, const char *wha
                       config->version, NCCL_ABI_CONFIG_MIN_VERSION);
   size_t need = offsetof(nccl_abi_config, blocking) + sizeof(config->blocking);
   if (config->size < need)
-    return gcoll_fail(gcollInvalidArgument, "%s: config size %zu is smaller "
-                                            "than its fixed fields (%zu)", what, config->size, need);
+    return gcoll_fail(gcollInvalidArgument,
+                      "%s: config size %zu is smaller "
+                      "than its fixed fields (%zu)",
+                      what, config->size, need);
   int blocking = config->blocking;
   if (blocking != NCCL_ABI_CONFIG_UNDEF_INT && blocking != 0 && blocking != 1)
     return gcoll_fail(gcollInvalidArgument, "%s: blocking %d is not 0 or 1", what,

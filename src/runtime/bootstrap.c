@@ -175,7 +175,8 @@ int gcoll_bootstrap_open_from_env(struct gcoll_bootstrap **out, char *err, size_
   }
   bs->backend = be->name;
   bs->opened_ns = gcoll_wait_now_ns();
-  if (gcoll_bootstrap_timeout_from_env(&bs->timeout_ms, err, errlen) != 0 || be->open(bs, err, errlen) != 0) {
+  if (gcoll_bootstrap_timeout_from_env(&bs->timeout_ms, err, errlen) != 0 ||
+      be->open(bs, err, errlen) != 0) {
     free(bs);
     return -1;
   }

@@ -87,14 +87,25 @@ static int env_set(const char *name) {
   return v != NULL && *v != '\0';
 }
 
-/* The store plain requests go to: the launcher's (GCOLL_KVS_ADDR), else
- * PMI2's under srun, else none. */
-static const struct gcoll_bootstrap_backend *store_backend(void) {
-  if (env_set("GCOLL_KVS_ADDR")) return &gcoll_bootstrap_tcp_backend;
+/* The store plain requests go to, decided here only, in this order:
+ *   LAUNCHER   gcollrun's (GCOLL_KVS_ADDR): it serves the whole job, for
+ *              every subset of ranks, and outlives every communicator;
+ *   TREE_ROOT  the one the plan tree's root serves when there is no
+ *              launcher's store (srun --gcoll=plan), once init's closing
+ *              wave brought its address (s->store_addr; "" before);
+ *   PMI2       under srun otherwise (an IPv6 root serves none): rank 0's
+ *              store, found through a PMI2 fence, so it can only be opened
+ *              by every rank of the step at once;
+ *   NONE       none of these: plain requests fail with a reason. */
+enum store_kind { STORE_NONE, STORE_LAUNCHER, STORE_TREE_ROOT, STORE_PMI2 };
+
+static enum store_kind store_kind(const struct ep_state *s) {
+  if (env_set("GCOLL_KVS_ADDR")) return STORE_LAUNCHER;
+  if (s != NULL && s->store_addr[0] != '\0') return STORE_TREE_ROOT;
 #ifdef HAVE_PMI2
-  if (gcoll_bootstrap_pmi2_backend.detect()) return &gcoll_bootstrap_pmi2_backend;
+  if (gcoll_bootstrap_pmi2_backend.detect()) return STORE_PMI2;
 #endif
-  return NULL;
+  return STORE_NONE;
 }
 
 /* Requests a handle and the one it forwards to sent. */
@@ -110,7 +121,8 @@ static uint64_t waited(const struct gcoll_bootstrap *b) {
 static int store(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
   struct ep_state *s = bs->impl;
   if (s->store != NULL) return 0;
-  if (!env_set("GCOLL_KVS_ADDR") && s->store_addr[0] != '\0') {
+  enum store_kind kind = store_kind(s);
+  if (kind == STORE_TREE_ROOT) {
     char why[512];
     if (gcoll_bootstrap_tcp_open(&s->store, s->store_addr, getenv("GCOLL_JOB_KEY"), bs->rank,
                                  bs->nranks, why, sizeof(why)) != 0) {
@@ -120,7 +132,11 @@ static int store(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
     }
     return 0;
   }
-  const struct gcoll_bootstrap_backend *be = store_backend();
+  const struct gcoll_bootstrap_backend *be = NULL;
+  if (kind == STORE_LAUNCHER) be = &gcoll_bootstrap_tcp_backend;
+#ifdef HAVE_PMI2
+  if (kind == STORE_PMI2) be = &gcoll_bootstrap_pmi2_backend;
+#endif
   if (be == NULL) {
     snprintf(err, errlen, "bootstrap(endpoints): this needs the job's store, and there is none "
              "(no GCOLL_KVS_ADDR; under srun add --mpi=pmi2)");
@@ -168,8 +184,9 @@ static int ep_get(struct gcoll_bootstrap *bs, const char *key, void *buf, size_t
   /* Asked by the ranks a failure reached, not by all: PMI2's store cannot
    * be opened for them alone (its fence needs every rank), and PMI2 keeps
    * no record of lost ranks anyway. The tree root's store can be asked. */
-  if (s->store == NULL && store_backend() != &gcoll_bootstrap_tcp_backend &&
-      s->store_addr[0] == '\0' && strcmp(key, GCOLL_BOOTSTRAP_LOST_RANK_KEY) == 0) {
+  enum store_kind kind = store_kind(s);
+  if (s->store == NULL && (kind == STORE_PMI2 || kind == STORE_NONE) &&
+      strcmp(key, GCOLL_BOOTSTRAP_LOST_RANK_KEY) == 0) {
     snprintf(err, errlen, "bootstrap(endpoints): get '%s': not available without the "
              "launcher's store", key);
     return -1;
@@ -386,14 +403,16 @@ static int ep_open(struct gcoll_bootstrap *bs, char *err, size_t errlen) {
   bs->ops = &ep_ops;
   bs->impl = s;
   bs->peer_routed = 1;
-  const char *kvs = getenv("GCOLL_KVS_ADDR");
-  const struct gcoll_bootstrap_backend *be = store_backend();
-  if (be == &gcoll_bootstrap_tcp_backend)
-    snprintf(bs->store, sizeof(bs->store), "the store at %.256s", kvs);
-  else if (be != NULL)
-    snprintf(bs->store, sizeof(bs->store), "PMI2 (opened only when needed)");
-  else
-    snprintf(bs->store, sizeof(bs->store), "no store");
+  /* No tree root's store yet: init's closing wave brings it. */
+  switch (store_kind(s)) {
+    case STORE_LAUNCHER:
+      snprintf(bs->store, sizeof(bs->store), "the store at %.256s", getenv("GCOLL_KVS_ADDR"));
+      break;
+    case STORE_PMI2:
+      snprintf(bs->store, sizeof(bs->store), "PMI2 (opened only when needed)");
+      break;
+    default: snprintf(bs->store, sizeof(bs->store), "no store"); break;
+  }
   return 0;
 fail:
   if (s != NULL) {
@@ -418,7 +437,7 @@ int gcoll_bootstrap_endpoints_host_store(struct gcoll_bootstrap *bs, char *addr,
   struct ep_state *s = endpoints_state(bs);
   addr[0] = '\0';
   /* A launcher's store serves the job; IPv6 endpoints fall back to PMI2. */
-  if (s == NULL || s->hosted != NULL || env_set("GCOLL_KVS_ADDR") ||
+  if (s == NULL || s->hosted != NULL || store_kind(s) == STORE_LAUNCHER ||
       strchr(s->ep->rank[bs->rank].host, ':') != NULL)
     return 0;
   uint16_t port = 0;
@@ -443,7 +462,7 @@ int gcoll_bootstrap_endpoints_offer_store(struct gcoll_bootstrap *bs, const char
     return -1;
   }
   snprintf(s->store_addr, sizeof(s->store_addr), "%s", addr);
-  if (!env_set("GCOLL_KVS_ADDR"))
+  if (store_kind(s) == STORE_TREE_ROOT)
     snprintf(bs->store, sizeof(bs->store), "the plan tree root's store at %s (opened only when "
              "needed)", addr);
   return 0;

@@ -57,46 +57,32 @@ static int wait_fd(int fd, short ev, uint64_t deadline, char *err, size_t errlen
   }
 }
 
+/* A failed gcoll_tcp_send_all or _recv_all to the store, by its errno,
+ * in one line; returns -1. */
+static int store_io_failed(const struct tcp_state *t, int sending, char *err, size_t errlen) {
+  if (errno == ETIMEDOUT)
+    snprintf(err, errlen, "%s: no answer before the deadline (the store is unreachable, "
+                          "overloaded or stopped)",
+             sending ? "sending to the KVS" : "waiting for the KVS");
+  else if (sending)
+    snprintf(err, errlen, "sending to the KVS at %.64s: %s", peer_of(t),
+             errno == 0 ? "connection closed" : strerror(errno));
+  else
+    snprintf(err, errlen, "the KVS at %.64s %s (gcollrun gone?)", peer_of(t),
+             errno == 0 ? "closed the connection" : strerror(errno));
+  return -1;
+}
+
 static int send_all(struct tcp_state *t, const uint8_t *p, size_t n, uint64_t deadline,
                     char *err, size_t errlen) {
-  while (n > 0) {
-    ssize_t w = send(t->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w > 0) {
-      p += w;
-      n -= (size_t)w;
-      continue;
-    }
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && errno == EAGAIN) {
-      if (wait_fd(t->fd, POLLOUT, deadline, err, errlen, "sending to the KVS")) return -1;
-      continue;
-    }
-    snprintf(err, errlen, "sending to the KVS at %.64s: %s", peer_of(t),
-             w == 0 ? "connection closed" : strerror(errno));
-    return -1;
-  }
-  return 0;
+  if (gcoll_tcp_send_all(t->fd, p, n, deadline) == 0) return 0;
+  return store_io_failed(t, 1, err, errlen);
 }
 
 static int recv_all(struct tcp_state *t, uint8_t *p, size_t n, uint64_t deadline, char *err,
                     size_t errlen) {
-  while (n > 0) {
-    ssize_t r = recv(t->fd, p, n, MSG_DONTWAIT);
-    if (r > 0) {
-      p += r;
-      n -= (size_t)r;
-      continue;
-    }
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && errno == EAGAIN) {
-      if (wait_fd(t->fd, POLLIN, deadline, err, errlen, "waiting for the KVS")) return -1;
-      continue;
-    }
-    snprintf(err, errlen, "the KVS at %.64s %s (gcollrun gone?)", peer_of(t),
-             r == 0 ? "closed the connection" : strerror(errno));
-    return -1;
-  }
-  return 0;
+  if (gcoll_tcp_recv_all(t->fd, p, n, deadline) == 0) return 0;
+  return store_io_failed(t, 0, err, errlen);
 }
 
 /* Sends the n encoded bytes of request r in t->buf and reads its reply

@@ -242,8 +242,9 @@ gcollResult_t gcoll_comm_explain(struct gcollComm *comm, const char *what, gcoll
     atomic_store(&comm->failed_peer, lost);
     if (rc == gcollInternalError)
       return gcoll_fail(gcollRemoteError, "%s: rank %d died (%s)", what, lost, err);
-    return gcoll_fail(gcollRemoteError, "%s: rank %d died (no progress within GCOLL_TIMEOUT, %llu ms)",
-                      what, lost, (unsigned long long)comm->timeout_ms);
+    return gcoll_fail(gcollRemoteError,
+                      "%s: rank %d died (no progress within GCOLL_TIMEOUT, %llu ms)", what, lost,
+                      (unsigned long long)comm->timeout_ms);
   }
   if (rc == gcollSystemError)
     return gcoll_fail(rc, "%s: no progress within GCOLL_TIMEOUT (%llu ms): %s", what,

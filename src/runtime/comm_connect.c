@@ -8,8 +8,9 @@
  * connection id; after one fence every sender fetches exactly the keys of
  * its own send edges. With endpoints that came with the plan (issue 16,
  * bootstrap_endpoints.c) "publishes" sends the address straight to the
- * sender's listener and "fetches" waits for it there: no store, no fence. A rank therefore reads at most GCOLL_COMM_MAX_CONNS/2
- * keys, whatever the job size: no all-to-all of addresses.
+ * sender's listener and "fetches" waits for it there: no store, no fence. A
+ * rank therefore reads at most GCOLL_COMM_MAX_CONNS/2 keys, whatever the job
+ * size: no all-to-all of addresses.
  *
  * The plan's edge class picks the transport: shm inside a node, p2p
  * (FIFOs in GPU memory, CUDA IPC) for GPU-to-GPU edges when this rank has a
@@ -116,8 +117,9 @@ static int channel_edges(struct gcollComm *comm, int c, struct edge *edges, int 
   for (int i = 0; i < comm->nranks; i++)
     if (ranks[i] == comm->rank) hc->ring.pos = i;
   if (comm->nranks == 1) return 0;   /* self edges: nothing to connect */
-  int rc = add_edge(edges, n, r->prev, 0, r->prev_edge, conn_id(c, CONN_RING), &hc->ring.recv_prev) |
-           add_edge(edges, n, r->next, 1, r->next_edge, conn_id(c, CONN_RING), &hc->ring.send_next);
+  int rc =
+      add_edge(edges, n, r->prev, 0, r->prev_edge, conn_id(c, CONN_RING), &hc->ring.recv_prev) |
+      add_edge(edges, n, r->next, 1, r->next_edge, conn_id(c, CONN_RING), &hc->ring.send_next);
   hc->has_tree = 1;
   hc->tree.parent = t->parent;
   hc->tree.nchildren = t->nchildren;
@@ -201,7 +203,8 @@ static gcollResult_t start_plugin(struct gcollComm *comm, const struct gcoll_tra
     snprintf(why, sizeof(why), "the NCCL net plugin serves network '%.64s'", name);
     name = NULL;
   }
-  if (name != NULL && ops->init(&comm->transport[GCOLL_TRANSPORT_PLUGIN], cfg, err, sizeof(err)) == 0) {
+  if (name != NULL &&
+      ops->init(&comm->transport[GCOLL_TRANSPORT_PLUGIN], cfg, err, sizeof(err)) == 0) {
     char what[512];
     gcoll_net_plugin_describe(comm->transport[GCOLL_TRANSPORT_PLUGIN], what, sizeof(what));
     gcoll_log_info(comm, "net/plugin: %s; hellos on %s", what,
@@ -300,7 +303,8 @@ static gcollResult_t start_p2p(struct gcollComm *comm, const struct gcoll_transp
   struct gcoll_transport_config cfg = *base;
   cfg.gpu = comm->gpu_at_init;
   if (cfg.gpu < 0 && gcoll_devmem_current_device(&cfg.gpu, err, sizeof(err)) != 0) cfg.gpu = -1;
-  if (cfg.gpu >= 0 && ops->init(&comm->transport[GCOLL_TRANSPORT_P2P], &cfg, err, sizeof(err)) == 0) {
+  if (cfg.gpu >= 0 &&
+      ops->init(&comm->transport[GCOLL_TRANSPORT_P2P], &cfg, err, sizeof(err)) == 0) {
     comm->cuda_device = cfg.gpu;
     gcoll_log_info(comm, "p2p: FIFOs in the memory of GPU %d", cfg.gpu);
     return gcollSuccess;
@@ -379,15 +383,18 @@ gcollResult_t gcoll_comm_conn_attach(struct gcollComm *comm, int peer, uint32_t 
   int k = v[0];
   /* In practice only net/ib is ever unstarted (or out of the build): the
    * others start on every rank or the init fails. */
-  if (transport_ops[k] == NULL || comm->transport[k] == NULL)
+  if (transport_ops[k] == NULL || comm->transport[k] == NULL) {
+    const char *name = transport_ops[k] != NULL ? transport_ops[k]->name
+                       : k == GCOLL_TRANSPORT_P2P ? "p2p" : "net/ib";
     return gcoll_fail(gcollRemoteError,
                       "rank %d receives over %s, which this rank has not started (%s); set "
                       "%s on every rank",
-                      peer, transport_ops[k] != NULL ? transport_ops[k]->name
-                            : k == GCOLL_TRANSPORT_P2P ? "p2p" : "net/ib",
+                      peer, name,
                       transport_ops[k] == NULL ? "this build lacks it"
                                                : "no usable device: see GCOLL_DEBUG=INFO",
-                      k == GCOLL_TRANSPORT_P2P ? "GCOLL_P2P_DISABLE=1" : "GCOLL_TRANSPORT=net/socket");
+                      k == GCOLL_TRANSPORT_P2P ? "GCOLL_P2P_DISABLE=1"
+                                               : "GCOLL_TRANSPORT=net/socket");
+  }
   if (transport_ops[k]->send_connect(comm->transport[k], peer, id, v + 1, len - 1, c, deadline_ms,
                                      err, sizeof(err)) != 0)
     return gcoll_fail(gcollRemoteError, "send to rank %d over %s: %s", peer,
@@ -434,7 +441,8 @@ static int same_node(const struct gcollComm *comm, int peer) {
 }
 
 /* Phase 1: every receive end exists and its address is published. */
-static gcollResult_t setup_receivers(struct gcollComm *comm, struct edge *edges, int n, int forced) {
+static gcollResult_t setup_receivers(struct gcollComm *comm, struct edge *edges, int n,
+                                     int forced) {
   for (int i = 0; i < n; i++) {
     struct edge *e = &edges[i];
     if (e->is_send) continue;

@@ -119,7 +119,8 @@ static gcollResult_t run_collectives(const struct gcoll_coll_op *colls, int n) {
   for (int i = 0; i < n; i++) {
     int k = 0;
     while (k < nruns && runs[k].comm != colls[i].comm) k++;
-    if (k == nruns) runs[nruns++] = (struct comm_run){.colls = colls, .ncolls = n, .comm = colls[i].comm};
+    if (k == nruns)
+      runs[nruns++] = (struct comm_run){.colls = colls, .ncolls = n, .comm = colls[i].comm};
   }
   /* The caller's thread takes the first communicator's share. */
   gcollResult_t rc = gcollSuccess;

@@ -499,8 +499,9 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
    * failed to connect shows up here, with its reason on its own stderr.
    * With endpoints from the plan the wave in agree_channel_cap was that
    * barrier, over the plan's tree instead of the store. */
+  uint64_t deadline = gcoll_bootstrap_deadline(comm->bs);
   if (!comm->bs->peer_routed &&
-      gcoll_bootstrap_barrier(comm->bs, gcoll_bootstrap_deadline(comm->bs), err, sizeof(err)) != 0) {
+      gcoll_bootstrap_barrier(comm->bs, deadline, err, sizeof(err)) != 0) {
     rc = gcoll_fail(gcollRemoteError, "%s", err);
     goto fail;
   }

@@ -202,15 +202,16 @@ static gcollResult_t stream_out_device(const struct op_run *r, char *dst, size_t
     dst += k, off += k, n -= k;
   }
   if (n == 0) return gcollSuccess;
-  return gcoll_p2p_gpu_copy(r, dst, (const char *)r->op->sendbuf + (off - GCOLL_P2P_HEADER_BYTES), n, GPU_DTOH);
+  return gcoll_p2p_gpu_copy(r, dst, (const char *)r->op->sendbuf + (off - GCOLL_P2P_HEADER_BYTES),
+                            n, GPU_DTOH);
 }
 
 static gcollResult_t send_steps(struct gcollComm *comm, struct op_run *r, int *moved) {
   struct gcoll_fifo *f = r->pc->c.fifo;
   uint64_t total = GCOLL_P2P_HEADER_BYTES + r->op->bytes;
   if (r->off == 0)
-    r->hdr = (struct gcoll_p2p_header){.magic = GCOLL_P2P_MAGIC, .sender = comm->rank, .seq = r->pc->seq,
-                                 .bytes = r->op->bytes};
+    r->hdr = (struct gcoll_p2p_header){
+        .magic = GCOLL_P2P_MAGIC, .sender = comm->rank, .seq = r->pc->seq, .bytes = r->op->bytes};
   while (r->off < total) {
     uint64_t tail = atomic_load_explicit(&f->tail, memory_order_relaxed);
     if (tail - atomic_load_explicit(&f->head, memory_order_acquire) >= GCOLL_STEPS) break;
@@ -272,7 +273,8 @@ static gcollResult_t recv_steps(struct gcollComm *comm, struct op_run *r, int *m
     size_t n = f->nbytes[slot];
     const char *data = gcoll_fifo_simple_slot(f, head);
     if (f->proto[slot] != GCOLL_PROTO_SIMPLE || n == 0 || n > f->slot_bytes ||
-        (!r->have_header && n < GCOLL_P2P_HEADER_BYTES) || (r->have_header && n > r->total - r->off))
+        (!r->have_header && n < GCOLL_P2P_HEADER_BYTES) ||
+        (r->have_header && n > r->total - r->off))
       return gcoll_fail(gcollInternalError, "gcollRecv from rank %d: malformed step %llu "
                         "(%zu bytes, protocol %u)", r->op->peer, (unsigned long long)head, n,
                         f->proto[slot]);
@@ -501,7 +503,8 @@ static gcollResult_t run_ops(struct op_run *runs, const struct gcoll_p2p_op *ops
 static gcollResult_t run_locked(struct op_run *runs, const struct gcoll_p2p_op *ops, int n,
                                 struct gcollComm **comms, int ncomms, const char *what) {
   for (int i = 0; i < n; i++) runs[i].op = &ops[i];
-  if (gcoll_p2p_on_gpu(ops, n, comms, ncomms)) return gcoll_p2p_run_on_gpu(runs, ops, n, comms, ncomms, what);
+  if (gcoll_p2p_on_gpu(ops, n, comms, ncomms))
+    return gcoll_p2p_run_on_gpu(runs, ops, n, comms, ncomms, what);
   gcollResult_t rc = gcoll_p2p_wait_gpu_runs(comms, ncomms, what);
   if (rc != gcollSuccess) return rc;
   struct p2p_gpu *gpu = NULL;

@@ -160,7 +160,8 @@ gcollResult_t gcoll_p2p_run_on_gpu(struct op_run *runs, const struct gcoll_p2p_o
   gcoll_cu_context prev = NULL;
   if (cu->ctx_get_current(&prev) != GCOLL_CU_SUCCESS) prev = NULL;
   gcollResult_t rc = gcollSuccess;
-  for (int i = 0; i < n && rc == gcollSuccess; i++) rc = gcoll_p2p_refuse_capture(cu, &ops[i], what);
+  for (int i = 0; i < n && rc == gcollSuccess; i++)
+    rc = gcoll_p2p_refuse_capture(cu, &ops[i], what);
   if (rc == gcollSuccess) rc = gcoll_p2p_prepare_conns(runs, ops, n);
   int *partner = malloc((size_t)n * sizeof(*partner));
   struct gcoll_exec_p2p_op *descs = calloc((size_t)n, sizeof(*descs));

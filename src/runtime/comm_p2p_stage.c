@@ -98,8 +98,8 @@ gcollResult_t gcoll_p2p_gpu_self_copy(const struct op_run *s, const struct op_ru
  * staging thread moves them now, and the GPU's messages are numbered when
  * queued (a replay would repeat the numbers). Refused before anything
  * moves or connects, on every rank alike. */
-gcollResult_t gcoll_p2p_refuse_capture(const struct gcoll_cuda_api *cu, const struct gcoll_p2p_op *op,
-                                    const char *what) {
+gcollResult_t gcoll_p2p_refuse_capture(const struct gcoll_cuda_api *cu,
+                                       const struct gcoll_p2p_op *op, const char *what) {
   int capture = GCOLL_CU_STREAM_CAPTURE_STATUS_NONE;
   if (op->device < 0 || cu->stream_is_capturing(op->stream, &capture) != GCOLL_CU_SUCCESS ||
       capture == GCOLL_CU_STREAM_CAPTURE_STATUS_NONE)

@@ -366,7 +366,8 @@ static int fetch_plan(struct job_plan_ctx *c, char *dir, size_t dirlen, char *pa
   size_t len = 0;
   if (head[0] == '!' || sscanf(head, "%d %zu", &chunks, &len) != 2 || chunks < 1 ||
       len > (size_t)chunks * JP_CHUNK) {
-    snprintf(c->err, sizeof(c->err), "rank 0: %s", head[0] == '!' ? head + 1 : "a malformed plan header");
+    snprintf(c->err, sizeof(c->err), "rank 0: %s",
+             head[0] == '!' ? head + 1 : "a malformed plan header");
     free(head);
     return -1;
   }

@@ -107,7 +107,8 @@ gcollResult_t gcollCommSplit(gcollComm_t comm, int color, int key, gcollComm_t *
   }
   if (rc != gcollSuccess) return rc;
   int new_rank, size, leader;
-  if (len == 0 || value[len - 1] != '\0') return gcoll_fail(gcollRemoteError, "gcollCommSplit: malformed answer");
+  if (len == 0 || value[len - 1] != '\0')
+    return gcoll_fail(gcollRemoteError, "gcollCommSplit: malformed answer");
   if (strcmp(value, "-") == 0) return gcollSuccess; /* not in any group */
   if (sscanf(value, "%d %d %d", &new_rank, &size, &leader) != 3 || size < 1 || new_rank < 0 ||
       new_rank >= size || leader < 0 || leader >= comm->nranks)

@@ -13,8 +13,10 @@ const char *gcollGetErrorString(gcollResult_t result) {
   switch (result) {
   case gcollSuccess: return "no error";
   case gcollUnhandledCudaError: return "unhandled cuda error";
-  case gcollSystemError: return "unhandled system error (a system call failed or a deadline passed)";
-  case gcollInternalError: return "internal error - please report this issue to the gcoll developers";
+  case gcollSystemError:
+    return "unhandled system error (a system call failed or a deadline passed)";
+  case gcollInternalError:
+    return "internal error - please report this issue to the gcoll developers";
   case gcollInvalidArgument: return "invalid argument";
   case gcollInvalidUsage: return "invalid usage (bad plan, wrong call order, or aborted)";
   case gcollRemoteError: return "remote process exited or there was a network error";

@@ -148,8 +148,9 @@ void gcoll_devmem_fifo_free(struct gcoll_devmem *d, uint64_t fifo) {
   d->cu->ctx_set_current(caller);
 }
 
-int gcoll_devmem_fifo_open(struct gcoll_devmem *d, const unsigned char handle[GCOLL_DEVMEM_HANDLE_BYTES],
-                           uint64_t *fifo, char *err, size_t errlen) {
+int gcoll_devmem_fifo_open(struct gcoll_devmem *d,
+                           const unsigned char handle[GCOLL_DEVMEM_HANDLE_BYTES], uint64_t *fifo,
+                           char *err, size_t errlen) {
   gcoll_cu_ipc_mem_handle h;
   memcpy(&h, handle, sizeof(h));
   gcoll_cu_context caller = enter(d);
@@ -207,8 +208,9 @@ int gcoll_devmem_fifo_alloc(struct gcoll_devmem *d, size_t slot_bytes, uint64_t 
 
 void gcoll_devmem_fifo_free(struct gcoll_devmem *d, uint64_t fifo) { (void)d, (void)fifo; }
 
-int gcoll_devmem_fifo_open(struct gcoll_devmem *d, const unsigned char handle[GCOLL_DEVMEM_HANDLE_BYTES],
-                           uint64_t *fifo, char *err, size_t errlen) {
+int gcoll_devmem_fifo_open(struct gcoll_devmem *d,
+                           const unsigned char handle[GCOLL_DEVMEM_HANDLE_BYTES], uint64_t *fifo,
+                           char *err, size_t errlen) {
   (void)d, (void)handle, (void)fifo;
   snprintf(err, errlen, NO_CUDA);
   return -1;

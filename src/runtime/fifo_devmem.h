@@ -43,8 +43,9 @@ void gcoll_devmem_fifo_free(struct gcoll_devmem *d, uint64_t fifo);
 
 /* Maps another process's FIFO from its handle into this GPU's address
  * space (peer access enabled as needed). */
-int gcoll_devmem_fifo_open(struct gcoll_devmem *d, const unsigned char handle[GCOLL_DEVMEM_HANDLE_BYTES],
-                           uint64_t *fifo, char *err, size_t errlen);
+int gcoll_devmem_fifo_open(struct gcoll_devmem *d,
+                           const unsigned char handle[GCOLL_DEVMEM_HANDLE_BYTES], uint64_t *fifo,
+                           char *err, size_t errlen);
 void gcoll_devmem_fifo_unmap(struct gcoll_devmem *d, uint64_t fifo);
 
 #endif

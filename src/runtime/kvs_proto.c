@@ -126,8 +126,8 @@ static int take_timeout(struct cursor *c, struct kvs_request *r, char *err, size
     return -1;
   }
   if (r->timeout_ms > KVS_MAX_TIMEOUT_MS) {
-    snprintf(err, errlen, "%s: timeout %u ms exceeds %u ms", gcoll_kvs_op_name(r->op), r->timeout_ms,
-             KVS_MAX_TIMEOUT_MS);
+    snprintf(err, errlen, "%s: timeout %u ms exceeds %u ms", gcoll_kvs_op_name(r->op),
+             r->timeout_ms, KVS_MAX_TIMEOUT_MS);
     return -1;
   }
   return 0;
@@ -319,7 +319,8 @@ size_t gcoll_kvs_reply_encode(uint16_t request_op, uint32_t status, const void *
   return KVS_HEADER_LEN + body_len;
 }
 
-void gcoll_kvs_hello_signed_part(uint32_t rank, uint32_t nranks, const uint8_t nonce[KVS_NONCE_BYTES],
+void gcoll_kvs_hello_signed_part(uint32_t rank, uint32_t nranks,
+                                 const uint8_t nonce[KVS_NONCE_BYTES],
                                  uint8_t out[8 + KVS_NONCE_BYTES]) {
   put_u32(out, rank);
   put_u32(out + 4, nranks);

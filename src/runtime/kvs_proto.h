@@ -124,7 +124,8 @@ size_t gcoll_kvs_reply_encode(uint16_t request_op, uint32_t status, const void *
                               size_t body_len, uint8_t *buf, size_t buflen);
 
 /* The HELLO message bytes the tag covers: rank, nranks, client nonce. */
-void gcoll_kvs_hello_signed_part(uint32_t rank, uint32_t nranks, const uint8_t nonce[KVS_NONCE_BYTES],
+void gcoll_kvs_hello_signed_part(uint32_t rank, uint32_t nranks,
+                                 const uint8_t nonce[KVS_NONCE_BYTES],
                                  uint8_t out[8 + KVS_NONCE_BYTES]);
 
 /* A key is 1..KVS_MAX_KEY printable ASCII characters without spaces. */

@@ -490,7 +490,8 @@ static void expire(struct kvs_server *s) {
       int joined = 0, missing = -1;
       for (int r = 0; r < s->cfg.nranks; r++) {
         int in = 0;
-        for (int k = 0; k < s->nconns_max && !in; k++) in = s->conns[k].fd >= 0 && s->conns[k].rank == r;
+        for (int k = 0; k < s->nconns_max && !in; k++)
+          in = s->conns[k].fd >= 0 && s->conns[k].rank == r;
         joined += in;
         if (!in && missing < 0) missing = r;
       }
@@ -506,8 +507,9 @@ static void expire(struct kvs_server *s) {
     } else {
       int arrived = count_waiting(s, w);
       c->wait = WAIT_NONE;
-      queue_error(s, c, wait_op(w), KVS_ERR_TIMEOUT, "only %d of %d ranks entered the %s within %u ms",
-                  arrived, s->cfg.nranks, gcoll_kvs_op_name(wait_op(w)), c->wait_ms);
+      queue_error(s, c, wait_op(w), KVS_ERR_TIMEOUT,
+                  "only %d of %d ranks entered the %s within %u ms", arrived, s->cfg.nranks,
+                  gcoll_kvs_op_name(wait_op(w)), c->wait_ms);
     }
   }
 }

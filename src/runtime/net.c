@@ -337,8 +337,9 @@ int gcoll_net_send_connect(struct gcoll_transport *t, int peer, uint32_t conn_id
   if (c == NULL) return -1;
   unsigned char h[GCOLL_TCP_HELLO_MAX] = {0};
   const unsigned char *dev_addr = (const unsigned char *)addr + GCOLL_NET_ADDR_HDR_BYTES;
+  unsigned char *dev_hello = h + GCOLL_NET_HELLO_HDR_BYTES;
   if ((n->dev->connect != NULL &&
-       n->dev->connect(c, dev_addr, h + GCOLL_NET_HELLO_HDR_BYTES, deadline_ms, err, errlen) != 0) ||
+       n->dev->connect(c, dev_addr, dev_hello, deadline_ms, err, errlen) != 0) ||
       say_hello(c, &pa, h, GCOLL_NET_HELLO_HDR_BYTES + n->dev->hello_bytes, deadline_ms, err,
                 errlen) != 0) {
     conn_free(c);
@@ -401,7 +402,8 @@ void gcoll_net_conn_close(struct gcoll_transport *t, struct gcoll_conn *gc) {
     c->matched_fd = -1;
     pthread_mutex_unlock(&n->lock);
   } else if (c->fd >= 0) {
-    uint64_t bound = t->cfg.timeout_ms < CLOSE_FLUSH_MAX_MS ? t->cfg.timeout_ms : CLOSE_FLUSH_MAX_MS;
+    uint64_t bound =
+        t->cfg.timeout_ms < CLOSE_FLUSH_MAX_MS ? t->cfg.timeout_ms : CLOSE_FLUSH_MAX_MS;
     gcoll_net_flush(c, gcoll_transport_now_ms() + bound);
   }
   if (c->fd >= 0) {

@@ -273,8 +273,9 @@ static int take_completion(struct gcoll_net_conn *c, const struct ibv_wc *wc) {
     case IBV_WC_RECV_RDMA_WITH_IMM: { /* receiver: step `done` landed in its SIMPLE slot */
       uint32_t nb;
       int is_ll;
+      uint32_t imm = ntohl(wc->imm_data);
       if (c->is_send || c->done >= c->posted ||
-          gcoll_ib_imm_decode(ntohl(wc->imm_data), c->done, c->fifo->slot_bytes, &nb, &is_ll) != 0 ||
+          gcoll_ib_imm_decode(imm, c->done, c->fifo->slot_bytes, &nb, &is_ll) != 0 ||
           gcoll_net_recv_done(c, c->done, nb, is_ll ? GCOLL_PROTO_LL : GCOLL_PROTO_SIMPLE) != 0)
         return -1;
       return post_recv(q);

@@ -29,7 +29,8 @@
 #include "runtime/net_plugin_load.h"
 
 #define MAX_STEPS_IN_FLIGHT (GCOLL_NCCL_NET_MAX_REQUESTS / 2)
-_Static_assert(GCOLL_NCCL_NET_HANDLE_MAXSIZE <= GCOLL_NET_DEV_ADDR_MAX, "a handle fits the address");
+_Static_assert(GCOLL_NCCL_NET_HANDLE_MAXSIZE <= GCOLL_NET_DEV_ADDR_MAX,
+               "a handle fits the address");
 
 struct plugin_state {
   const struct gcoll_ncclnet *p;
@@ -68,8 +69,9 @@ static int plugin_open(struct gcoll_net *n, char *err, size_t errlen) {
     return -1;
   }
   if (!(props.ptr_support & GCOLL_NCCL_PTR_HOST)) {
-    snprintf(err, errlen, "NCCL net plugin %s: device 0 (%s) cannot use host memory (ptrSupport %#x)",
-             p->name, props.name, props.ptr_support);
+    snprintf(err, errlen,
+             "NCCL net plugin %s: device 0 (%s) cannot use host memory (ptrSupport %#x)", p->name,
+             props.name, props.ptr_support);
     return -1;
   }
   struct plugin_state *s = calloc(1, sizeof(*s));

@@ -67,7 +67,8 @@ static void *open_lib(const char *want) {
   char tried[2][256];
   int ntried = 0;
   snprintf(tried[ntried++], sizeof(tried[0]), "%.200s", want);
-  if (named && strchr(want, '/') == NULL && !(strncmp(want, "lib", 3) == 0 && ends_with(want, ".so")))
+  if (named && strchr(want, '/') == NULL &&
+      !(strncmp(want, "lib", 3) == 0 && ends_with(want, ".so")))
     snprintf(tried[ntried++], sizeof(tried[0]), "libnccl-net-%.200s.so", want);
   char errs[2][200] = {"", ""};
   for (int i = 0; i < ntried; i++) {
@@ -146,8 +147,9 @@ static void load(void) {
                                            : plugin.u.v8->name;
   plugin.name = name != NULL ? name : "(unnamed)";
   if (r != GCOLL_NCCL_SUCCESS) {
-    snprintf(reason, sizeof(reason), "NCCL net plugin %s (%s, v%d) failed to initialise (ncclResult %d)",
-             plugin.lib, plugin.name, plugin.version, r);
+    snprintf(reason, sizeof(reason),
+             "NCCL net plugin %s (%s, v%d) failed to initialise (ncclResult %d)", plugin.lib,
+             plugin.name, plugin.version, r);
     return; /* a failed init may leave threads behind: the library stays */
   }
   if (CALL(&plugin, devices, &plugin.ndev) != GCOLL_NCCL_SUCCESS || plugin.ndev <= 0) {

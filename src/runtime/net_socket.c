@@ -142,7 +142,8 @@ static int recv_some(struct gcoll_net_conn *c, size_t *ahead) {
     iov[n++] = (struct iovec){s->rhdr + s->rhdr_got, GCOLL_TCP_HDR_BYTES - s->rhdr_got};
   } else {
     if (s->pay_got < s->rnb)
-      iov[n++] = (struct iovec){s->rbuf[gcoll_fifo_slot(c->done)] + s->pay_got, s->rnb - s->pay_got};
+      iov[n++] =
+          (struct iovec){s->rbuf[gcoll_fifo_slot(c->done)] + s->pay_got, s->rnb - s->pay_got};
     iov[n++] = (struct iovec){s->ahead, GCOLL_TCP_HDR_BYTES};
   }
   struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};

@@ -73,7 +73,8 @@ void gcoll_net_peer_word(struct gcoll_net_conn *c, enum gcoll_tcp_word w, uint64
 static int watch_peer(struct gcoll_net_conn *c) {
   uint64_t step = 0;
   int had_goodbye = c->goodbye_seen;
-  enum gcoll_tcp_word w = gcoll_tcp_watch_peer(c->fd, c->back, &c->back_got, &c->goodbye_seen, &step);
+  enum gcoll_tcp_word w =
+      gcoll_tcp_watch_peer(c->fd, c->back, &c->back_got, &c->goodbye_seen, &step);
   if (!had_goodbye && c->goodbye_seen) c->goodbye_steps = step;
   gcoll_net_peer_word(c, w, step);
   return w != GCOLL_TCP_NOTHING;
@@ -146,7 +147,8 @@ static int post_sends(struct gcoll_net_conn *c) {
     uint64_t s = c->posted;
     unsigned slot = gcoll_fifo_slot(s);
     uint32_t nb = f->nbytes[slot], proto = f->proto[slot];
-    if (!gcoll_net_step_valid(c, nb, proto) || (proto == GCOLL_PROTO_LL && ll_decode(f, s, nb) != 0)) {
+    if (!gcoll_net_step_valid(c, nb, proto) ||
+        (proto == GCOLL_PROTO_LL && ll_decode(f, s, nb) != 0)) {
       conn_internal_error(c);
       return 1;
     }

@@ -17,6 +17,13 @@
 #include "common/clock.h"
 #include "common/service_thread.h"
 
+/* What poll() is given and, slot for slot, the entry each slot is for. */
+struct poll_set {
+  struct pollfd *pfd;
+  struct gcoll_proxy_entry **entry;
+  int cap;
+};
+
 struct gcoll_proxy {
   pthread_mutex_t lock;
   pthread_t thread;
@@ -31,18 +38,14 @@ struct gcoll_proxy {
    * to entries when the set did not change during the poll. */
   uint64_t generation;
   /* Poll set of the current round, used by the thread without the lock
-   * while it polls. add() allocates a bigger set into next_* when needed
+   * while it polls. add() allocates a bigger set into next when needed
    * (it may fail there, cleanly); the thread swaps it in under the lock. */
-  struct pollfd *pfd, *next_pfd;
-  struct gcoll_proxy_entry **pfd_entry, **next_pfd_entry;
-  int pfd_cap, next_cap;
+  struct poll_set cur, next;
   /* Threads between gcoll_proxy_inline_begin and _end, and the poll set
-   * of inline rounds: its own, as the thread may be polling pfd without
+   * of inline rounds: its own, as the thread may be polling cur without
    * the lock; only used under the lock, so grown directly by add(). */
   _Atomic int inline_users;
-  struct pollfd *ipfd;
-  struct gcoll_proxy_entry **ipfd_entry;
-  int ipfd_cap;
+  struct poll_set inl;
   _Atomic uint64_t rounds, sleeps, yields, inline_rounds;
   /* Set by the first collective or send/recv (gcoll_proxy_wake, inline
    * begin): until then only connections are being made, whose progress
@@ -60,35 +63,61 @@ static void drain_wake_fd(struct gcoll_proxy *p) {
   }
 }
 
+static void poll_set_free(struct poll_set *s) {
+  free(s->pfd);
+  free(s->entry);
+  *s = (struct poll_set){0};
+}
+
+/* Replaces *s, which has `have` slots, by an empty set of at least `need`
+ * (doubling from have, or from 16), when have is less; -1 when out of
+ * memory, *s unchanged. */
+static int poll_set_grow(struct poll_set *s, int have, int need) {
+  if (need <= have) return 0;
+  int c = have ? have : 16;
+  while (c < need) c *= 2;
+  struct poll_set n = {.pfd = calloc((size_t)c, sizeof(*n.pfd)),
+                       .entry = calloc((size_t)c, sizeof(*n.entry)), .cap = c};
+  if (n.pfd == NULL || n.entry == NULL) {
+    poll_set_free(&n);
+    return -1;
+  }
+  poll_set_free(s);
+  *s = n;
+  return 0;
+}
+
+/* Slot *n of s for fd; add() made room for every entry, so the bound is
+ * only a guard. */
+static void poll_set_put(struct poll_set *s, int *n, int fd, short events,
+                         struct gcoll_proxy_entry *e) {
+  if (*n >= s->cap) return;
+  s->pfd[*n] = (struct pollfd){.fd = fd, .events = events};
+  s->entry[(*n)++] = e;
+}
+
 /* Fills the poll set from the entries; returns its size. Slot 0 is the
  * wake-up eventfd. *sockets says whether any entry has an fd at all. */
 static int build_poll_set(struct gcoll_proxy *p, int *sockets) {
-  if (p->next_pfd != NULL) {
-    free(p->pfd);
-    free(p->pfd_entry);
-    p->pfd = p->next_pfd;
-    p->pfd_entry = p->next_pfd_entry;
-    p->pfd_cap = p->next_cap;
-    p->next_pfd = NULL;
-    p->next_pfd_entry = NULL;
+  if (p->next.pfd != NULL) {
+    poll_set_free(&p->cur);
+    p->cur = p->next;
+    p->next = (struct poll_set){0};
   }
   int n = 0;
   *sockets = 0;
-  p->pfd[n] = (struct pollfd){.fd = p->wake_fd, .events = POLLIN};
-  p->pfd_entry[n++] = NULL;
+  poll_set_put(&p->cur, &n, p->wake_fd, POLLIN, NULL);
   for (struct gcoll_proxy_entry *e = p->entries; e != NULL; e = e->next) {
     if (e->fd < 0) continue;
     *sockets = 1;
-    if (e->events == 0 || n >= p->pfd_cap) continue;
-    p->pfd[n] = (struct pollfd){.fd = e->fd, .events = e->events};
-    p->pfd_entry[n++] = e;
+    if (e->events != 0) poll_set_put(&p->cur, &n, e->fd, e->events, e);
   }
   return n;
 }
 
 static short revents_of(struct gcoll_proxy *p, int n, const struct gcoll_proxy_entry *e) {
   for (int i = 1; i < n; i++)
-    if (p->pfd_entry[i] == e && p->pfd[i].fd == e->fd) return p->pfd[i].revents;
+    if (p->cur.entry[i] == e && p->cur.pfd[i].fd == e->fd) return p->cur.pfd[i].revents;
   return 0;
 }
 
@@ -119,19 +148,17 @@ static void check_all(struct gcoll_proxy *p) {
 static int inline_round(struct gcoll_proxy *p, int *pending) {
   int n = 0;
   for (struct gcoll_proxy_entry *e = p->entries; e != NULL; e = e->next) {
-    if (e->fd < 0 || e->events == 0 || n >= p->ipfd_cap) continue;
-    p->ipfd[n] = (struct pollfd){.fd = e->fd, .events = e->events};
-    p->ipfd_entry[n++] = e;
+    if (e->fd >= 0 && e->events != 0) poll_set_put(&p->inl, &n, e->fd, e->events, e);
   }
-  int r = n > 0 ? poll(p->ipfd, (nfds_t)n, 0) : 0;
+  int r = n > 0 ? poll(p->inl.pfd, (nfds_t)n, 0) : 0;
   int moved = 0, i = 0;
   if (pending != NULL) *pending = 0;
   /* The callbacks cannot add or remove entries, so the list is in the
    * order the set was built in. */
   for (struct gcoll_proxy_entry *e = p->entries; e != NULL; e = e->next) {
     short rev = 0;
-    if (i < n && p->ipfd_entry[i] == e) {
-      if (r > 0) rev = p->ipfd[i].revents;
+    if (i < n && p->inl.entry[i] == e) {
+      if (r > 0) rev = p->inl.pfd[i].revents;
       i++;
     }
     if (e->progress == NULL) continue;
@@ -234,9 +261,9 @@ static void *proxy_main(void *arg) {
                           .tv_nsec = (long)(timeout % 1000000000ull)};
     atomic_fetch_add_explicit(&p->rounds, 1, memory_order_relaxed);
     if (timeout > 0) atomic_fetch_add_explicit(&p->sleeps, 1, memory_order_relaxed);
-    int r = ppoll(p->pfd, (nfds_t)n, &ts, NULL);
+    int r = ppoll(p->cur.pfd, (nfds_t)n, &ts, NULL);
     atomic_store(&p->sleeping, 0);
-    int woken = r > 0 && (p->pfd[0].revents & POLLIN);
+    int woken = r > 0 && (p->cur.pfd[0].revents & POLLIN);
     if (woken) drain_wake_fd(p);
     pthread_mutex_lock(&p->lock);
     if (atomic_load(&p->stop)) break;
@@ -265,65 +292,23 @@ static void *proxy_main(void *arg) {
   return NULL;
 }
 
-/* A pollfd array and its entries with room for `need` (doubling from
- * `have`, 16 when empty), for the caller to swap in: 0, or -1 when out of
- * memory (nothing changed). */
-static int alloc_poll_arrays(int have, int need, struct pollfd **pfd,
-                             struct gcoll_proxy_entry ***pe, int *cap) {
-  int c = have ? have : 16;
-  while (c < need) c *= 2;
-  *pfd = calloc((size_t)c, sizeof(**pfd));
-  *pe = calloc((size_t)c, sizeof(**pe));
-  if (*pfd == NULL || *pe == NULL) {
-    free(*pfd);
-    free(*pe);
-    return -1;
-  }
-  *cap = c;
-  return 0;
-}
-
 /* Makes room for `need` poll slots: allocated here, swapped in by the
  * thread (it may be polling the current set right now). */
 static int grow_poll_set(struct gcoll_proxy *p, int need) {
-  int have = p->next_pfd != NULL ? p->next_cap : p->pfd_cap;
-  if (need <= have) return 0;
-  struct pollfd *pfd;
-  struct gcoll_proxy_entry **pe;
-  int cap;
-  if (alloc_poll_arrays(have, need, &pfd, &pe, &cap) != 0) return -1;
-  free(p->next_pfd);
-  free(p->next_pfd_entry);
-  p->next_pfd = pfd;
-  p->next_pfd_entry = pe;
-  p->next_cap = cap;
-  return 0;
+  return poll_set_grow(&p->next, p->next.pfd != NULL ? p->next.cap : p->cur.cap, need);
 }
 
 /* The inline set, under the lock (only lock holders use it). */
 static int grow_inline_set(struct gcoll_proxy *p, int need) {
-  if (need <= p->ipfd_cap) return 0;
-  struct pollfd *pfd;
-  struct gcoll_proxy_entry **pe;
-  int cap;
-  if (alloc_poll_arrays(p->ipfd_cap, need, &pfd, &pe, &cap) != 0) return -1;
-  free(p->ipfd);
-  free(p->ipfd_entry);
-  p->ipfd = pfd;
-  p->ipfd_entry = pe;
-  p->ipfd_cap = cap;
-  return 0;
+  return poll_set_grow(&p->inl, p->inl.cap, need);
 }
 
 static void proxy_free(struct gcoll_proxy *p) {
   if (p->wake_fd >= 0) close(p->wake_fd);
-  free(p->ipfd);
-  free(p->ipfd_entry);
+  poll_set_free(&p->inl);
   pthread_mutex_destroy(&p->lock);
-  free(p->pfd);
-  free(p->pfd_entry);
-  free(p->next_pfd);
-  free(p->next_pfd_entry);
+  poll_set_free(&p->cur);
+  poll_set_free(&p->next);
   free(p);
 }
 

@@ -1,6 +1,7 @@
 /* The proxy: one progress thread per process for the transports whose FIFO
- * ends are local memory (net/socket now, net/ib later), plus the periodic
- * liveness checks of shm peers.
+ * ends are local memory (the net transport, net.c, whatever its device:
+ * socket, ib or an NCCL plugin), plus the periodic liveness checks of shm
+ * peers.
  *
  * Transports register entries, one per connection (or listening socket),
  * embedded in their own state so registering allocates nothing. Each round

@@ -69,7 +69,8 @@ int gcoll_shm_random_name(char name[GCOLL_SHM_NAME_MAX], char *err, size_t errle
   unsigned char raw[16];
   if (gcoll_auth_nonce(raw, err, errlen) != 0) return -1;
   int n = snprintf(name, GCOLL_SHM_NAME_MAX, "/gcoll-%d-", (int)getpid());
-  for (int i = 0; i < 16; i++) n += snprintf(name + n, GCOLL_SHM_NAME_MAX - (size_t)n, "%02x", raw[i]);
+  for (int i = 0; i < 16; i++)
+    n += snprintf(name + n, GCOLL_SHM_NAME_MAX - (size_t)n, "%02x", raw[i]);
   return 0;
 }
 

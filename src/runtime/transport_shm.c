@@ -6,12 +6,12 @@
  * The receiver creates the segment (O_EXCL, 0600, under a random name that
  * says nothing about the job: transport.h), so the FIFO memory is first
  * touched by the reader, and publishes the name in its address through the
- * authenticated bootstrap. Nobody else can guess the name to squat it
- * first, and the sender maps only a segment that its own user created with
- * mode 0600, so a segment planted by another user is refused. The segment holds the FIFO followed by a small control
- * block the two processes use to find and watch each other: the sender
- * writes its pid there when it attaches, and each side sets a "closed" flag
- * when it closes cleanly.
+ * authenticated bootstrap. Nobody else can guess the name to squat it first,
+ * and the sender maps only a segment that its own user created with mode
+ * 0600, so a segment planted by another user is refused. The segment holds
+ * the FIFO followed by a small control block the two processes use to find
+ * and watch each other: the sender writes its pid there when it attaches,
+ * and each side sets a "closed" flag when it closes cleanly.
  *
  * The name lives only as long as it must: the sender unlinks it right after
  * mapping it (the sender is the last process that needs the name, and the
@@ -392,7 +392,8 @@ static int parse_addr(const struct gcoll_transport *t, int peer, uint32_t conn_i
     snprintf(err, errlen, "shm address is from another job (job hash %016llx, ours %016llx)",
              (unsigned long long)a->job_hash, (unsigned long long)t->job_hash);
   else if (a->receiver_rank != peer || a->conn_id != conn_id)
-    snprintf(err, errlen, "shm address is for rank %d connection %u, expected rank %d connection %u",
+    snprintf(err, errlen,
+             "shm address is for rank %d connection %u, expected rank %d connection %u",
              a->receiver_rank, a->conn_id, peer, conn_id);
   else if (a->slot_bytes != t->cfg.slot_bytes || a->seg_bytes != segment_bytes(t))
     snprintf(err, errlen, "shm FIFO slot size %llu differs from ours (%zu)",

@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "graph/plan.h"
+#include "kernels/exec.h"
 #include "kernels/fifo.h"
 #include "kernels/half.h"
 #include "kernels/host_exec.h"
@@ -137,9 +138,9 @@ static void make_exec(struct world *w, int rank, uint64_t timeout_ns) {
       ch[c].tree.send_child[k] = w->down[c][kid];
     }
   }
-  struct gcoll_host_exec_config cfg = {.rank = rank, .nranks = w->n, .nchannels = w->nch,
-                                       .channels = ch, .abort_word = &w->abort_word,
-                                       .timeout_ns = timeout_ns};
+  struct gcoll_exec_config cfg = {.rank = rank, .nranks = w->n, .nchannels = w->nch,
+                                  .channels = ch, .abort_word = &w->abort_word,
+                                  .timeout_ns = timeout_ns};
   char err[256] = "";
   w->exec[rank] = gcoll_host_exec_create(&cfg, err, sizeof(err));
   if (w->exec[rank] == NULL) fail_msg("executor: %s", err);
@@ -678,8 +679,8 @@ static void test_invalid_args(void **state) {
   /* A ring that does not hold the rank at its position is refused. */
   int ranks[2] = {1, 0};
   struct gcoll_host_channel ch = {.ring = {.ranks = ranks, .pos = 0}};
-  struct gcoll_host_exec_config cfg = {.rank = 0, .nranks = 2, .nchannels = 1,
-                                       .channels = &ch, .timeout_ns = 1};
+  struct gcoll_exec_config cfg = {.rank = 0, .nranks = 2, .nchannels = 1, .channels = &ch,
+                                  .timeout_ns = 1};
   assert_null(gcoll_host_exec_create(&cfg, err, sizeof(err)));
   assert_non_null(strstr(err, "ring position"));
   world_free(w);

@@ -14,8 +14,8 @@ spank_gcoll_la_SOURCES = $(SPANK_PLUGIN_SOURCES) \
 	src/launcher/spank/spank_epilog.c \
 	src/graph/endpoints.h src/graph/endpoints_file.c \
 	src/runtime/auth.h src/runtime/auth.c src/runtime/endpoints_job_id.c $(GRAPH_SOURCES)
-spank_gcoll_la_CFLAGS = $(WARN_CFLAGS) $(AX_PTHREAD_CFLAGS) $(YAML_CFLAGS) $(XML_CFLAGS) $(HWLOC_CFLAGS) \
-	$(CRYPTO_CFLAGS)
+spank_gcoll_la_CFLAGS = $(WARN_CFLAGS) $(AX_PTHREAD_CFLAGS) $(YAML_CFLAGS) $(XML_CFLAGS) \
+	$(HWLOC_CFLAGS) $(CRYPTO_CFLAGS)
 spank_gcoll_la_LDFLAGS = -module -avoid-version -shared \
 	-Wl,--version-script=$(srcdir)/src/launcher/spank/spank.map
 spank_gcoll_la_LIBADD = $(YAML_LIBS) $(XML_LIBS) $(HWLOC_LIBS) $(VERBS_LIBS) $(CRYPTO_LIBS) -ldl -lm

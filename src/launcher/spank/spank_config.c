@@ -86,8 +86,10 @@ int gcoll_spank_config_parse(struct gcoll_spank_config *cfg, int argc, char **ar
         return -1;
       }
     } else {
-      snprintf(err, errlen, "unknown plugstack argument '%.*s' (known: plandir, topo, topo_file, "
-                            "fabric, timeout, cache, endpoints)", (int)(klen > 64 ? 64 : klen), arg);
+      snprintf(err, errlen,
+               "unknown plugstack argument '%.*s' (known: plandir, topo, topo_file, "
+               "fabric, timeout, cache, endpoints)",
+               (int)(klen > 64 ? 64 : klen), arg);
       return -1;
     }
   }
