@@ -660,7 +660,8 @@ static int node0_plan(const struct gcoll_spank_config *cfg, const struct stepdir
     goto publish;
   }
   if (fabric_order(cfg, &g, me, &order, &blocks, err, errlen) != 0) goto out;
-  snprintf(centry, sizeof(centry), "%016llx.yaml", (unsigned long long)cache_key(&g, order, blocks));
+  snprintf(centry, sizeof(centry), "%016llx.yaml",
+           (unsigned long long)cache_key(&g, order, blocks));
   snprintf(cname, sizeof(cname), "%u.cache", me->job);
   /* The cache is an optimisation: if its directory is unusable the plan is
    * computed, never refused. */
@@ -734,7 +735,8 @@ static int join_and_wait(struct stepdir *d, const struct gcoll_spank_config *cfg
           snprintf(why, sizeof(why), "%s holds an earlier run's plan", d->name);
         stepdir_leave(d);
       } else if (rc == 0) {
-        if (stepdir_subdirs(d, me, err, errlen) != 0 || write_node(d, cfg, me, part, topo_info, topo_infolen, err, errlen) != 0) {
+        if (stepdir_subdirs(d, me, err, errlen) != 0 ||
+            write_node(d, cfg, me, part, topo_info, topo_infolen, err, errlen) != 0) {
           /* Node 0 removed a leftover under us: join the new one. */
           if (!same_run(d, me)) {
             stepdir_leave(d);
