@@ -38,8 +38,8 @@ libs="$(pkg-config --libs $deps) -ldl -lm"
 echo "== building in $work"
 mkdir -p "$work/obj"
 # The graph layer and the part of the common layer it uses (GRAPH_SOURCES
-# in Makefile.am: the collective names).
-for c in "$src"/src/graph/*.c "$src"/src/common/coll_names.c; do
+# in Makefile.am: the collective names, the driver libraries' loader).
+for c in "$src"/src/graph/*.c "$src"/src/common/coll_names.c "$src"/src/common/driver_libs.c; do
   $CC $cflags -fsanitize=fuzzer-no-link -c "$c" -o "$work/obj/$(basename "$c" .c).o"
 done
 targets="topo topo_xml plan endpoints"
