@@ -159,10 +159,20 @@ static inline struct gcoll_fifo *gcoll_fifo_init(void *mem, size_t slot_bytes) {
   return f;
 }
 
+/* Orders a publish's counter store before its flag load (wait.h): a
+ * full fence, or only a compiler barrier in a process registered for
+ * membarrier (a sleeper then fences for it). */
+static inline void gcoll_fifo_fence(void) {
+  if (atomic_load_explicit(&gcoll_wait_fast, memory_order_relaxed))
+    atomic_signal_fence(memory_order_seq_cst);
+  else
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
 /* Publishes a counter (release: what it announces is visible first), then
- * wakes its waiter if it sleeps. The seq_cst fence orders the store before
+ * wakes its waiter if it sleeps. gcoll_fifo_fence orders the store before
  * the flag's load (wait.h); on the fast path, nobody asleep, the cost is
- * that fence and one load of a line this side just wrote. Taking the flag
+ * that and one load of a line this side just wrote. Taking the flag
  * (exchange to 0) makes one wake-up per sleep: a producer that publishes
  * several steps while its waiter is still off the CPU (ranks > cores) would
  * otherwise pay a system call for each. */
@@ -175,12 +185,12 @@ static inline void gcoll_fifo_wake_if_asleep(_Atomic uint64_t *ctr, _Atomic uint
 /* The producer publishes steps 0..tail-1; the consumer frees 0..head-1. */
 static inline void gcoll_fifo_set_tail(struct gcoll_fifo *f, uint64_t tail) {
   atomic_store_explicit(&f->tail, tail, memory_order_release);
-  atomic_thread_fence(memory_order_seq_cst);
+  gcoll_fifo_fence();
   gcoll_fifo_wake_if_asleep(&f->tail, &f->tail_asleep);
 }
 static inline void gcoll_fifo_set_head(struct gcoll_fifo *f, uint64_t head) {
   atomic_store_explicit(&f->head, head, memory_order_release);
-  atomic_thread_fence(memory_order_seq_cst);
+  gcoll_fifo_fence();
   gcoll_fifo_wake_if_asleep(&f->head, &f->head_asleep);
 }
 

@@ -177,7 +177,7 @@ static void publish(struct gcoll_prims *p, int j, const void *data, size_t nb) {
 /* After a step's publishes and releases: one fence for all their counters,
  * then wakes the peers that sleep on them (fifo.h, wait.h). */
 static void wake_peers(struct gcoll_prims *p, unsigned ops) {
-  atomic_thread_fence(memory_order_seq_cst);
+  gcoll_fifo_fence();
   if (ops & OP_SEND)
     for (int j = 0; j < p->nsend; j++) gcoll_fifo_wake_tail(p->send[j]);
   if (ops & OP_RECV)

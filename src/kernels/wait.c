@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -16,8 +18,33 @@ uint64_t gcoll_wait_now_ns(void) {
   return gcoll_clock_ns();
 }
 
+_Atomic int gcoll_wait_fast;
+
+/* Whether this kernel has membarrier's global expedited command: a waiter
+ * may then sleep on a futex whose producer does not fence (wait.h). */
+static int g_membarrier_ok;
+static pthread_once_t g_register_once = PTHREAD_ONCE_INIT;
+
+static void register_self(void) {
+  int ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0) == 0;
+  atomic_store_explicit(&gcoll_wait_fast, ok, memory_order_relaxed);
+}
+
+static void register_membarrier(void) {
+  long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
+  long need = MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
+  if (cmds < 0 || (cmds & need) != need) return;
+  g_membarrier_ok = 1;
+  register_self();
+  /* A forked child inherits gcoll_wait_fast but need not inherit the
+   * registration: it registers itself (or fences). */
+  pthread_atfork(NULL, NULL, register_self);
+}
+
 void gcoll_wait_init(struct gcoll_wait *w, _Atomic int *abort_word,
                      _Atomic int *local_abort, uint64_t timeout_ns) {
+  /* Before this process's first publish through a wait's executor. */
+  pthread_once(&g_register_once, register_membarrier);
   uint64_t now = gcoll_wait_now_ns();
   w->deadline_ns = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
   w->abort_word = abort_word;
@@ -87,6 +114,11 @@ static void sleep_ns(uint64_t ns) {
  * from now on). */
 static int futex_sleep(struct gcoll_wait *w, uint64_t ns) {
   atomic_store_explicit(w->asleep, 1, memory_order_seq_cst);
+  /* The producers' half of their fence (wait.h); without it, no sleep. */
+  if (!g_membarrier_ok || syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0) != 0) {
+    atomic_store_explicit(w->asleep, 0, memory_order_relaxed);
+    return -1;
+  }
   uint64_t v = atomic_load_explicit(w->sleep_ctr, memory_order_seq_cst);
   int rc = 0;
   if (v < w->sleep_target) {
