@@ -38,6 +38,20 @@
  * forwards the FIFO over a network can find published steps without knowing
  * the protocol in advance; a local consumer ignores tail for LL.
  *
+ * Sleep flags: next to each counter, in the line its writer already owns,
+ * a word that is nonzero while the one waiter on that counter sleeps and
+ * wants a wake-up (tail_asleep: the consumer waiting for data; head_asleep:
+ * the producer waiting for a free slot; one of each, the FIFO being SPSC).
+ * A host writer publishes through gcoll_fifo_set_tail/gcoll_fifo_set_head,
+ * which wake it (wait.h has the protocol and its ordering); the counters
+ * stay where
+ * they were, so the layout offsets (and the CUDA side's, cuda_work.h) do
+ * not move: the words live in what was padding. A device kernel never
+ * wakes; a host waiter on a FIFO a kernel fills would sleep to its timeout
+ * (none exists: the host cannot read GPU memory, kernels wait on the GPU).
+ * An LL consumer sleeps on tail as well: the producer bumps tail after the
+ * lines, so tail > s means the lines of step s are there.
+ *
  * LL has its own region (not the SIMPLE slots) because stale SIMPLE payload
  * is arbitrary bytes that could look like a valid flag. Both protocols share
  * the one step counter, so every flag value in the LL region is unique for
@@ -55,6 +69,7 @@
 #include <string.h>
 
 #include "gcoll_plan.h"
+#include "kernels/wait.h"
 
 #define GCOLL_STEPS 8
 #define GCOLL_FIFO_ALIGN 64
@@ -68,7 +83,9 @@
 
 struct gcoll_fifo {
   alignas(64) _Atomic uint64_t tail;
+  _Atomic uint32_t tail_asleep;      /* the consumer sleeps on tail */
   alignas(64) _Atomic uint64_t head;
+  _Atomic uint32_t head_asleep;      /* the producer sleeps on head */
   alignas(64) uint64_t slot_bytes;   /* SIMPLE payload bytes per step */
   uint64_t ll_slot_bytes;            /* LL line bytes per step (2x payload) */
   uint64_t simple_offset;            /* from the header start, 64-aligned */
@@ -79,7 +96,11 @@ struct gcoll_fifo {
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2,
                "FIFO counters must be lock-free to work across processes");
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2,
+               "FIFO sleeper words must be lock-free to work across processes");
+_Static_assert(offsetof(struct gcoll_fifo, tail_asleep) == 8, "FIFO layout");
 _Static_assert(offsetof(struct gcoll_fifo, head) == 64, "FIFO layout");
+_Static_assert(offsetof(struct gcoll_fifo, head_asleep) == 72, "FIFO layout");
 _Static_assert(offsetof(struct gcoll_fifo, slot_bytes) == 128, "FIFO layout");
 _Static_assert(sizeof(struct gcoll_fifo) == 256, "FIFO layout");
 
@@ -115,6 +136,8 @@ static inline int gcoll_fifo_header_init(struct gcoll_fifo *f, size_t slot_bytes
   memset(f, 0, sizeof(*f));
   atomic_init(&f->tail, 0);
   atomic_init(&f->head, 0);
+  atomic_init(&f->tail_asleep, 0);
+  atomic_init(&f->head_asleep, 0);
   f->slot_bytes = slot_bytes;
   f->ll_slot_bytes = gcoll_fifo_ll_slot_bytes(slot_bytes);
   f->simple_offset = sizeof(struct gcoll_fifo);
@@ -156,6 +179,60 @@ static inline struct gcoll_fifo *gcoll_fifo_init_zeroed(void *mem, size_t slot_b
   gcoll_fifo_header_init(f, slot_bytes);
   memset((char *)mem + f->simple_offset, 0, GCOLL_STEPS * slot_bytes);
   return f;
+}
+
+/* Orders a publish's counter store before its flag load (wait.h): a
+ * full fence, or only a compiler barrier in a process registered for
+ * membarrier (a sleeper then fences for it). */
+static inline void gcoll_fifo_fence(void) {
+  if (atomic_load_explicit(&gcoll_wait_fast, memory_order_relaxed))
+    atomic_signal_fence(memory_order_seq_cst);
+  else
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Publishes a counter (release: what it announces is visible first), then
+ * wakes its waiter if it sleeps. gcoll_fifo_fence orders the store before
+ * the flag's load (wait.h); on the fast path, nobody asleep, the cost is
+ * that and one load of a line this side just wrote. Taking the flag
+ * (exchange to 0) makes one wake-up per sleep: a producer that publishes
+ * several steps while its waiter is still off the CPU (ranks > cores) would
+ * otherwise pay a system call for each. */
+static inline void gcoll_fifo_wake_if_asleep(_Atomic uint64_t *ctr, _Atomic uint32_t *asleep) {
+  if (atomic_load_explicit(asleep, memory_order_relaxed) != 0 &&
+      atomic_exchange_explicit(asleep, 0, memory_order_relaxed) != 0)
+    gcoll_wait_wake(ctr);
+}
+
+/* The producer publishes steps 0..tail-1; the consumer frees 0..head-1. */
+static inline void gcoll_fifo_set_tail(struct gcoll_fifo *f, uint64_t tail) {
+  atomic_store_explicit(&f->tail, tail, memory_order_release);
+  gcoll_fifo_fence();
+  gcoll_fifo_wake_if_asleep(&f->tail, &f->tail_asleep);
+}
+static inline void gcoll_fifo_set_head(struct gcoll_fifo *f, uint64_t head) {
+  atomic_store_explicit(&f->head, head, memory_order_release);
+  gcoll_fifo_fence();
+  gcoll_fifo_wake_if_asleep(&f->head, &f->head_asleep);
+}
+
+/* The same in two halves, for a side that publishes several counters at
+ * once (a step of the host primitives: tails to every send peer, heads to
+ * every receive peer): the stores, then one fence for all of them, then
+ * gcoll_fifo_wake_tail/_head for each. The fence drains the store buffer,
+ * payload included, so one per step instead of one per counter matters
+ * at a microsecond a call. */
+static inline void gcoll_fifo_store_tail(struct gcoll_fifo *f, uint64_t tail) {
+  atomic_store_explicit(&f->tail, tail, memory_order_release);
+}
+static inline void gcoll_fifo_store_head(struct gcoll_fifo *f, uint64_t head) {
+  atomic_store_explicit(&f->head, head, memory_order_release);
+}
+static inline void gcoll_fifo_wake_tail(struct gcoll_fifo *f) {
+  gcoll_fifo_wake_if_asleep(&f->tail, &f->tail_asleep);
+}
+static inline void gcoll_fifo_wake_head(struct gcoll_fifo *f) {
+  gcoll_fifo_wake_if_asleep(&f->head, &f->head_asleep);
 }
 
 static inline unsigned gcoll_fifo_slot(uint64_t step) {

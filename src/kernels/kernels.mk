@@ -24,4 +24,10 @@ TESTS += tests/unit/test_algos
 tests_unit_test_algos_SOURCES = tests/unit/test_algos.c tests/unit/testutil.h
 tests_unit_test_algos_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_algos_LDADD = $(UNIT_LDADD)
+# Futex wake-ups of the waits, across a fork over a shared FIFO.
+check_PROGRAMS += tests/unit/test_wake
+TESTS += tests/unit/test_wake
+tests_unit_test_wake_SOURCES = tests/unit/test_wake.c
+tests_unit_test_wake_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_wake_LDADD = $(UNIT_LDADD)
 endif

@@ -75,7 +75,9 @@ static gcollResult_t ll_line(struct gcoll_prims *p, int i, _Atomic uint64_t *lin
                              uint64_t s, uint64_t *v) {
   *v = atomic_load_explicit(line, memory_order_relaxed);
   if (gcoll_ll_line_ready(*v, s)) return gcollSuccess;
-  gcoll_wait_begin(p->wait);
+  /* Asleep, on tail: bumped after the lines (fifo.h). */
+  struct gcoll_fifo *f = p->recv[i];
+  gcoll_wait_begin_on(p->wait, &f->tail, s + 1, &f->tail_asleep);
   do {
     gcollResult_t r = gcoll_wait_round(p->wait);
     if (r != gcollSuccess) return failed(p, r, "data from receive peer", i, s);
@@ -129,7 +131,7 @@ static gcollResult_t receive(struct gcoll_prims *p, int i, size_t nb,
     *data = p->scratch[i];
     return ll_receive(p, i, nb, p->scratch[i]);
   }
-  gcollResult_t r = gcoll_wait_counter(p->wait, &f->tail, s + 1);
+  gcollResult_t r = gcoll_wait_counter(p->wait, &f->tail, s + 1, &f->tail_asleep);
   if (r != gcollSuccess) return failed(p, r, "data from receive peer", i, s);
   unsigned slot = gcoll_fifo_slot(s);
   if (f->nbytes[slot] != nb || f->proto[slot] != GCOLL_PROTO_SIMPLE)
@@ -140,7 +142,7 @@ static gcollResult_t receive(struct gcoll_prims *p, int i, size_t nb,
 
 static void release(struct gcoll_prims *p, int i) {
   uint64_t s = p->recv_step[i]++;
-  atomic_store_explicit(&p->recv[i]->head, s + 1, memory_order_release);
+  gcoll_fifo_store_head(p->recv[i], s + 1);
 }
 
 /* Waits until send peer j has freed the slot of its next step. */
@@ -151,7 +153,8 @@ static gcollResult_t send_space(struct gcoll_prims *p, int j) {
       return gcollSuccess;
   }
   uint64_t need = s >= GCOLL_STEPS ? s - GCOLL_STEPS + 1 : 0;
-  gcollResult_t r = gcoll_wait_counter(p->wait, &p->send[j]->head, need);
+  gcollResult_t r = gcoll_wait_counter(p->wait, &p->send[j]->head, need,
+                                      &p->send[j]->head_asleep);
   if (r != gcollSuccess) return failed(p, r, "a free slot at send peer", j, s);
   return gcollSuccess;
 }
@@ -168,7 +171,17 @@ static void publish(struct gcoll_prims *p, int j, const void *data, size_t nb) {
   }
   f->nbytes[slot] = (uint32_t)nb;
   f->proto[slot] = (uint32_t)p->proto;
-  atomic_store_explicit(&f->tail, s + 1, memory_order_release);
+  gcoll_fifo_store_tail(f, s + 1);
+}
+
+/* After a step's publishes and releases: one fence for all their counters,
+ * then wakes the peers that sleep on them (fifo.h, wait.h). */
+static void wake_peers(struct gcoll_prims *p, unsigned ops) {
+  gcoll_fifo_fence();
+  if (ops & OP_SEND)
+    for (int j = 0; j < p->nsend; j++) gcoll_fifo_wake_tail(p->send[j]);
+  if (ops & OP_RECV)
+    for (int i = 0; i < p->nrecv; i++) gcoll_fifo_wake_head(p->recv[i]);
 }
 
 /* Where a reduction result goes when it is not written to dst: straight into
@@ -215,6 +228,7 @@ static gcollResult_t one_step(struct gcoll_prims *p, unsigned ops,
     for (int j = 0; j < p->nsend; j++) publish(p, j, res, nb);
   if (ops & OP_RECV)
     for (int i = 0; i < p->nrecv; i++) release(p, i);
+  if (ops & (OP_SEND | OP_RECV)) wake_peers(p, ops);
   return gcollSuccess;
 }
 

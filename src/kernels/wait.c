@@ -1,8 +1,16 @@
 /* The wait/back-off rule (see wait.h for why it looks like this). */
+#define _GNU_SOURCE
 #include "kernels/wait.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 
@@ -10,8 +18,33 @@ uint64_t gcoll_wait_now_ns(void) {
   return gcoll_clock_ns();
 }
 
+_Atomic int gcoll_wait_fast;
+
+/* Whether this kernel has membarrier's global expedited command: a waiter
+ * may then sleep on a futex whose producer does not fence (wait.h). */
+static int g_membarrier_ok;
+static pthread_once_t g_register_once = PTHREAD_ONCE_INIT;
+
+static void register_self(void) {
+  int ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0) == 0;
+  atomic_store_explicit(&gcoll_wait_fast, ok, memory_order_relaxed);
+}
+
+static void register_membarrier(void) {
+  long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
+  long need = MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
+  if (cmds < 0 || (cmds & need) != need) return;
+  g_membarrier_ok = 1;
+  register_self();
+  /* A forked child inherits gcoll_wait_fast but need not inherit the
+   * registration: it registers itself (or fences). */
+  pthread_atfork(NULL, NULL, register_self);
+}
+
 void gcoll_wait_init(struct gcoll_wait *w, _Atomic int *abort_word,
                      _Atomic int *local_abort, uint64_t timeout_ns) {
+  /* Before this process's first publish through a wait's executor. */
+  pthread_once(&g_register_once, register_membarrier);
   uint64_t now = gcoll_wait_now_ns();
   w->deadline_ns = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
   w->abort_word = abort_word;
@@ -21,6 +54,37 @@ void gcoll_wait_init(struct gcoll_wait *w, _Atomic int *abort_word,
   w->reason = GCOLL_WAIT_NONE;
   w->poll = NULL;
   w->poll_arg = NULL;
+  w->asleep = NULL;
+  w->sleep_target = 0;
+  w->wake_timeout_ns = GCOLL_WAIT_WAKE_TIMEOUT_NS;
+  w->futex_sleeps = 0;
+}
+
+static _Atomic uint64_t g_futex_sleeps, g_futex_timeouts, g_futex_wakes;
+
+void gcoll_wait_get_stats(struct gcoll_wait_stats *s) {
+  s->futex_sleeps = atomic_load_explicit(&g_futex_sleeps, memory_order_relaxed);
+  s->futex_timeouts = atomic_load_explicit(&g_futex_timeouts, memory_order_relaxed);
+  s->futex_wakes = atomic_load_explicit(&g_futex_wakes, memory_order_relaxed);
+}
+
+/* The futex word of a 64-bit counter: its low 32 bits, which change with
+ * every step (a wake-up lost to them repeating needs 2^32 steps inside one
+ * sleep). The kernel reads the word; user code reads the whole counter. */
+static uint32_t *futex_word(_Atomic uint64_t *ctr) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  return (uint32_t *)(void *)ctr + 1;
+#else
+  return (uint32_t *)(void *)ctr;
+#endif
+}
+
+/* Not FUTEX_PRIVATE: the counter is in memory shared between processes
+ * (shm FIFOs); in a process's own memory (a net proxy's FIFO) a shared
+ * futex works too. */
+void gcoll_wait_wake(_Atomic uint64_t *ctr) {
+  atomic_fetch_add_explicit(&g_futex_wakes, 1, memory_order_relaxed);
+  (void)syscall(SYS_futex, futex_word(ctr), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 static inline void cpu_pause(void) {
@@ -45,6 +109,51 @@ static void sleep_ns(uint64_t ns) {
   nanosleep(&ts, NULL);
 }
 
+/* One sleep on the counter's futex, at most ns (wait.h: the ordering).
+ * 0, or -1 when the futex call failed for good (then the wait nanosleeps
+ * from now on). */
+static int futex_sleep(struct gcoll_wait *w, uint64_t ns) {
+  atomic_store_explicit(w->asleep, 1, memory_order_seq_cst);
+  /* The producers' half of their fence (wait.h); without it, no sleep. */
+  if (!g_membarrier_ok || syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0) != 0) {
+    atomic_store_explicit(w->asleep, 0, memory_order_relaxed);
+    return -1;
+  }
+  uint64_t v = atomic_load_explicit(w->sleep_ctr, memory_order_seq_cst);
+  int rc = 0;
+  if (v < w->sleep_target) {
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+                          .tv_nsec = (long)(ns % 1000000000u)};
+    long r = syscall(SYS_futex, futex_word(w->sleep_ctr), FUTEX_WAIT, (uint32_t)v, &ts,
+                     NULL, 0);
+    w->futex_sleeps++;
+    atomic_fetch_add_explicit(&g_futex_sleeps, 1, memory_order_relaxed);
+    if (r != 0 && errno == ETIMEDOUT)
+      atomic_fetch_add_explicit(&g_futex_timeouts, 1, memory_order_relaxed);
+    else if (r != 0 && errno != EAGAIN && errno != EINTR)
+      rc = -1;
+  }
+  /* Down again if no producer took it (a timeout, EAGAIN); relaxed: a
+   * producer that still sees it only makes one needless wake-up. */
+  atomic_store_explicit(w->asleep, 0, memory_order_relaxed);
+  return rc;
+}
+
+/* A sleeping round: until the counter moves (futex) or the next back-off
+ * step (nanosleep). Neither sleeps past the deadline by more than a tick. */
+static void sleep_round(struct gcoll_wait *w) {
+  if (w->sleep_ctr != NULL && w->poll == NULL) {
+    uint64_t now = gcoll_wait_now_ns();
+    uint64_t left = w->deadline_ns > now ? w->deadline_ns - now : 0;
+    if (left == 0) return;
+    if (futex_sleep(w, left < w->wake_timeout_ns ? left : w->wake_timeout_ns) == 0) return;
+    w->sleep_ctr = NULL;
+  }
+  uint32_t k = w->sleeps - 1;
+  uint64_t ns = k >= 6 ? GCOLL_WAIT_MAX_SLEEP_NS : 1000ull << k;
+  sleep_ns(ns > GCOLL_WAIT_MAX_SLEEP_NS ? GCOLL_WAIT_MAX_SLEEP_NS : ns);
+}
+
 gcollResult_t gcoll_wait_round(struct gcoll_wait *w) {
   uint32_t r = w->round;
   if (w->round < UINT32_MAX) w->round++;
@@ -64,9 +173,7 @@ gcollResult_t gcoll_wait_round(struct gcoll_wait *w) {
     sched_yield();
     yielding = 1;
   } else {
-    uint32_t k = w->sleeps - 1;
-    uint64_t ns = k >= 6 ? GCOLL_WAIT_MAX_SLEEP_NS : 1000ull << k;
-    sleep_ns(ns > GCOLL_WAIT_MAX_SLEEP_NS ? GCOLL_WAIT_MAX_SLEEP_NS : ns);
+    sleep_round(w);
     if (w->sleeps < UINT32_MAX) w->sleeps++;
   }
   uint64_t now = gcoll_wait_now_ns();
@@ -87,9 +194,9 @@ gcollResult_t gcoll_wait_round(struct gcoll_wait *w) {
 }
 
 gcollResult_t gcoll_wait_counter(struct gcoll_wait *w, _Atomic uint64_t *ctr,
-                                 uint64_t target) {
+                                 uint64_t target, _Atomic uint32_t *asleep) {
   if (atomic_load_explicit(ctr, memory_order_acquire) >= target) return gcollSuccess;
-  gcoll_wait_begin(w);
+  gcoll_wait_begin_on(w, ctr, target, asleep);
   for (;;) {
     gcollResult_t r = gcoll_wait_round(w);
     if (r != gcollSuccess) return r;

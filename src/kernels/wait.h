@@ -23,6 +23,45 @@
  * the deadline is checked every round once spinning ends and every 32 spins
  * before (a clock read can be a system call in a VM).
  *
+ * Sleeping is on a futex when the wait names the FIFO counter it waits for
+ * (gcoll_wait_begin_on; every wait on a host FIFO does, see prims_host.c):
+ * the waiter raises the sleep flag next to the counter (fifo.h), re-reads
+ * the counter and FUTEX_WAITs on its low 32 bits; the producer, after
+ * publishing, reads the flag and, only when it is raised, takes it down
+ * and FUTEX_WAKEs (gcoll_fifo_set_tail/set_head, gcoll_wait_wake). So a
+ * sleep ends when the step is published, not when a timer fires: a
+ * nanosleep costs ~70 us on these VMs however short, and a configuration
+ * whose waits all reached the sleeps paid one per step (the README's np=2
+ * reduce at 0.27-0.49 ms a call). Such a sleep is still bounded, by
+ * wake_timeout_ns (GCOLL_WAIT_WAKE_TIMEOUT_NS) and by the deadline, so
+ * abort words, the deadline and a producer that cannot wake (none today;
+ * a CUDA kernel writing host memory would be one) cost at most that.
+ * The ordering is the store-buffering pattern (Dekker): waiter: flag = 1
+ * (seq_cst), then load the counter (seq_cst); producer: store the counter,
+ * seq_cst fence, load the flag. In the single total order of those seq_cst
+ * operations either the producer's fence comes first, and the waiter's load
+ * sees the new counter and does not sleep, or the waiter's store comes
+ * first, and the producer sees the flag and wakes; a store landing
+ * between the waiter's load and its FUTEX_WAIT makes the kernel's compare
+ * fail (EAGAIN), so no wake-up is lost.
+ * The producer's fence is on every step, and it drains the store buffer,
+ * payload included: measured +5-20% on calls of 0.2-1 us. So where the
+ * kernel has membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED), the fence moves
+ * to the sleeper, the rare side (the asymmetric Dekker of membarrier(2)):
+ * a process registers once (gcoll_wait_init), then publishes with only a
+ * compiler barrier between its store and its flag load (gcoll_wait_fast,
+ * fifo.h), and a waiter about to sleep issues the membarrier between its
+ * flag store and its counter load. The call makes every running thread
+ * of every registered process pass a full barrier (one not running is
+ * past one already), so a producer's store/load pair either completes
+ * before that barrier (its store is visible to the waiter's load after
+ * the call) or its load comes after it (and sees the flag, stored before
+ * the call). A process that could not register keeps the fence; a waiter
+ * whose membarrier fails never sleeps on the futex (it nanosleeps as
+ * before), since its producer may rely on it. A wait that drives its own
+ * connections (w->poll) keeps the nanosleep: nobody else would move the
+ * steps that could wake it.
+ *
  * A wait may also drive the connections it depends on (w->poll, set by the
  * executor for a collective whose network steps its own threads move, see
  * runtime/proxy.h): called every round before backing off; a round in
@@ -45,6 +84,11 @@
 #define GCOLL_WAIT_SHARED_SPINS 1u
 #define GCOLL_WAIT_YIELD_NS 200000u
 #define GCOLL_WAIT_MAX_SLEEP_NS 64000u
+/* Longest futex sleep: only a missing wake-up or an abort waits this long,
+ * so it is long enough that a sleeping waiter does not wake every few tens
+ * of microseconds to steal its producer's core (ranks > cores), and short
+ * enough that an abort or a dead peer is noticed at once for a human. */
+#define GCOLL_WAIT_WAKE_TIMEOUT_NS 1000000u
 
 enum gcoll_wait_reason {
   GCOLL_WAIT_NONE = 0,      /* no wait failed */
@@ -63,6 +107,13 @@ struct gcoll_wait {
   enum gcoll_wait_reason reason; /* why the last failed wait failed */
   int (*poll)(void *arg);        /* NULL, or moves steps; nonzero: something moved */
   void *poll_arg;
+  /* Where sleeping rounds sleep (gcoll_wait_begin_on): a FIFO counter that
+   * must reach sleep_target and its sleep flag; NULL: nanosleep. */
+  _Atomic uint64_t *sleep_ctr;
+  _Atomic uint32_t *asleep;
+  uint64_t sleep_target;
+  uint64_t wake_timeout_ns;      /* bound of one futex sleep */
+  uint64_t futex_sleeps;         /* futex sleeps since gcoll_wait_init */
 };
 
 uint64_t gcoll_wait_now_ns(void);
@@ -76,6 +127,19 @@ static inline void gcoll_wait_begin(struct gcoll_wait *w) {
   w->round = 0;
   w->sleeps = 0;
   w->yield_end_ns = 0;
+  w->sleep_ctr = NULL;
+}
+
+/* gcoll_wait_begin for a wait until *ctr >= target, whose producer wakes
+ * a waiter that raised *asleep (fifo.h); asleep NULL: the producer does not
+ * wake, sleeping rounds nanosleep. */
+static inline void gcoll_wait_begin_on(struct gcoll_wait *w, _Atomic uint64_t *ctr,
+                                       uint64_t target, _Atomic uint32_t *asleep) {
+  gcoll_wait_begin(w);
+  if (asleep == NULL) return;
+  w->sleep_ctr = ctr;
+  w->asleep = asleep;
+  w->sleep_target = target;
 }
 
 /* One back-off round. Returns gcollSuccess to keep polling, the abort word's
@@ -83,8 +147,25 @@ static inline void gcoll_wait_begin(struct gcoll_wait *w) {
  * deadline has passed; w->reason says which. */
 gcollResult_t gcoll_wait_round(struct gcoll_wait *w);
 
-/* Waits until *ctr >= target (acquire). */
+/* Waits until *ctr >= target (acquire); sleeping on the futex of ctr when
+ * asleep is not NULL (see gcoll_wait_begin_on). */
 gcollResult_t gcoll_wait_counter(struct gcoll_wait *w, _Atomic uint64_t *ctr,
-                                 uint64_t target);
+                                 uint64_t target, _Atomic uint32_t *asleep);
+
+/* Nonzero once this process is registered for membarrier's global
+ * expedited command: its publishes need no fence (see above). Set once
+ * (relaxed): a thread that still reads 0 fences, which is always safe. */
+extern _Atomic int gcoll_wait_fast;
+
+/* The producer's half: wakes every waiter asleep on ctr. Called only when
+ * the sleep flag was raised after the publish (fifo.h). */
+void gcoll_wait_wake(_Atomic uint64_t *ctr);
+
+/* Process-wide counts (relaxed; for GCOLL_DEBUG=INFO and tests): futex
+ * sleeps, those that ended by their timeout, and wake calls made. */
+struct gcoll_wait_stats {
+  uint64_t futex_sleeps, futex_timeouts, futex_wakes;
+};
+void gcoll_wait_get_stats(struct gcoll_wait_stats *s);
 
 #endif

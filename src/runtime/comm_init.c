@@ -562,8 +562,19 @@ gcollResult_t gcollCommInitFromPlan(gcollComm_t *out, const char *plan_path, int
   return gcoll_comm_init_with(out, &a);
 }
 
+/* The process's futex sleeps so far (wait.h): whether a run's waits slept,
+ * and were woken by their peers or ran into their timeout. */
+static void log_wait_stats(const struct gcollComm *comm) {
+  struct gcoll_wait_stats s;
+  gcoll_wait_get_stats(&s);
+  gcoll_log_info(comm, "waits of this process so far: %llu futex sleeps (%llu ended by their "
+                 "timeout), %llu wake-ups sent", (unsigned long long)s.futex_sleeps,
+                 (unsigned long long)s.futex_timeouts, (unsigned long long)s.futex_wakes);
+}
+
 gcollResult_t gcollCommDestroy(gcollComm_t comm) {
   if (comm == NULL) return gcoll_fail(gcollInvalidArgument, "gcollCommDestroy: comm is NULL");
+  log_wait_stats(comm);
   comm_free(comm);
   return gcollSuccess;
 }

@@ -117,7 +117,7 @@ void gcoll_net_send_done(struct gcoll_net_conn *c, uint64_t step) {
     return;
   }
   c->done = step + 1;
-  atomic_store_explicit(&c->fifo->head, c->done, memory_order_release);
+  gcoll_fifo_set_head(c->fifo, c->done);
 }
 
 int gcoll_net_recv_done(struct gcoll_net_conn *c, uint64_t step, uint32_t nbytes, uint32_t proto) {
@@ -130,7 +130,7 @@ int gcoll_net_recv_done(struct gcoll_net_conn *c, uint64_t step, uint32_t nbytes
   unsigned slot = gcoll_fifo_slot(step);
   f->nbytes[slot] = nbytes;
   f->proto[slot] = proto;
-  atomic_store_explicit(&f->tail, step + 1, memory_order_release);
+  gcoll_fifo_set_tail(f, step + 1);
   c->done = step + 1;
   return 0;
 }

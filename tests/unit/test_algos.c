@@ -623,18 +623,18 @@ static void test_wait_rule(void **state) {
    * slow ASan build) saw less than the timeout and failed a correct wait. */
   double t0 = now_s();
   gcoll_wait_init(&w, &word, &local, 50 * 1000 * 1000);
-  assert_int_equal(gcoll_wait_counter(&w, &ctr, 5), gcollSuccess);
-  assert_int_equal(gcoll_wait_counter(&w, &ctr, 6), gcollSystemError);
+  assert_int_equal(gcoll_wait_counter(&w, &ctr, 5, NULL), gcollSuccess);
+  assert_int_equal(gcoll_wait_counter(&w, &ctr, 6, NULL), gcollSystemError);
   assert_int_equal(w.reason, GCOLL_WAIT_DEADLINE);
   double waited = now_s() - t0;
   assert_true(gcoll_wait_now_ns() >= w.deadline_ns);   /* never before the deadline */
   assert_true(waited >= 0.0499 && waited < 1.0);
   gcoll_wait_init(&w, &word, &local, 60ull * 1000000000ull);
   atomic_store(&local, gcollInternalError);
-  assert_int_equal(gcoll_wait_counter(&w, &ctr, 6), gcollInternalError);
+  assert_int_equal(gcoll_wait_counter(&w, &ctr, 6, NULL), gcollInternalError);
   assert_int_equal(w.reason, GCOLL_WAIT_ABORTED);
   atomic_store(&word, gcollRemoteError);
-  assert_int_equal(gcoll_wait_counter(&w, &ctr, 6), gcollRemoteError);
+  assert_int_equal(gcoll_wait_counter(&w, &ctr, 6, NULL), gcollRemoteError);
 }
 
 /* Bad arguments come back as errors with nothing moved: the same world
