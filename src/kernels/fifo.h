@@ -128,6 +128,12 @@ static inline size_t gcoll_fifo_bytes(size_t slot_bytes) {
          GCOLL_STEPS * (slot_bytes + gcoll_fifo_ll_slot_bytes(slot_bytes));
 }
 
+/* Where the LL region starts: the bytes before it (header and SIMPLE
+ * slots) are what a FIFO of this slot size uses when it never runs LL. */
+static inline size_t gcoll_fifo_ll_offset(size_t slot_bytes) {
+  return sizeof(struct gcoll_fifo) + GCOLL_STEPS * slot_bytes;
+}
+
 /* The header of an empty FIFO with this slot size, on its own: for a FIFO
  * in memory the host cannot write directly (GPU memory), whose slots are
  * zeroed by other means. 0, or -1 when slot_bytes is invalid. */
@@ -141,28 +147,8 @@ static inline int gcoll_fifo_header_init(struct gcoll_fifo *f, size_t slot_bytes
   f->slot_bytes = slot_bytes;
   f->ll_slot_bytes = gcoll_fifo_ll_slot_bytes(slot_bytes);
   f->simple_offset = sizeof(struct gcoll_fifo);
-  f->ll_offset = f->simple_offset + GCOLL_STEPS * slot_bytes;
+  f->ll_offset = gcoll_fifo_ll_offset(slot_bytes);
   return 0;
-}
-
-/* Formats gcoll_fifo_bytes(slot_bytes) bytes at mem (64-byte aligned) as an
- * empty FIFO and touches every page once, so no step pays first-touch
- * faults. Returns NULL when slot_bytes or the alignment is invalid. Both ends
- * must be idle. */
-static inline struct gcoll_fifo *gcoll_fifo_init(void *mem, size_t slot_bytes) {
-  size_t total = gcoll_fifo_bytes(slot_bytes);
-  if (mem == NULL || total == 0 || (uintptr_t)mem % GCOLL_FIFO_ALIGN != 0)
-    return NULL;
-  memset(mem, 0, total);
-  struct gcoll_fifo *f = (struct gcoll_fifo *)mem;
-  gcoll_fifo_header_init(f, slot_bytes);
-  return f;
-}
-
-/* Where the LL region starts: the bytes before it (header and SIMPLE
- * slots) are what a FIFO of this slot size uses when it never runs LL. */
-static inline size_t gcoll_fifo_ll_offset(size_t slot_bytes) {
-  return sizeof(struct gcoll_fifo) + GCOLL_STEPS * slot_bytes;
 }
 
 /* As gcoll_fifo_init, for memory known to hold zeros (a fresh anonymous
@@ -178,6 +164,17 @@ static inline struct gcoll_fifo *gcoll_fifo_init_zeroed(void *mem, size_t slot_b
   struct gcoll_fifo *f = (struct gcoll_fifo *)mem;
   gcoll_fifo_header_init(f, slot_bytes);
   memset((char *)mem + f->simple_offset, 0, GCOLL_STEPS * slot_bytes);
+  return f;
+}
+
+/* Formats gcoll_fifo_bytes(slot_bytes) bytes at mem (64-byte aligned) as an
+ * empty FIFO and touches every page once, so no step pays first-touch
+ * faults: gcoll_fifo_init_zeroed, then the LL region zeroed too. Returns
+ * NULL when slot_bytes or the alignment is invalid. Both ends must be
+ * idle. */
+static inline struct gcoll_fifo *gcoll_fifo_init(void *mem, size_t slot_bytes) {
+  struct gcoll_fifo *f = gcoll_fifo_init_zeroed(mem, slot_bytes);
+  if (f != NULL) memset((char *)mem + f->ll_offset, 0, GCOLL_STEPS * (size_t)f->ll_slot_bytes);
   return f;
 }
 

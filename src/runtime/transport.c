@@ -143,8 +143,10 @@ static void *map_huge_aligned(size_t *bytes) {
   char *raw = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return NULL;
   char *start = (char *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+  /* Trim the slack: start - raw before, the rest of the extra huge page
+   * after (never empty, as start < raw + huge). */
   if (start > raw) munmap(raw, (size_t)(start - raw));
-  if (start + len < raw + len + huge) munmap(start + len, (size_t)(raw + huge - start));
+  munmap(start + len, (size_t)(raw + huge - start));
   (void)madvise(start, len, MADV_HUGEPAGE);
   *bytes = len;
   return start;
