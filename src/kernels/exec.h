@@ -51,6 +51,7 @@ struct gcoll_exec_config {
   uint64_t gather_bytes[GCOLL_NPROTOS]; /* host: gather-form allreduce limit (host_exec.h) */
   int device;                     /* CUDA device ordinal (CUDA executor) */
   struct gcoll_exec_poll poll;    /* host: inline network polling (host_exec.h) */
+  struct gcoll_exec_peer_reads peer_reads; /* host: single-copy reads (host_direct.h) */
 };
 
 struct gcoll_exec;

@@ -14,6 +14,7 @@
 #include "kernels/algo_tree.h"
 #include "kernels/coll_args.h"
 #include "kernels/exec.h"
+#include "kernels/host_direct.h"
 #include "kernels/reduce.h"
 
 struct channel {
@@ -44,6 +45,7 @@ struct gcoll_host_exec {
   uint64_t gather_bytes[GCOLL_NPROTOS];
   void *gather;                     /* nranks x the largest gather_bytes */
   struct gcoll_exec_poll poll;
+  struct gcoll_host_direct direct;  /* single-copy allgather and broadcast */
 
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
@@ -119,6 +121,7 @@ void gcoll_host_exec_destroy(struct gcoll_host_exec *e) {
   free(e->ch);
   free(e->scratch_mem);
   free(e->gather);
+  gcoll_host_direct_free(&e->direct);
   free(e);
 }
 
@@ -205,6 +208,11 @@ struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_exec_config *c
   e->ch = calloc((size_t)cfg->nchannels, sizeof(*e->ch));
   if (e->ch == NULL || alloc_channels(e, cfg, err, errlen) != 0) {
     if (e->ch == NULL) gcoll_errf(err, errlen, "out of memory");
+    gcoll_host_exec_destroy(e);
+    return NULL;
+  }
+  if (gcoll_host_direct_init(&e->direct, &cfg->peer_reads, cfg->rank, cfg->nranks) != 0) {
+    gcoll_errf(err, errlen, "out of memory");
     gcoll_host_exec_destroy(e);
     return NULL;
   }
@@ -329,6 +337,35 @@ static gcollResult_t run_gather(struct channel *ch, const struct gcoll_host_coll
   return gcollSuccess;
 }
 
+/* The direct form (host_direct.h) on channel 0's ring; *taken = 0: the
+ * ring runs the call after all. */
+static gcollResult_t run_direct(struct channel *ch, const struct gcoll_host_coll *c, int *taken,
+                                char *err, size_t errlen) {
+  struct gcoll_host_exec *e = ch->exec;
+  struct gcoll_fifo *recv[1] = {ch->conf.ring.recv_prev};
+  struct gcoll_fifo *send[1] = {ch->conf.ring.send_next};
+  ch->failed = NULL;
+  ch->phase = "direct";
+  gcollResult_t r = gcoll_prims_setup(&ch->ring, recv, 1, send, 1, GCOLL_PROTO_SIMPLE, gcollUint8,
+                                      gcollSum, &ch->wait, ch->scratch, ch->scratch_bytes);
+  *taken = 1;
+  if (r == gcollSuccess) {
+    struct gcoll_ring_work w = {
+        .nranks = e->frame.nranks, .pos = ch->conf.ring.pos, .root = c->root, .ranks = ch->ranks};
+    r = gcoll_host_direct_run(&e->direct, &ch->ring, &w, c, taken, err, errlen);
+    if (r != gcollSuccess && ch->ring.fail_what != NULL) {
+      ch->failed = &ch->ring;
+      err[0] = '\0'; /* describe_failure names the step */
+    }
+  }
+  if (r != gcollSuccess) {
+    int zero = 0;
+    if (atomic_compare_exchange_strong(&e->local_abort, &zero, (int)r))
+      atomic_store(&e->first_failed, 0);
+  }
+  return r;
+}
+
 static void finish_avg(struct channel *ch, const struct gcoll_host_coll *c) {
   struct gcoll_host_exec *e = ch->exec;
   if (c->op != gcollAvg || ch->n == 0) return;
@@ -447,6 +484,8 @@ static void describe_failure(const struct gcoll_host_exec *e, gcollResult_t r,
 
 /* ---- running ------------------------------------------------------------ */
 
+static void run_collective(struct gcoll_host_exec *e, const struct gcoll_host_coll *c, int nch);
+
 gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
                                   const struct gcoll_host_coll *c, char *err,
                                   size_t errlen) {
@@ -471,6 +510,24 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
   atomic_store(&e->local_abort, 0);
   atomic_store(&e->first_failed, -1);
 
+  if (errlen > 0) err[0] = '\0';
+  int taken = 0;
+  if (gcoll_host_direct_candidate(&e->direct, c)) run_direct(&e->ch[0], c, &taken, err, errlen);
+  if (taken) {
+    /* run_direct recorded any failure as a channel's would be. */
+  } else {
+    run_collective(e, c, nch);
+  }
+
+  if (inline_poll && e->poll.end != NULL) e->poll.end(e->poll.arg);
+  r = (gcollResult_t)atomic_load(&e->local_abort);
+  if (r != gcollSuccess && (errlen == 0 || err[0] == '\0')) describe_failure(e, r, err, errlen);
+  return r;
+}
+
+/* The ring, tree or gather form over nch channels: channel 0 in this
+ * thread, the others handed to their workers. */
+static void run_collective(struct gcoll_host_exec *e, const struct gcoll_host_coll *c, int nch) {
   int gather = c->coll == GCOLL_COLL_ALLREDUCE && c->algo == GCOLL_ALGO_RING && nch == 1 &&
                e->frame.nranks > 1 &&
                c->count * gcoll_dtype_size(c->dtype) <= e->gather_bytes[c->proto];
@@ -496,9 +553,4 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
     while (e->pending > 0) pthread_cond_wait(&e->done_cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
   }
-
-  if (inline_poll && e->poll.end != NULL) e->poll.end(e->poll.arg);
-  r = (gcollResult_t)atomic_load(&e->local_abort);
-  if (r != gcollSuccess) describe_failure(e, r, err, errlen);
-  return r;
 }

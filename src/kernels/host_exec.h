@@ -81,6 +81,28 @@ struct gcoll_exec_poll {
   void *arg;
 };
 
+/* Reading a peer rank's memory by address (single copy, host_direct.h):
+ * the runtime's table (runtime/peer_memory.c: process_vm_readv). An
+ * identity is what a peer needs to read this process, opaque here; each
+ * rank puts its own in every direct call's descriptor. probe and read
+ * return 0 or an errno value; cheap says whether peers read [p, p+n) of
+ * this process fast (whole huge pages: the kernel pins a 4 KiB page at a
+ * time otherwise, which makes the read slower than two copies through a
+ * FIFO). min_bytes == 0: never. */
+#define GCOLL_PEER_ID_BYTES 32
+struct gcoll_exec_peer_reads {
+  uint64_t min_bytes;             /* direct form from this many bytes (the same on every rank) */
+  void (*identity)(void *arg, uint8_t id[GCOLL_PEER_ID_BYTES]);
+  int (*probe)(void *arg, int peer, const uint8_t id[GCOLL_PEER_ID_BYTES]);
+  int (*read)(void *arg, const uint8_t id[GCOLL_PEER_ID_BYTES], void *dst, uint64_t addr,
+              size_t n);
+  int (*cheap)(void *arg, const void *p, size_t n);
+  /* At destroy, when some call was a candidate: how many, and how many
+   * read their peers (NULL: not told). */
+  void (*report)(void *arg, uint64_t candidates, uint64_t direct);
+  void *arg;
+};
+
 struct gcoll_host_coll {
   enum gcoll_coll coll;
   const void *sendbuf;

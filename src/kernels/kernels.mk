@@ -17,6 +17,7 @@ libgcoll_la_SOURCES += src/kernels/fifo.h src/kernels/wait.h src/kernels/wait.c 
 	src/kernels/algo_tree.h src/kernels/coll_args.h src/kernels/coll_args.c \
 	src/kernels/coll_geometry.h \
 	src/kernels/host_exec.h src/kernels/host_exec.c \
+	src/kernels/host_direct.h src/kernels/host_direct.c \
 	src/kernels/exec.h src/kernels/exec_host.c
 if HAVE_CMOCKA
 check_PROGRAMS += tests/unit/test_algos

@@ -18,6 +18,7 @@
 #include "runtime/comm_init_paths.h"
 #include "runtime/comm_init_timings.h"
 #include "runtime/comm_init_wave.h"
+#include "runtime/peer_memory.h"
 #include "runtime/proxy.h"
 #include "runtime/settings.h"
 
@@ -358,6 +359,68 @@ static gcollResult_t gather_limits(const struct gcollComm *comm, uint64_t *limit
   return gcollSuccess;
 }
 
+/* Single-copy reads between the ranks (kernels/host_direct.h,
+ * peer_memory.h), when every rank is on this host and talks shared
+ * memory. The default size is where reading a peer's huge pages beat the
+ * ring's two copies on the 2-core VM (README, issue 17): below it the
+ * descriptor exchange and the closing barrier cost more than the copy
+ * saves. Every rank must use the same value (it decides the steps). */
+#define SINGLE_COPY_DEFAULT_BYTES (1u << 20)
+static void peer_identity(void *comm, uint8_t id[GCOLL_PEER_ID_BYTES]) {
+  (void)comm;
+  gcoll_peer_memory_identity(id);
+}
+static int peer_probe(void *comm, int peer, const uint8_t id[GCOLL_PEER_ID_BYTES]) {
+  int rc = gcoll_peer_memory_probe(id);
+  if (rc != 0)
+    gcoll_log_info(comm, "single-copy reads off: cannot read rank %d's memory (%s); the kernel's "
+                         "ptrace rules decide (Yama ptrace_scope, a container's seccomp)",
+                   peer, rc == ENXIO ? "its pid names another process here" : strerror(rc));
+  return rc;
+}
+static int peer_read(void *comm, const uint8_t id[GCOLL_PEER_ID_BYTES], void *dst, uint64_t addr,
+                     size_t n) {
+  (void)comm;
+  return gcoll_peer_memory_read(id, dst, addr, n);
+}
+static int peer_cheap(void *comm, const void *p, size_t n) {
+  (void)comm;
+  return gcoll_peer_memory_cheap(p, n);
+}
+
+static int any_pages(void *comm, const void *p, size_t n) {
+  (void)comm;
+  (void)p;
+  (void)n;
+  return 1;
+}
+static void peer_report(void *comm, uint64_t candidates, uint64_t direct) {
+  gcoll_log_info(comm, "single copy: %llu of %llu candidate calls read their peers' buffers",
+                 (unsigned long long)direct, (unsigned long long)candidates);
+}
+
+static gcollResult_t peer_reads(struct gcollComm *comm, struct gcoll_exec_peer_reads *reads) {
+  *reads = (struct gcoll_exec_peer_reads){0};
+  if (comm->nranks < 2 || comm->view->nnodes != 1 || comm->has_net) return gcollSuccess;
+  long bytes = SINGLE_COPY_DEFAULT_BYTES;
+  char why[256];
+  if (gcoll_setting_long("GCOLL_SINGLE_COPY_BYTES", 0, 1L << 40, &bytes, why, sizeof(why)) < 0)
+    return gcoll_fail(gcollInvalidArgument, "%s", why);
+  const char *pages = getenv("GCOLL_SINGLE_COPY_PAGES");
+  if (pages != NULL && *pages != '\0' && strcmp(pages, "huge") != 0 && strcmp(pages, "any") != 0)
+    return gcoll_fail(gcollInvalidArgument, "GCOLL_SINGLE_COPY_PAGES=%s: expected huge or any",
+                      pages);
+  *reads = (struct gcoll_exec_peer_reads){
+      .min_bytes = (uint64_t)bytes,
+      .identity = peer_identity,
+      .probe = peer_probe,
+      .read = peer_read,
+      .cheap = pages != NULL && strcmp(pages, "any") == 0 ? any_pages : peer_cheap,
+      .report = peer_report,
+      .arg = comm};
+  return gcollSuccess;
+}
+
 /* The host executor's inline network polling (proxy.h), on this
  * communicator's proxy. */
 static void poll_begin(void *proxy) { gcoll_proxy_inline_begin(proxy); }
@@ -388,7 +451,13 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
         .begin = poll_begin, .poll = poll_round, .end = poll_end, .arg = comm->proxy};
   if (kind == GCOLL_EXEC_HOST) {
     gcollResult_t rc = gather_limits(comm, cfg.gather_bytes);
+    if (rc == gcollSuccess) rc = peer_reads(comm, &cfg.peer_reads);
     if (rc != gcollSuccess) return rc;
+    if (cfg.peer_reads.min_bytes > 0)
+      gcoll_log_info(comm, "host allgather and broadcast read peers' buffers from %llu B "
+                           "(single copy, %s)",
+                     (unsigned long long)cfg.peer_reads.min_bytes,
+                     cfg.peer_reads.cheap == peer_cheap ? "buffers in huge pages" : "any pages");
     gcoll_log_info(comm, "host allreduce gathers whole vectors up to %llu B (simple), %llu B (ll)",
                    (unsigned long long)cfg.gather_bytes[GCOLL_PROTO_SIMPLE],
                    (unsigned long long)cfg.gather_bytes[GCOLL_PROTO_LL]);

@@ -7,7 +7,8 @@ libgcoll_la_SOURCES += src/runtime/transport.h src/runtime/transport.c \
 	src/runtime/net.h src/runtime/net.c src/runtime/net_steps.c src/runtime/net_socket.c \
 	src/runtime/net_tcp.h src/runtime/net_tcp.c \
 	src/runtime/auth.h src/runtime/auth.c \
-	src/runtime/proxy.h src/runtime/proxy.c src/runtime/peer_process.c
+	src/runtime/proxy.h src/runtime/proxy.c src/runtime/peer_process.c \
+	src/runtime/peer_memory.h src/runtime/peer_memory.c
 
 if HAVE_CMOCKA
 check_PROGRAMS += tests/unit/test_transport

@@ -3,11 +3,12 @@
  *
  *   coll_check matrix [--full]   every collective x type x op x size, in and
  *                                out of place, against a serial reference
- *   coll_check die RANK ITER [COUNT [reduce]]  RANK SIGKILLs itself in
- *                                iteration ITER of an allreduce loop (with
- *                                `reduce`: of reduces to rank 0) of COUNT
- *                                floats (1024); the others must fail with
- *                                gcollRemoteError naming RANK
+ *   coll_check die RANK ITER [COUNT [COLL]]  RANK SIGKILLs itself in
+ *                                iteration ITER of an allreduce loop (COLL
+ *                                reduce: of reduces to rank 0; allgather,
+ *                                broadcast from rank 0) of COUNT floats
+ *                                (1024; per rank for allgather); the others
+ *                                must fail with gcollRemoteError naming RANK
  *   coll_check abort             a thread aborts the communicator while rank
  *                                0 waits in a collective its peers never join
  *   coll_check badargs           invalid arguments are refused, and the
@@ -316,10 +317,23 @@ static int matrix(gcollComm_t comm, int full, const char *size_list) {
   return wrong ? 1 : 0;
 }
 
-static int die(gcollComm_t comm, int victim, int iter, size_t count, int reduce) {
+enum die_coll { DIE_ALLREDUCE, DIE_REDUCE, DIE_ALLGATHER, DIE_BROADCAST };
+
+static gcollResult_t die_call(float *buf, size_t count, enum die_coll coll, gcollComm_t comm) {
+  switch (coll) {
+    case DIE_REDUCE: return gcollReduce(buf, buf, count, gcollFloat, gcollSum, 0, comm, NULL);
+    case DIE_ALLGATHER:
+      return gcollAllGather(buf + (size_t)rank * count, buf, count, gcollFloat, comm, NULL);
+    case DIE_BROADCAST: return gcollBroadcast(buf, buf, count, gcollFloat, 0, comm, NULL);
+    default: return gcollAllReduce(buf, buf, count, gcollFloat, gcollSum, comm, NULL);
+  }
+}
+
+static int die(gcollComm_t comm, int victim, int iter, size_t count, enum die_coll coll) {
   /* Survivors must report, not be stopped by gcollrun's SIGTERM first. */
   signal(SIGTERM, SIG_IGN);
-  float *buf = test_buffer((count ? count : 1) * sizeof(float));
+  size_t elems = (count ? count : 1) * (coll == DIE_ALLGATHER ? (size_t)nranks : 1);
+  float *buf = test_buffer(elems * sizeof(float));
   /* Bounded by time, not iterations: a reduce's leaf only sends, and a
    * socket's kernel buffer lets it run thousands of calls ahead before the
    * root's goodbye (naming the victim) reaches it. */
@@ -328,10 +342,9 @@ static int die(gcollComm_t comm, int victim, int iter, size_t count, int reduce)
   for (int i = 0;; i++) {
     if (rank == victim && i == iter) raise(SIGKILL);
     if (!on_device)
-      for (size_t k = 0; k < count; k++) buf[k] = (float)k;
+      for (size_t k = 0; k < elems; k++) buf[k] = (float)k;
     double t0 = now_s();
-    gcollResult_t rc = reduce ? gcollReduce(buf, buf, count, gcollFloat, gcollSum, 0, comm, NULL)
-                              : gcollAllReduce(buf, buf, count, gcollFloat, gcollSum, comm, NULL);
+    gcollResult_t rc = die_call(buf, count, coll, comm);
     if (rc != gcollSuccess) {
       printf("rank %d: iteration %d: %s after %.2f s: %s\n", rank, i, gcollGetErrorString(rc),
              now_s() - t0, gcollGetLastError(comm));
@@ -752,9 +765,13 @@ int main(int argc, char **argv) {
     status = matrix(comm, argc > 2 && strcmp(argv[2], "--full") == 0,
                     argc > 3 && strcmp(argv[2], "--sizes") == 0 ? argv[3] : NULL);
   else if (strcmp(argv[1], "die") == 0 && argc >= 4 && argc <= 6 &&
-           (argc < 6 || strcmp(argv[5], "reduce") == 0))
+           (argc < 6 || strcmp(argv[5], "reduce") == 0 || strcmp(argv[5], "allgather") == 0 ||
+            strcmp(argv[5], "broadcast") == 0))
     status = die(comm, atoi(argv[2]), atoi(argv[3]), argc >= 5 ? (size_t)atol(argv[4]) : 1024,
-                 argc == 6);
+                 argc < 6                                ? DIE_ALLREDUCE
+                 : strcmp(argv[5], "reduce") == 0        ? DIE_REDUCE
+                 : strcmp(argv[5], "allgather") == 0     ? DIE_ALLGATHER
+                                                         : DIE_BROADCAST);
   else if (strcmp(argv[1], "abort") == 0) return abort_test(comm);
   else if (strcmp(argv[1], "badargs") == 0) status = badargs(comm);
 #ifdef HAVE_CUDA

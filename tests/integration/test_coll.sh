@@ -191,6 +191,41 @@ for spec in "4 2 1 1" "4 2 2 16384" "3 2 2 7"; do
   fi
 done
 
+# Single-copy reads (kernels/host_direct.h): allgathers and broadcasts on
+# one node read their peers' buffers (process_vm_readv) from
+# GCOLL_SINGLE_COPY_BYTES when those are in huge pages. With 1 byte and any
+# pages (coll_check's buffers are malloc's) every allgather and broadcast
+# of the matrix is a candidate: in and out of place, roots rotating, every
+# type, counts 0 to past 64 KiB, on even and odd rank counts, checked
+# against the serial reference; every rank's count at destroy must show
+# direct calls. Then a rank killed during direct allgathers and broadcasts
+# is named by every survivor.
+for n in 2 3 5; do
+  GCOLL_SINGLE_COPY_BYTES=1 GCOLL_SINGLE_COPY_PAGES=any GCOLL_DEBUG=INFO \
+    matrix "n=$n single copy" -n "$n" "$CHECK" matrix --sizes 0,1,2,3,13,1021,4099,16385
+  counted=$(grep -c "single copy: [1-9][0-9]* of [0-9]* candidate calls" "$tmp/out")
+  if [ "$counted" -eq "$n" ]; then
+    ok; echo "ok: n=$n: $(grep -m1 -o "single copy: .*" "$tmp/out")"
+  else
+    bad "n=$n single copy: $counted of $n ranks read their peers"; grep "single copy" "$tmp/out"
+  fi
+done
+for spec in "3 1 allgather" "4 2 broadcast" "2 0 broadcast"; do
+  set -- $spec
+  n=$1 victim=$2 coll=$3
+  t0=$(date +%s%N)
+  GCOLL_SINGLE_COPY_BYTES=1 GCOLL_SINGLE_COPY_PAGES=any GCOLL_TIMEOUT=2 \
+    timeout 60 "$RUN" -n "$n" "$CHECK" die "$victim" 50 4096 "$coll" >"$tmp/out" 2>&1
+  rc=$? dt=$(( ($(date +%s%N) - t0) / 1000000 ))
+  reported=$(grep -c "remote process exited.*rank $victim " "$tmp/out")
+  if [ "$rc" -ne 0 ] && [ "$reported" -eq $((n - 1)) ] && [ "$dt" -lt 10000 ]; then
+    ok; echo "ok: rank $victim of $n killed in single-copy ${coll}s: $reported survivors reported it, ${dt} ms"
+  else
+    bad "kill rank $victim of $n in single-copy ${coll}s: rc $rc, $reported of $((n - 1)) survivors reported, ${dt} ms"
+    cat "$tmp/out"
+  fi
+done
+
 # With GCOLL_ALGO=tree, host reduces whose root is the root of channel 0's
 # tree go up that tree (comm_coll.c); other roots, and every reduce
 # without it, keep the ring. Every collective, type and op, in and out of

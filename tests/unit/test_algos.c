@@ -16,6 +16,7 @@
  * exact sum. Inputs are multiples of 1/16 in [-2, 2] (prod: +-0.5, 1, 2),
  * so most results are exact anyway and real errors stand out.
  */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -57,6 +58,7 @@ struct world {
   struct gcoll_fifo *down[MAX_CH][MAX_RANKS]; /* parent -> rank */
   struct gcoll_host_exec *exec[MAX_RANKS];
   struct gcoll_host_exec *gather_exec[MAX_RANKS];
+  struct gcoll_host_exec *direct_exec[MAX_RANKS];
   _Atomic int abort_word;
   void *mem[MAX_CH * MAX_RANKS * 3];
   int nmem;
@@ -113,6 +115,54 @@ static void build_tree(struct world *w, int c) {
     }
 }
 
+/* Peer reads for the direct form (host_direct.h) between threads: an
+ * identity is the rank, a read a memcpy, and each rank's behaviour is
+ * set per test. */
+struct fake_peer {
+  int rank;
+  int refuse;          /* probes fail (EPERM) */
+  int cheap;           /* what cheap answers */
+  int fail_read;       /* reads fail (EFAULT) */
+  _Atomic int reads, probes;
+};
+static struct fake_peer g_fake[MAX_RANKS];
+
+static void fake_identity(void *arg, uint8_t id[GCOLL_PEER_ID_BYTES]) {
+  const struct fake_peer *f = arg;
+  memset(id, 0, GCOLL_PEER_ID_BYTES);
+  memcpy(id, &f->rank, sizeof(f->rank));
+}
+static int fake_probe(void *arg, int peer, const uint8_t id[GCOLL_PEER_ID_BYTES]) {
+  struct fake_peer *f = arg;
+  int who;
+  memcpy(&who, id, sizeof(who));
+  f->probes++;
+  return f->refuse ? EPERM : who == peer ? 0 : ENXIO;
+}
+static int fake_read(void *arg, const uint8_t id[GCOLL_PEER_ID_BYTES], void *dst, uint64_t addr,
+                     size_t n) {
+  struct fake_peer *f = arg;
+  (void)id;
+  f->reads++;
+  if (f->fail_read) return EFAULT;
+  memcpy(dst, (const void *)(uintptr_t)addr, n);
+  return 0;
+}
+static int fake_cheap(void *arg, const void *p, size_t n) {
+  (void)p;
+  (void)n;
+  return ((const struct fake_peer *)arg)->cheap;
+}
+
+static void reset_fakes(void) {
+  for (int r = 0; r < MAX_RANKS; r++) {
+    g_fake[r].rank = r;
+    g_fake[r].refuse = g_fake[r].fail_read = 0;
+    g_fake[r].cheap = 1;
+    g_fake[r].reads = g_fake[r].probes = 0;
+  }
+}
+
 static void make_exec(struct world *w, int rank, uint64_t timeout_ns) {
   struct gcoll_host_channel ch[MAX_CH];
   memset(ch, 0, sizeof(ch));
@@ -150,6 +200,15 @@ static void make_exec(struct world *w, int rank, uint64_t timeout_ns) {
   cfg.gather_bytes[GCOLL_PROTO_LL] = w->slot / 4;
   w->gather_exec[rank] = gcoll_host_exec_create(&cfg, err, sizeof(err));
   if (w->gather_exec[rank] == NULL) fail_msg("gather executor: %s", err);
+  /* A third whose allgathers and broadcasts of any size are candidates for
+   * the direct form (test_direct_*). */
+  cfg.gather_bytes[GCOLL_PROTO_SIMPLE] = cfg.gather_bytes[GCOLL_PROTO_LL] = 0;
+  g_fake[rank].rank = rank;
+  cfg.peer_reads = (struct gcoll_exec_peer_reads){
+      .min_bytes = 1, .identity = fake_identity, .probe = fake_probe, .read = fake_read,
+      .cheap = fake_cheap, .arg = &g_fake[rank]};
+  w->direct_exec[rank] = gcoll_host_exec_create(&cfg, err, sizeof(err));
+  if (w->direct_exec[rank] == NULL) fail_msg("direct executor: %s", err);
 }
 
 static struct world *world_new(int n, int nch, size_t slot, uint64_t timeout_ns) {
@@ -173,6 +232,7 @@ static void world_free(struct world *w) {
   for (int r = 0; r < w->n; r++) {
     gcoll_host_exec_destroy(w->exec[r]);
     gcoll_host_exec_destroy(w->gather_exec[r]);
+    gcoll_host_exec_destroy(w->direct_exec[r]);
   }
   for (int i = 0; i < w->nmem; i++) free(w->mem[i]);
   free(w);
@@ -765,6 +825,134 @@ static void test_gather_form(void **state) {
   }
 }
 
+/* ---- the direct form (host_direct.h) ------------------------------------ */
+
+static int total_reads(int n) {
+  int t = 0;
+  for (int r = 0; r < n; r++) t += g_fake[r].reads;
+  return t;
+}
+
+/* Runs d on the direct executors of w. */
+static void run_direct_case(struct world *w, const struct case_desc *d) {
+  struct gcoll_host_exec *ring_exec[MAX_RANKS];
+  memcpy(ring_exec, w->exec, sizeof(ring_exec));
+  memcpy(w->exec, w->direct_exec, sizeof(ring_exec));
+  run_case(w, d);
+  memcpy(w->exec, ring_exec, sizeof(ring_exec));
+}
+
+/* Allgather and broadcast through the direct form give the ring's data on
+ * every rank, roots rotating, in and out of place, odd sizes, 1 and 2
+ * channels; the first call of each executor probes and takes the ring,
+ * the others read their peers. */
+static void test_direct_form(void **state) {
+  (void)state;
+  static const gcollDataType_t types[] = {gcollInt8, gcollHalf, gcollFloat, gcollDouble};
+  static const size_t counts[] = {1, 7, 1023, 4097};
+  for (int ni = 1; ni < 6; ni++)
+    for (int ci = 0; ci < 2; ci++) {
+      reset_fakes();
+      struct world *w = world_new(k_nranks[ni], k_nch[ci], 4096, 20ull * 1000000000ull);
+      int calls = 0;
+      for (int coll = 0; coll < 2; coll++)
+        for (int ti = 0; ti < 4; ti++)
+          for (int k = 0; k < 4; k++, calls++) {
+            struct case_desc d = {
+                .coll = coll ? GCOLL_COLL_BROADCAST : GCOLL_COLL_ALLGATHER,
+                .algo = GCOLL_ALGO_RING, .dtype = types[ti], .op = gcollSum,
+                .proto = GCOLL_PROTO_SIMPLE, .count = counts[k], .nch = k_nch[ci],
+                .root = calls % w->n, .in_place = (ti + k) % 2};
+            run_direct_case(w, &d);
+          }
+      /* Every call but the first read: an allgather n-1 blocks per rank,
+       * a broadcast one per non-root. */
+      int expect = 15 * w->n * (w->n - 1) + 16 * (w->n - 1);
+      if (total_reads(w->n) != expect)
+        fail_msg("n=%d ch=%d: %d reads, expected %d", w->n, w->nch, total_reads(w->n), expect);
+      world_free(w);
+    }
+}
+
+/* A rank that cannot read its peers turns the form off on every rank, and
+ * buffers in small pages make every rank take the ring for that call. */
+static void test_direct_fallbacks(void **state) {
+  (void)state;
+  struct case_desc d = {.coll = GCOLL_COLL_BROADCAST, .algo = GCOLL_ALGO_RING,
+                        .dtype = gcollFloat, .op = gcollSum, .proto = GCOLL_PROTO_SIMPLE,
+                        .count = 1000, .nch = 1};
+  reset_fakes();
+  g_fake[1].refuse = 1;
+  struct world *w = world_new(3, 1, 4096, 20ull * 1000000000ull);
+  for (int i = 0; i < 6; i++) {
+    d.root = i % 3;
+    run_direct_case(w, &d);
+  }
+  assert_int_equal(total_reads(3), 0);
+  for (int r = 0; r < 3; r++) assert_int_equal(g_fake[r].probes, 2); /* once, each peer */
+  world_free(w);
+
+  /* Rank 2's buffers are in small pages: allgathers (which read them) and
+   * broadcasts from rank 2 take the ring, broadcasts from 0 read. */
+  reset_fakes();
+  g_fake[2].cheap = 0;
+  w = world_new(3, 1, 4096, 20ull * 1000000000ull);
+  d.root = 0;
+  run_direct_case(w, &d); /* probes */
+  d.coll = GCOLL_COLL_ALLGATHER;
+  for (int i = 0; i < 8; i++) run_direct_case(w, &d);
+  assert_int_equal(total_reads(3), 0);
+  d.coll = GCOLL_COLL_BROADCAST;
+  d.root = 2;
+  run_direct_case(w, &d);
+  assert_int_equal(total_reads(3), 0);
+  /* Each miss doubles the candidate calls the form then skips: the
+   * allgathers exchanged descriptors on calls 1 and 4 (skipping 2, then
+   * 4), the broadcast from 2 was the third miss, so the next 8 calls take
+   * the ring without asking, the 9th reads, and a hit ends the back-off. */
+  d.root = 0;
+  for (int i = 0; i < 8; i++) run_direct_case(w, &d);
+  assert_int_equal(total_reads(3), 0);
+  run_direct_case(w, &d);
+  assert_int_equal(total_reads(3), 2);
+  run_direct_case(w, &d);
+  assert_int_equal(total_reads(3), 4);
+  world_free(w);
+}
+
+/* A failed read fails the call on every rank, with the reader and the
+ * peer named, and leaves the connections in step for the next call. */
+static void test_direct_read_failure(void **state) {
+  (void)state;
+  reset_fakes();
+  struct world *w = world_new(3, 1, 4096, 20ull * 1000000000ull);
+  struct case_desc d = {.coll = GCOLL_COLL_ALLGATHER, .algo = GCOLL_ALGO_RING,
+                        .dtype = gcollInt32, .op = gcollSum, .proto = GCOLL_PROTO_SIMPLE,
+                        .count = 333, .nch = 1};
+  run_direct_case(w, &d); /* probes */
+  g_fake[1].fail_read = 1;
+  struct rank_call calls[MAX_RANKS];
+  for (int r = 0; r < 3; r++) prepare_rank(w, &d, r, &calls[r]);
+  struct gcoll_host_exec *ring_exec[MAX_RANKS];
+  memcpy(ring_exec, w->exec, sizeof(ring_exec));
+  memcpy(w->exec, w->direct_exec, sizeof(ring_exec));
+  run_ranks(calls, 3, 0);
+  memcpy(w->exec, ring_exec, sizeof(ring_exec));
+  assert_int_equal(calls[1].result, gcollSystemError);
+  if (strstr(calls[1].err, "single-copy read of rank 2's buffer") == NULL)
+    fail_msg("rank 1: %s", calls[1].err);
+  for (int r = 0; r < 3; r += 2) {
+    assert_int_equal(calls[r].result, gcollRemoteError);
+    if (strstr(calls[r].err, "rank 1's single-copy read of rank 2's buffer") == NULL)
+      fail_msg("rank %d: %s", r, calls[r].err);
+  }
+  g_fake[1].fail_read = 0;
+  run_direct_case(w, &d);
+  d.coll = GCOLL_COLL_BROADCAST;
+  run_direct_case(w, &d);
+  world_free(w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fifo_layout),
@@ -776,6 +964,9 @@ int main(void) {
       cmocka_unit_test(test_deadline),
       cmocka_unit_test(test_abort),
       cmocka_unit_test(test_gather_form),
+      cmocka_unit_test(test_direct_form),
+      cmocka_unit_test(test_direct_fallbacks),
+      cmocka_unit_test(test_direct_read_failure),
   };
   return cmocka_run_group_tests(tests, setup_all, teardown_all);
 }

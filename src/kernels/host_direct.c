@@ -1,0 +1,171 @@
+/* The direct form of host allgather and broadcast (see host_direct.h). */
+#include "kernels/host_direct.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/errf.h"
+#include "kernels/reduce.h"
+
+enum {
+  DIRECT_PROBED = 1u << 0,  /* this rank has probed every peer */
+  DIRECT_READS = 1u << 1,   /* ... and can read every one of them */
+  DIRECT_CHEAP = 1u << 2,   /* what peers would read of this rank is in huge pages */
+};
+/* Longest back-off, in candidate calls, after buffers in small pages. */
+#define DIRECT_MAX_SKIP_LOG2 6
+
+int gcoll_host_direct_init(struct gcoll_host_direct *d, const struct gcoll_exec_peer_reads *ops,
+                           int rank, int nranks) {
+  memset(d, 0, sizeof(*d));
+  d->rank = rank;
+  d->nranks = nranks;
+  if (ops == NULL || ops->min_bytes == 0 || nranks < 2 || ops->identity == NULL ||
+      ops->probe == NULL || ops->read == NULL || ops->cheap == NULL)
+    return 0;
+  d->descs = calloc((size_t)nranks, sizeof(*d->descs));
+  d->status = calloc((size_t)nranks, sizeof(*d->status));
+  if (d->descs == NULL || d->status == NULL) {
+    gcoll_host_direct_free(d);
+    return -1;
+  }
+  d->ops = *ops;
+  return 0;
+}
+
+void gcoll_host_direct_free(struct gcoll_host_direct *d) {
+  if (d->calls > 0 && d->ops.report != NULL) d->ops.report(d->ops.arg, d->calls, d->taken);
+  d->calls = 0;
+  free(d->descs);
+  free(d->status);
+  d->descs = NULL;
+  d->status = NULL;
+  d->ops.min_bytes = 0;
+}
+
+/* The bytes of the output, as nccl-tests count a call's size. */
+static size_t call_bytes(const struct gcoll_host_direct *d, const struct gcoll_host_coll *c) {
+  size_t bytes = c->count * gcoll_dtype_size(c->dtype);
+  return c->coll == GCOLL_COLL_ALLGATHER ? bytes * (size_t)d->nranks : bytes;
+}
+
+int gcoll_host_direct_candidate(struct gcoll_host_direct *d, const struct gcoll_host_coll *c) {
+  if (d->ops.min_bytes == 0 || d->off) return 0;
+  if (c->coll != GCOLL_COLL_ALLGATHER && c->coll != GCOLL_COLL_BROADCAST) return 0;
+  if (call_bytes(d, c) < d->ops.min_bytes) return 0;
+  if (d->skip > 0) {
+    d->skip--;
+    return 0;
+  }
+  d->calls++;
+  return 1;
+}
+
+/* Every rank's descriptor, or status word, into table (nranks x bytes). */
+static gcollResult_t exchange(struct gcoll_prims *p, const struct gcoll_ring_work *ring,
+                              const void *mine, void *table, size_t bytes) {
+  struct gcoll_ring_work w = *ring;
+  w.sendbuf = mine;
+  w.recvbuf = table;
+  w.offset = 0;
+  w.count = bytes;
+  w.stride = bytes;
+  return gcoll_ring_allgather(p, &w);
+}
+
+static void probe_peers(struct gcoll_host_direct *d) {
+  d->probed = 1;
+  for (int q = 0; q < d->nranks; q++)
+    if (q != d->rank && d->ops.probe(d->ops.arg, q, d->descs[q].id) != 0) d->probed = -1;
+}
+
+/* The verdict every rank reaches from the same descriptors: 1 direct,
+ * 0 ring this time. */
+static int verdict(struct gcoll_host_direct *d, const struct gcoll_host_coll *c) {
+  int all_probed = 1, all_read = 1, cheap = 1;
+  for (int q = 0; q < d->nranks; q++) {
+    uint32_t f = d->descs[q].flags;
+    all_probed &= (f & DIRECT_PROBED) != 0;
+    all_read &= (f & DIRECT_READS) != 0;
+    if (c->coll == GCOLL_COLL_ALLGATHER || q == c->root) cheap &= (f & DIRECT_CHEAP) != 0;
+  }
+  if (!all_read) {
+    if (all_probed) d->off = 1; /* someone cannot read a peer: for good */
+    return 0;
+  }
+  if (!cheap) {
+    if (d->misses < DIRECT_MAX_SKIP_LOG2) d->misses++;
+    d->skip = 1u << d->misses;
+    return 0;
+  }
+  d->misses = 0;
+  return 1;
+}
+
+/* This rank's reads; 0, or the errno value in the low half and the peer
+ * + 1 in the high half. */
+static uint64_t read_peers(struct gcoll_host_direct *d, const struct gcoll_host_coll *c) {
+  size_t bytes = c->count * gcoll_dtype_size(c->dtype);
+  char *out = c->recvbuf;
+  if (c->coll == GCOLL_COLL_BROADCAST) {
+    if (d->rank == c->root) {
+      if (c->sendbuf != c->recvbuf) memcpy(out, c->sendbuf, bytes);
+      return 0;
+    }
+    int rc = d->ops.read(d->ops.arg, d->descs[c->root].id, out, d->descs[c->root].src, bytes);
+    return rc == 0 ? 0 : (uint64_t)(c->root + 1) << 32 | (uint32_t)rc;
+  }
+  char *own = out + (size_t)d->rank * bytes;
+  if (c->sendbuf != own) memcpy(own, c->sendbuf, bytes);
+  /* Each rank starts at its successor, so the readers of one input come
+   * at different times. */
+  for (int i = 1; i < d->nranks; i++) {
+    int q = (d->rank + i) % d->nranks;
+    int rc = d->ops.read(d->ops.arg, d->descs[q].id, out + (size_t)q * bytes, d->descs[q].src,
+                         bytes);
+    if (rc != 0) return (uint64_t)(q + 1) << 32 | (uint32_t)rc;
+  }
+  return 0;
+}
+
+gcollResult_t gcoll_host_direct_run(struct gcoll_host_direct *d, struct gcoll_prims *p,
+                                    const struct gcoll_ring_work *ring,
+                                    const struct gcoll_host_coll *c, int *taken, char *err,
+                                    size_t errlen) {
+  *taken = 1; /* a failed exchange fails the call */
+  struct gcoll_direct_desc mine;
+  memset(&mine, 0, sizeof(mine));
+  d->ops.identity(d->ops.arg, mine.id);
+  mine.src = (uint64_t)(uintptr_t)c->sendbuf;
+  if (d->probed != 0) mine.flags |= DIRECT_PROBED;
+  if (d->probed > 0) mine.flags |= DIRECT_READS;
+  size_t bytes = c->count * gcoll_dtype_size(c->dtype);
+  if ((c->coll == GCOLL_COLL_ALLGATHER || d->rank == c->root) &&
+      d->ops.cheap(d->ops.arg, c->sendbuf, bytes))
+    mine.flags |= DIRECT_CHEAP;
+  gcollResult_t r = exchange(p, ring, &mine, d->descs, sizeof(mine));
+  if (r != gcollSuccess) return r;
+  int direct = verdict(d, c);
+  if (d->probed == 0) probe_peers(d); /* for the next call's descriptor */
+  if (!direct) {
+    *taken = 0;
+    return gcollSuccess;
+  }
+  uint64_t status = read_peers(d, c);
+  r = exchange(p, ring, &status, d->status, sizeof(status));
+  if (r != gcollSuccess) return r;
+  d->taken++;
+  for (int q = 0; q < d->nranks; q++) {
+    uint64_t s = d->status[q];
+    if (s == 0) continue;
+    int peer = (int)(s >> 32) - 1, e = (int)(uint32_t)s;
+    if (q == d->rank) {
+      gcoll_errf(err, errlen, "single-copy read of rank %d's buffer: %s", peer, strerror(e));
+      return gcollSystemError;
+    }
+    gcoll_errf(err, errlen, "rank %d's single-copy read of rank %d's buffer: %s", q, peer,
+               strerror(e));
+    return gcollRemoteError;
+  }
+  return gcollSuccess;
+}

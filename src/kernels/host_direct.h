@@ -1,0 +1,71 @@
+/* The direct (single-copy) form of host allgather and broadcast between
+ * ranks of one host: each rank reads its peers' input buffers straight
+ * into its output, one copy, where the ring moves every byte twice
+ * (into the FIFO, out of it).
+ *
+ * A call takes it when its bytes reach peer_reads.min_bytes (the runtime
+ * sets that only when every rank is on this host) and a back-off says to
+ * try; then the ranks allgather a 64-byte descriptor each (this process's
+ * identity, the input's address, flags) over channel 0's ring, and every
+ * rank reads the same verdict from the same descriptors:
+ *   - every rank has probed every peer (read a random word at a known
+ *     address and found it) and can read them all, and
+ *   - the buffers peers would read are cheap to read (huge pages),
+ * else the ring runs the call as usual, after the descriptors' steps,
+ * which every rank took alike. A rank that cannot read a peer (ptrace
+ * rules, containers, another pid namespace) says so in its next
+ * descriptor and the form is off for good; buffers in small pages make
+ * the next 2, 4, ... 64 candidate calls skip the exchange.
+ * After its reads, each rank puts its status in a second allgather,
+ * which is also the barrier that keeps every input alive until the last
+ * reader is done; a failed read fails the call on every rank.
+ *
+ * Results are the ring's byte for byte: neither collective reduces. */
+#ifndef GCOLL_KERNELS_HOST_DIRECT_H
+#define GCOLL_KERNELS_HOST_DIRECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/algo_ring.h"
+#include "kernels/host_exec.h"
+
+struct gcoll_direct_desc {
+  uint8_t id[GCOLL_PEER_ID_BYTES];  /* peer_reads.identity */
+  uint64_t src;                     /* this call's input */
+  uint32_t flags;                   /* GCOLL_DIRECT_* */
+  uint32_t unused;
+  uint64_t reserved[2];
+};
+_Static_assert(sizeof(struct gcoll_direct_desc) == 64, "one cache line per rank");
+
+struct gcoll_host_direct {
+  struct gcoll_exec_peer_reads ops;
+  int rank, nranks;
+  int probed;                       /* 0: not yet; 1: can read every peer; -1: cannot */
+  int off;                          /* every rank saw a rank that cannot read */
+  uint32_t skip, misses;            /* back-off after buffers in small pages */
+  struct gcoll_direct_desc *descs;  /* nranks */
+  uint64_t *status;                 /* nranks */
+  uint64_t calls, taken;            /* candidates and direct calls, for the log */
+};
+
+/* Allocates the descriptors; d->ops.min_bytes == 0 leaves it off. */
+int gcoll_host_direct_init(struct gcoll_host_direct *d, const struct gcoll_exec_peer_reads *ops,
+                           int rank, int nranks);
+void gcoll_host_direct_free(struct gcoll_host_direct *d);
+
+/* Whether call c goes through the descriptor exchange; every rank
+ * answers the same for the same calls (it counts the back-off down). */
+int gcoll_host_direct_candidate(struct gcoll_host_direct *d, const struct gcoll_host_coll *c);
+
+/* Runs a candidate over p (channel 0's ring prims, set up SIMPLE with
+ * byte elements) and ring (its order and this rank's position): *taken
+ * is 1 when the direct form ran the call, 0 when the ring must. A failed
+ * read puts its line in err. */
+gcollResult_t gcoll_host_direct_run(struct gcoll_host_direct *d, struct gcoll_prims *p,
+                                    const struct gcoll_ring_work *ring,
+                                    const struct gcoll_host_coll *c, int *taken, char *err,
+                                    size_t errlen);
+
+#endif
