@@ -20,7 +20,13 @@
  * which is also the barrier that keeps every input alive until the last
  * reader is done; a failed read fails the call on every rank.
  *
- * Results are the ring's byte for byte: neither collective reduces. */
+ * Results are the ring's byte for byte: neither collective reduces.
+ * Allreduce and reducescatter were built the same way (each rank reducing
+ * the ring's blocks from its peers' inputs, in the ring's order, so with
+ * the ring's bits) and measured 0.4-1.0x the ring at 2 ranks and 0.65-1.3x
+ * at 4 on the 2-core VM: a reduction reads both operands anyway, the FIFO
+ * copy it saves stays in cache, and a read of a peer's pages runs at
+ * 40-50 GB/s against memcpy's 60-130, so they keep the ring. */
 #ifndef GCOLL_KERNELS_HOST_DIRECT_H
 #define GCOLL_KERNELS_HOST_DIRECT_H
 
