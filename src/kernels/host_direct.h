@@ -11,6 +11,12 @@
  *   - every rank has probed every peer (read a random word at a known
  *     address and found it) and can read them all, and
  *   - the buffers peers would read are cheap to read (huge pages),
+ *   - the ring is not the faster: an allgather that does not fit in the
+ *     host's caches (peer_reads.cache_bytes), as the kernel's copy then
+ *     runs at half of memcpy's streaming stores (11-15 against 24-32 GB/s
+ *     here) and every rank writes its whole output through it, and a
+ *     broadcast between 2 ranks whose root is in place while it fits (the
+ *     ring then copies once on each side, in cache, in parallel),
  * else the ring runs the call as usual, after the descriptors' steps,
  * which every rank took alike. A rank that cannot read a peer (ptrace
  * rules, containers, another pid namespace) says so in its next

@@ -355,7 +355,7 @@ static gcollResult_t run_direct(struct channel *ch, const struct gcoll_host_coll
     r = gcoll_host_direct_run(&e->direct, &ch->ring, &w, c, taken, err, errlen);
     if (r != gcollSuccess && ch->ring.fail_what != NULL) {
       ch->failed = &ch->ring;
-      err[0] = '\0'; /* describe_failure names the step */
+      if (errlen > 0) err[0] = '\0'; /* describe_failure names the step */
     }
   }
   if (r != gcollSuccess) {
@@ -512,12 +512,9 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
 
   if (errlen > 0) err[0] = '\0';
   int taken = 0;
+  /* run_direct records a failure as a channel's would be, or in err. */
   if (gcoll_host_direct_candidate(&e->direct, c)) run_direct(&e->ch[0], c, &taken, err, errlen);
-  if (taken) {
-    /* run_direct recorded any failure as a channel's would be. */
-  } else {
-    run_collective(e, c, nch);
-  }
+  if (!taken) run_collective(e, c, nch);
 
   if (inline_poll && e->poll.end != NULL) e->poll.end(e->poll.arg);
   r = (gcollResult_t)atomic_load(&e->local_abort);

@@ -92,6 +92,9 @@ struct gcoll_exec_poll {
 #define GCOLL_PEER_ID_BYTES 32
 struct gcoll_exec_peer_reads {
   uint64_t min_bytes;             /* direct form from this many bytes (the same on every rank) */
+  /* Calls up to this many bytes fit in the host's caches (the same on
+   * every rank; 0: the verdict does not judge by it): host_direct.h. */
+  uint64_t cache_bytes;
   void (*identity)(void *arg, uint8_t id[GCOLL_PEER_ID_BYTES]);
   int (*probe)(void *arg, int peer, const uint8_t id[GCOLL_PEER_ID_BYTES]);
   int (*read)(void *arg, const uint8_t id[GCOLL_PEER_ID_BYTES], void *dst, uint64_t addr,

@@ -126,6 +126,8 @@ struct fake_peer {
   _Atomic int reads, probes;
 };
 static struct fake_peer g_fake[MAX_RANKS];
+/* The direct executors' cache_bytes (worlds made while it is set). */
+static uint64_t g_cache_bytes;
 
 static void fake_identity(void *arg, uint8_t id[GCOLL_PEER_ID_BYTES]) {
   const struct fake_peer *f = arg;
@@ -205,7 +207,7 @@ static void make_exec(struct world *w, int rank, uint64_t timeout_ns) {
   cfg.gather_bytes[GCOLL_PROTO_SIMPLE] = cfg.gather_bytes[GCOLL_PROTO_LL] = 0;
   g_fake[rank].rank = rank;
   cfg.peer_reads = (struct gcoll_exec_peer_reads){
-      .min_bytes = 1, .identity = fake_identity, .probe = fake_probe, .read = fake_read,
+      .min_bytes = 1, .cache_bytes = g_cache_bytes, .identity = fake_identity, .probe = fake_probe, .read = fake_read,
       .cheap = fake_cheap, .arg = &g_fake[rank]};
   w->direct_exec[rank] = gcoll_host_exec_create(&cfg, err, sizeof(err));
   if (w->direct_exec[rank] == NULL) fail_msg("direct executor: %s", err);
@@ -920,6 +922,42 @@ static void test_direct_fallbacks(void **state) {
   world_free(w);
 }
 
+/* Where the ring is the faster (host_direct.h): allgathers past the
+ * cache size take the ring, and a broadcast between 2 ranks
+ * whose root is in place takes the ring up to the cache size, out of
+ * place or past it the direct form. */
+static void test_direct_cache_rules(void **state) {
+  (void)state;
+  reset_fakes();
+  g_cache_bytes = 4000;
+  struct world *w = world_new(2, 1, 4096, 20ull * 1000000000ull);
+  g_cache_bytes = 0;
+  struct case_desc d = {.coll = GCOLL_COLL_BROADCAST, .algo = GCOLL_ALGO_RING,
+                        .dtype = gcollInt32, .op = gcollSum, .proto = GCOLL_PROTO_SIMPLE,
+                        .count = 1000, .nch = 1, .in_place = 1};
+  run_direct_case(w, &d); /* probes */
+  for (int root = 0; root < 2; root++) {
+    d.root = root;
+    run_direct_case(w, &d);
+  }
+  assert_int_equal(total_reads(2), 0);
+  d.in_place = 0;
+  run_direct_case(w, &d);
+  assert_int_equal(total_reads(2), 1);
+  d.in_place = 1;
+  d.count = 1001; /* 4004 bytes */
+  run_direct_case(w, &d);
+  assert_int_equal(total_reads(2), 2);
+  d.coll = GCOLL_COLL_ALLGATHER;
+  d.count = 500; /* 4000 bytes of output */
+  run_direct_case(w, &d);
+  assert_int_equal(total_reads(2), 4);
+  d.count = 501;
+  run_direct_case(w, &d);
+  assert_int_equal(total_reads(2), 4);
+  world_free(w);
+}
+
 /* A failed read fails the call on every rank, with the reader and the
  * peer named, and leaves the connections in step for the next call. */
 static void test_direct_read_failure(void **state) {
@@ -966,6 +1004,7 @@ int main(void) {
       cmocka_unit_test(test_gather_form),
       cmocka_unit_test(test_direct_form),
       cmocka_unit_test(test_direct_fallbacks),
+      cmocka_unit_test(test_direct_cache_rules),
       cmocka_unit_test(test_direct_read_failure),
   };
   return cmocka_run_group_tests(tests, setup_all, teardown_all);
