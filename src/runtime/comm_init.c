@@ -404,6 +404,28 @@ static void peer_report(void *comm, uint64_t candidates, uint64_t direct) {
                  (unsigned long long)direct, (unsigned long long)candidates);
 }
 
+/* The largest cache of CPU 0, in bytes, from sysfs (what the kernel was
+ * told; glibc's sysconf reports the whole package's L3 on some VMs, 384
+ * MiB where the vCPUs share 32); 0 when unknown. CPU 0's, not this
+ * rank's: every rank of the host must reach the same verdicts. */
+static uint64_t last_level_cache(void) {
+  uint64_t best = 0;
+  for (int i = 0; i < 8; i++) {
+    char path[80], text[32];
+    snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+    FILE *f = fopen(path, "re");
+    if (f == NULL) break;
+    char *line = fgets(text, sizeof(text), f);
+    fclose(f);
+    char *end = NULL;
+    unsigned long long v = line ? strtoull(text, &end, 10) : 0;
+    if (end != NULL && (*end == 'K' || *end == 'k')) v <<= 10;
+    else if (end != NULL && *end == 'M') v <<= 20;
+    if (v > best) best = v;
+  }
+  return best;
+}
+
 static gcollResult_t peer_reads(struct gcollComm *comm, struct gcoll_exec_peer_reads *reads) {
   *reads = (struct gcoll_exec_peer_reads){0};
   if (comm->nranks < 2 || comm->view->nnodes != 1 || comm->has_net) return gcollSuccess;
@@ -415,10 +437,10 @@ static gcollResult_t peer_reads(struct gcollComm *comm, struct gcoll_exec_peer_r
   if (pages != NULL && *pages != '\0' && strcmp(pages, "huge") != 0 && strcmp(pages, "any") != 0)
     return gcoll_fail(gcollInvalidArgument, "GCOLL_SINGLE_COPY_PAGES=%s: expected huge or any",
                       pages);
-  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  uint64_t llc = last_level_cache();
   *reads = (struct gcoll_exec_peer_reads){
       .min_bytes = (uint64_t)bytes,
-      .cache_bytes = l3 > 0 ? (uint64_t)l3 / 4 : SINGLE_COPY_CACHE_BYTES,
+      .cache_bytes = llc > 0 ? llc / 4 : SINGLE_COPY_CACHE_BYTES,
       .identity = peer_identity,
       .probe = peer_probe,
       .read = peer_read,
