@@ -11,7 +11,6 @@ enum {
   DIRECT_PROBED = 1u << 0,  /* this rank has probed every peer */
   DIRECT_READS = 1u << 1,   /* ... and can read every one of them */
   DIRECT_CHEAP = 1u << 2,   /* what peers would read of this rank is in huge pages */
-  DIRECT_IN_PLACE = 1u << 3 /* this rank's call is in place */
 };
 /* Longest back-off, in candidate calls, after buffers in small pages. */
 #define DIRECT_MAX_SKIP_LOG2 6
@@ -55,8 +54,10 @@ int gcoll_host_direct_candidate(struct gcoll_host_direct *d, const struct gcoll_
   if (c->coll != GCOLL_COLL_ALLGATHER && c->coll != GCOLL_COLL_BROADCAST) return 0;
   size_t bytes = call_bytes(d, c);
   if (bytes < d->ops.min_bytes) return 0;
-  if (c->coll == GCOLL_COLL_ALLGATHER && d->ops.cache_bytes > 0 && bytes > d->ops.cache_bytes)
-    return 0;
+  /* host_direct.h: where the ring is the faster. */
+  int fits = d->ops.cache_bytes > 0 && bytes <= d->ops.cache_bytes;
+  if (c->coll == GCOLL_COLL_ALLGATHER && d->ops.cache_bytes > 0 && !fits) return 0;
+  if (c->coll == GCOLL_COLL_BROADCAST && d->nranks == 2 && fits) return 0;
   if (d->skip > 0) {
     d->skip--;
     return 0;
@@ -86,10 +87,6 @@ static void probe_peers(struct gcoll_host_direct *d) {
 /* The verdict every rank reaches from the same descriptors: 1 direct,
  * 0 ring this time. */
 static int verdict(struct gcoll_host_direct *d, const struct gcoll_host_coll *c) {
-  if (c->coll == GCOLL_COLL_BROADCAST && d->nranks == 2 &&
-      (d->descs[c->root].flags & DIRECT_IN_PLACE) &&
-      d->ops.cache_bytes > 0 && call_bytes(d, c) <= d->ops.cache_bytes)
-    return 0; /* host_direct.h: the ring is the faster */
   int all_probed = 1, all_read = 1, cheap = 1;
   for (int q = 0; q < d->nranks; q++) {
     uint32_t f = d->descs[q].flags;
@@ -151,7 +148,6 @@ gcollResult_t gcoll_host_direct_run(struct gcoll_host_direct *d, struct gcoll_pr
   if ((c->coll == GCOLL_COLL_ALLGATHER || d->rank == c->root) &&
       d->ops.cheap(d->ops.arg, c->sendbuf, bytes))
     mine.flags |= DIRECT_CHEAP;
-  if (c->sendbuf == c->recvbuf) mine.flags |= DIRECT_IN_PLACE;
   gcollResult_t r = exchange(p, ring, &mine, d->descs, sizeof(mine));
   if (r != gcollSuccess) return r;
   int direct = verdict(d, c);

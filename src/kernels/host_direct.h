@@ -4,19 +4,20 @@
  * (into the FIFO, out of it).
  *
  * A call takes it when its bytes reach peer_reads.min_bytes (the runtime
- * sets that only when every rank is on this host) and a back-off says to
- * try; then the ranks allgather a 64-byte descriptor each (this process's
+ * sets that only when every rank is on this host), the ring is not the
+ * faster, and a back-off says to try. The ring is the faster for an
+ * allgather that does not fit in the host's caches (peer_reads.
+ * cache_bytes): the kernel's copy then runs at half of memcpy's streaming
+ * stores (11-15 against 24-32 GB/s here) and every rank writes its whole
+ * output through it. And for a broadcast between 2 ranks that fits: in
+ * place (how PyTorch calls it) the ring copies once on each side, in
+ * cache, in parallel, and the descriptors' round trip alone would cost
+ * 10-15%, as it ends the overlap of consecutive calls. Then the ranks allgather a 64-byte descriptor each (this process's
  * identity, the input's address, flags) over channel 0's ring, and every
  * rank reads the same verdict from the same descriptors:
  *   - every rank has probed every peer (read a random word at a known
  *     address and found it) and can read them all, and
  *   - the buffers peers would read are cheap to read (huge pages),
- *   - the ring is not the faster: an allgather that does not fit in the
- *     host's caches (peer_reads.cache_bytes), as the kernel's copy then
- *     runs at half of memcpy's streaming stores (11-15 against 24-32 GB/s
- *     here) and every rank writes its whole output through it, and a
- *     broadcast between 2 ranks whose root is in place while it fits (the
- *     ring then copies once on each side, in cache, in parallel),
  * else the ring runs the call as usual, after the descriptors' steps,
  * which every rank took alike. A rank that cannot read a peer (ptrace
  * rules, containers, another pid namespace) says so in its next

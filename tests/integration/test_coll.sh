@@ -210,7 +210,7 @@ for n in 2 3 5; do
     bad "n=$n single copy: $counted of $n ranks read their peers"; grep "single copy" "$tmp/out"
   fi
 done
-for spec in "3 1 allgather" "4 2 broadcast" "2 0 broadcast"; do
+for spec in "3 1 allgather" "4 2 broadcast" "3 0 broadcast" "2 1 allgather"; do
   set -- $spec
   n=$1 victim=$2 coll=$3
   t0=$(date +%s%N)

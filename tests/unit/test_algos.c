@@ -923,38 +923,34 @@ static void test_direct_fallbacks(void **state) {
 }
 
 /* Where the ring is the faster (host_direct.h): allgathers past the
- * cache size take the ring, and a broadcast between 2 ranks
- * whose root is in place takes the ring up to the cache size, out of
- * place or past it the direct form. */
+ * cache size, and broadcasts between 2 ranks up to it, in or out of
+ * place, take the ring; a broadcast past it reads. */
 static void test_direct_cache_rules(void **state) {
   (void)state;
   reset_fakes();
   g_cache_bytes = 4000;
   struct world *w = world_new(2, 1, 4096, 20ull * 1000000000ull);
   g_cache_bytes = 0;
-  struct case_desc d = {.coll = GCOLL_COLL_BROADCAST, .algo = GCOLL_ALGO_RING,
+  struct case_desc d = {.coll = GCOLL_COLL_ALLGATHER, .algo = GCOLL_ALGO_RING,
                         .dtype = gcollInt32, .op = gcollSum, .proto = GCOLL_PROTO_SIMPLE,
-                        .count = 1000, .nch = 1, .in_place = 1};
+                        .count = 500, .nch = 1}; /* 4000 bytes of output */
   run_direct_case(w, &d); /* probes */
-  for (int root = 0; root < 2; root++) {
-    d.root = root;
-    run_direct_case(w, &d);
-  }
-  assert_int_equal(total_reads(2), 0);
-  d.in_place = 0;
-  run_direct_case(w, &d);
-  assert_int_equal(total_reads(2), 1);
-  d.in_place = 1;
-  d.count = 1001; /* 4004 bytes */
   run_direct_case(w, &d);
   assert_int_equal(total_reads(2), 2);
-  d.coll = GCOLL_COLL_ALLGATHER;
-  d.count = 500; /* 4000 bytes of output */
-  run_direct_case(w, &d);
-  assert_int_equal(total_reads(2), 4);
   d.count = 501;
   run_direct_case(w, &d);
-  assert_int_equal(total_reads(2), 4);
+  assert_int_equal(total_reads(2), 2);
+  d.coll = GCOLL_COLL_BROADCAST;
+  d.count = 1000;
+  for (int i = 0; i < 4; i++) {
+    d.root = i % 2;
+    d.in_place = i / 2;
+    run_direct_case(w, &d);
+  }
+  assert_int_equal(total_reads(2), 2);
+  d.count = 1001; /* 4004 bytes */
+  run_direct_case(w, &d);
+  assert_int_equal(total_reads(2), 3);
   world_free(w);
 }
 
