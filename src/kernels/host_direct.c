@@ -49,15 +49,22 @@ static size_t call_bytes(const struct gcoll_host_direct *d, const struct gcoll_h
   return c->coll == GCOLL_COLL_ALLGATHER ? bytes * (size_t)d->nranks : bytes;
 }
 
+/* Where the ring is the faster (host_direct.h), by what the ranks share:
+ * the group's size and whether the call fits in cache. */
+static int ring_faster(const struct gcoll_host_direct *d, const struct gcoll_host_coll *c,
+                       size_t bytes) {
+  if (d->ops.cache_bytes == 0) return 0; /* not told: no judgement */
+  int fits = bytes <= d->ops.cache_bytes, pair = d->nranks == 2;
+  if (c->coll == GCOLL_COLL_ALLGATHER) return !(pair && fits);
+  return pair == fits; /* broadcast: pairs past the cache, larger groups within it */
+}
+
 int gcoll_host_direct_candidate(struct gcoll_host_direct *d, const struct gcoll_host_coll *c) {
   if (d->ops.min_bytes == 0 || d->off) return 0;
   if (c->coll != GCOLL_COLL_ALLGATHER && c->coll != GCOLL_COLL_BROADCAST) return 0;
   size_t bytes = call_bytes(d, c);
   if (bytes < d->ops.min_bytes) return 0;
-  /* host_direct.h: where the ring is the faster. */
-  int fits = d->ops.cache_bytes > 0 && bytes <= d->ops.cache_bytes;
-  if (c->coll == GCOLL_COLL_ALLGATHER && d->ops.cache_bytes > 0 && !fits) return 0;
-  if (c->coll == GCOLL_COLL_BROADCAST && d->nranks == 2 && fits) return 0;
+  if (ring_faster(d, c, bytes)) return 0;
   if (d->skip > 0) {
     d->skip--;
     return 0;

@@ -5,14 +5,23 @@
  *
  * A call takes it when its bytes reach peer_reads.min_bytes (the runtime
  * sets that only when every rank is on this host), the ring is not the
- * faster, and a back-off says to try. The ring is the faster for an
- * allgather that does not fit in the host's caches (peer_reads.
- * cache_bytes): the kernel's copy then runs at half of memcpy's streaming
- * stores (11-15 against 24-32 GB/s here) and every rank writes its whole
- * output through it. And for a broadcast between 2 ranks that fits: in
- * place (how PyTorch calls it) the ring copies once on each side, in
- * cache, in parallel, and the descriptors' round trip alone would cost
- * 10-15%, as it ends the overlap of consecutive calls. Then the ranks allgather a 64-byte descriptor each (this process's
+ * faster, and a back-off says to try. Where the ring is the faster was
+ * measured on the 2-core VM (README, issue 17), by whether the call fits
+ * in the host's caches (peer_reads.cache_bytes):
+ *   - allgather, 2 ranks, fits: direct (1.5x in place). Past the caches
+ *     the kernel's copy runs at half of memcpy's streaming stores (11-15
+ *     against 24-32 GB/s), and every rank writes its whole output
+ *     through it. With 3 or more ranks each input has several readers at
+ *     once (0.76-0.89x at 4 ranks).
+ *   - broadcast, 2 ranks: direct past the caches (1.3-1.9x: the ring's
+ *     root copies twice from memory); within them the ring copies once
+ *     on each side in parallel, in cache, and the descriptors' round trip
+ *     alone costs in-place calls (PyTorch's) 10-15%, as it ends the
+ *     overlap of consecutive calls.
+ *   - broadcast, 3 or more ranks: direct within the caches (1.1-1.7x:
+ *     readers at once instead of a chain of ring hops), the ring past
+ *     them.
+ * Then the ranks allgather a 64-byte descriptor each (this process's
  * identity, the input's address, flags) over channel 0's ring, and every
  * rank reads the same verdict from the same descriptors:
  *   - every rank has probed every peer (read a random word at a known

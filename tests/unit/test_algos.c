@@ -922,36 +922,44 @@ static void test_direct_fallbacks(void **state) {
   world_free(w);
 }
 
-/* Where the ring is the faster (host_direct.h): allgathers past the
- * cache size, and broadcasts between 2 ranks up to it, in or out of
- * place, take the ring; a broadcast past it reads. */
+/* Where the ring is the faster (host_direct.h), with a cache size set:
+ * allgathers direct only between 2 ranks that fit, broadcasts between 2
+ * ranks only past the cache, among 3 only within it. */
 static void test_direct_cache_rules(void **state) {
   (void)state;
-  reset_fakes();
-  g_cache_bytes = 4000;
-  struct world *w = world_new(2, 1, 4096, 20ull * 1000000000ull);
-  g_cache_bytes = 0;
-  struct case_desc d = {.coll = GCOLL_COLL_ALLGATHER, .algo = GCOLL_ALGO_RING,
-                        .dtype = gcollInt32, .op = gcollSum, .proto = GCOLL_PROTO_SIMPLE,
-                        .count = 500, .nch = 1}; /* 4000 bytes of output */
-  run_direct_case(w, &d); /* probes */
-  run_direct_case(w, &d);
-  assert_int_equal(total_reads(2), 2);
-  d.count = 501;
-  run_direct_case(w, &d);
-  assert_int_equal(total_reads(2), 2);
-  d.coll = GCOLL_COLL_BROADCAST;
-  d.count = 1000;
-  for (int i = 0; i < 4; i++) {
-    d.root = i % 2;
-    d.in_place = i / 2;
+  for (int n = 2; n <= 3; n++) {
+    reset_fakes();
+    g_cache_bytes = 4000;
+    struct world *w = world_new(n, 1, 4096, 20ull * 1000000000ull);
+    g_cache_bytes = 0;
+    int pair = n == 2, reads = 0;
+    struct case_desc d = {.coll = GCOLL_COLL_BROADCAST, .algo = GCOLL_ALGO_RING,
+                          .dtype = gcollInt32, .op = gcollSum, .proto = GCOLL_PROTO_SIMPLE,
+                          .count = 1001, .nch = 1};
+    if (pair) run_direct_case(w, &d); /* probes: the first direct candidate */
+    d.count = 1000;                    /* 4000 bytes: fits */
+    for (int i = 0; i < 4; i++) {
+      d.root = i % n;
+      d.in_place = i / 2;
+      if (!pair && i == 0) run_direct_case(w, &d); /* probes */
+      run_direct_case(w, &d);
+      reads += pair ? 0 : n - 1;
+      assert_int_equal(total_reads(n), reads);
+    }
+    d.count = 1001; /* past the cache */
     run_direct_case(w, &d);
+    reads += pair ? 1 : 0;
+    assert_int_equal(total_reads(n), reads);
+    d.coll = GCOLL_COLL_ALLGATHER;
+    d.count = 4000 / (4 * (size_t)n); /* output fits */
+    run_direct_case(w, &d);
+    reads += pair ? 2 : 0;
+    assert_int_equal(total_reads(n), reads);
+    d.count = 4000 / (4 * (size_t)n) + 1;
+    run_direct_case(w, &d);
+    assert_int_equal(total_reads(n), reads);
+    world_free(w);
   }
-  assert_int_equal(total_reads(2), 2);
-  d.count = 1001; /* 4004 bytes */
-  run_direct_case(w, &d);
-  assert_int_equal(total_reads(2), 3);
-  world_free(w);
 }
 
 /* A failed read fails the call on every rank, with the reader and the
