@@ -114,8 +114,14 @@ static int verdict(struct gcoll_host_direct *d, const struct gcoll_host_coll *c)
   return 1;
 }
 
-/* This rank's reads; 0, or the errno value in the low half and the peer
- * + 1 in the high half. */
+/* A read's status word: 0, or the errno value in the low half and the
+ * peer + 1 in the high half. */
+static uint64_t read_from(struct gcoll_host_direct *d, int peer, void *dst, size_t n) {
+  int rc = d->ops.read(d->ops.arg, d->descs[peer].id, dst, d->descs[peer].src, n);
+  return rc == 0 ? 0 : (uint64_t)(peer + 1) << 32 | (uint32_t)rc;
+}
+
+/* This rank's reads: the first failure's status word, or 0. */
 static uint64_t read_peers(struct gcoll_host_direct *d, const struct gcoll_host_coll *c) {
   size_t bytes = c->count * gcoll_dtype_size(c->dtype);
   char *out = c->recvbuf;
@@ -124,8 +130,7 @@ static uint64_t read_peers(struct gcoll_host_direct *d, const struct gcoll_host_
       if (c->sendbuf != c->recvbuf) memcpy(out, c->sendbuf, bytes);
       return 0;
     }
-    int rc = d->ops.read(d->ops.arg, d->descs[c->root].id, out, d->descs[c->root].src, bytes);
-    return rc == 0 ? 0 : (uint64_t)(c->root + 1) << 32 | (uint32_t)rc;
+    return read_from(d, c->root, out, bytes);
   }
   char *own = out + (size_t)d->rank * bytes;
   if (c->sendbuf != own) memcpy(own, c->sendbuf, bytes);
@@ -133,9 +138,8 @@ static uint64_t read_peers(struct gcoll_host_direct *d, const struct gcoll_host_
    * at different times. */
   for (int i = 1; i < d->nranks; i++) {
     int q = (d->rank + i) % d->nranks;
-    int rc = d->ops.read(d->ops.arg, d->descs[q].id, out + (size_t)q * bytes, d->descs[q].src,
-                         bytes);
-    if (rc != 0) return (uint64_t)(q + 1) << 32 | (uint32_t)rc;
+    uint64_t s = read_from(d, q, out + (size_t)q * bytes, bytes);
+    if (s != 0) return s;
   }
   return 0;
 }

@@ -55,7 +55,7 @@
 struct gcoll_direct_desc {
   uint8_t id[GCOLL_PEER_ID_BYTES];  /* peer_reads.identity */
   uint64_t src;                     /* this call's input */
-  uint32_t flags;                   /* GCOLL_DIRECT_* */
+  uint32_t flags;                   /* DIRECT_* (host_direct.c) */
   uint32_t unused;
   uint64_t reserved[2];
 };
