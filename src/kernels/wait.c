@@ -45,8 +45,9 @@ void gcoll_wait_init(struct gcoll_wait *w, _Atomic int *abort_word,
                      _Atomic int *local_abort, uint64_t timeout_ns) {
   /* Before this process's first publish through a wait's executor. */
   pthread_once(&g_register_once, register_membarrier);
-  uint64_t now = gcoll_wait_now_ns();
-  w->deadline_ns = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
+  /* The clock is read when a wait first looks at it (wait.h). */
+  w->deadline_ns = 0;
+  w->timeout_ns = timeout_ns;
   w->abort_word = abort_word;
   w->local_abort = local_abort;
   gcoll_wait_begin(w);
@@ -177,6 +178,8 @@ gcollResult_t gcoll_wait_round(struct gcoll_wait *w) {
     if (w->sleeps < UINT32_MAX) w->sleeps++;
   }
   uint64_t now = gcoll_wait_now_ns();
+  if (w->deadline_ns == 0)
+    w->deadline_ns = w->timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + w->timeout_ns;
   if (yielding) {
     /* The window opens at the first yield; the round after it closes
      * is the first sleep. */

@@ -680,9 +680,10 @@ static void test_wait_rule(void **state) {
   _Atomic uint64_t ctr;
   atomic_init(&ctr, 5);
   struct gcoll_wait w;
-  /* The deadline counts from gcoll_wait_init, so the time is taken before
-   * it: taken after, a thread descheduled in between (a loaded machine, a
-   * slow ASan build) saw less than the timeout and failed a correct wait. */
+  /* The deadline counts from the first round that reads the clock, after
+   * gcoll_wait_init, so the time is taken before it: taken after, a thread
+   * descheduled in between (a loaded machine, a slow ASan build) saw less
+   * than the timeout and failed a correct wait. */
   double t0 = now_s();
   gcoll_wait_init(&w, &word, &local, 50 * 1000 * 1000);
   assert_int_equal(gcoll_wait_counter(&w, &ctr, 5, NULL), gcollSuccess);
