@@ -483,8 +483,8 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
     if (rc == gcollSuccess) rc = peer_reads(comm, &cfg.peer_reads);
     if (rc != gcollSuccess) return rc;
     if (cfg.peer_reads.min_bytes > 0)
-      gcoll_log_info(comm, "host allgather and broadcast read peers' buffers from %llu B "
-                           "(allgather up to %llu B; single copy, %s)",
+      gcoll_log_info(comm, "host allgather and broadcast read peers' buffers from %llu B where "
+                           "that is the faster (in cache: up to %llu B; single copy, %s)",
                      (unsigned long long)cfg.peer_reads.min_bytes,
                      (unsigned long long)cfg.peer_reads.cache_bytes,
                      cfg.peer_reads.cheap == peer_cheap ? "buffers in huge pages" : "any pages");
