@@ -472,14 +472,20 @@ static void describe_failure(const struct gcoll_host_exec *e, gcollResult_t r,
   if (idx < 0) idx = 0;
   const struct channel *ch = &e->ch[idx];
   const struct gcoll_prims *p = ch->failed;
+  /* A step that does not match the peer's is most often a setting that
+   * decides the steps and differs between ranks. */
+  const char *hint = r != gcollInternalError ? ""
+                     : " (the ranks took different steps: is a setting that must match, such as "
+                       "GCOLL_ALGO, GCOLL_PROTO, GCOLL_TUNING or GCOLL_SINGLE_COPY_BYTES, "
+                       "different on some rank?)";
   if (p == NULL || p->fail_what == NULL) {
-    gcoll_errf(err, errlen, "channel %d (%s): %s (result %d)", idx, ch->phase,
-               reason_text(ch, r), (int)r);
+    gcoll_errf(err, errlen, "channel %d (%s): %s (result %d)%s", idx, ch->phase,
+               reason_text(ch, r), (int)r, hint);
     return;
   }
-  gcoll_errf(err, errlen, "channel %d (%s): %s while waiting for %s %d at step %llu",
+  gcoll_errf(err, errlen, "channel %d (%s): %s while waiting for %s %d at step %llu%s",
              idx, ch->phase, reason_text(ch, r), p->fail_what, p->fail_peer,
-             (unsigned long long)p->fail_step);
+             (unsigned long long)p->fail_step, hint);
 }
 
 /* ---- running ------------------------------------------------------------ */

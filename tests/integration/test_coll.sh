@@ -227,6 +227,21 @@ for spec in "3 1 broadcast" "4 2 broadcast" "3 0 broadcast" "2 1 allgather" "2 0
   fi
 done
 
+# A setting that decides the steps, different on one rank (here single
+# copy on rank 0 only): every rank fails in one line that names the likely
+# cause, within the timeout, instead of hanging.
+t0=$(date +%s%N)
+GCOLL_TIMEOUT=5 timeout 60 "$RUN" -n 2 sh -c 'if [ "$GCOLL_RANK" = 0 ]; then
+  export GCOLL_SINGLE_COPY_BYTES=1 GCOLL_SINGLE_COPY_PAGES=any; fi; exec "$0" -o allgather -b 64K -e 64K' \
+  "$PERF" >"$tmp/out" 2>&1
+rc=$? dt=$(( ($(date +%s%N) - t0) / 1000000 ))
+named=$(grep -c "different on some rank" "$tmp/out")
+if [ "$rc" -ne 0 ] && [ "$named" -eq 2 ] && [ "$dt" -lt 10000 ]; then
+  ok; echo "ok: GCOLL_SINGLE_COPY_BYTES on one rank only: both ranks name the mismatch (${dt} ms)"
+else
+  bad "GCOLL_SINGLE_COPY_BYTES on one rank only: rc $rc, $named of 2 ranks named it, ${dt} ms"; cat "$tmp/out"
+fi
+
 # With GCOLL_ALGO=tree, host reduces whose root is the root of channel 0's
 # tree go up that tree (comm_coll.c); other roots, and every reduce
 # without it, keep the ring. Every collective, type and op, in and out of
