@@ -234,15 +234,22 @@ static gcollResult_t agree(struct perf_ctx *cx, void *value, gcollDataType_t typ
 
 /* Mean seconds per call on the slowest rank: every rank times its own loop
  * (the calls block, or are synchronised at the end), then they agree on the
- * maximum. */
+ * maximum. The loops start together, after a barrier, as nccl-tests' do:
+ * a root whose calls need no data (broadcast, reduce's leaves) runs up to
+ * a FIFO's depth ahead of a late peer, and without the barrier its loop
+ * timed that peer's lateness (a rank leaving init or the previous size's
+ * check a millisecond later cost 8-byte broadcasts 50-400 us a call). */
 static double time_calls(struct perf_ctx *cx, const struct perf_case *c, struct perf_bufs b) {
   for (long i = 0; i < cx->o.warmup; i++) run_or_die(cx, c, b);
   device_sync(cx);
+  double token = 0;
+  gcollResult_t rc = agree(cx, &token, gcollDouble, gcollMax);
+  if (rc != gcollSuccess) die(cx, "barrier before the timed calls", rc);
   double t0 = now_s();
   for (long i = 0; i < cx->o.iters; i++) run_or_die(cx, c, b);
   device_sync(cx);
   double sec = (now_s() - t0) / (double)cx->o.iters;
-  gcollResult_t rc = agree(cx, &sec, gcollDouble, gcollMax);
+  rc = agree(cx, &sec, gcollDouble, gcollMax);
   if (rc != gcollSuccess) die(cx, "allreduce of the time", rc);
   return sec;
 }

@@ -248,6 +248,7 @@ static void call(const struct run *x) {
 
 static double time_calls(const struct run *x) {
   for (long i = 0; i < x->o->warmup; i++) call(x);
+  MPI_Barrier(MPI_COMM_WORLD); /* as gcoll-perf and nccl-tests: loops start together */
   double t0 = MPI_Wtime();
   for (long i = 0; i < x->o->iters; i++) call(x);
   double sec = (MPI_Wtime() - t0) / (double)x->o->iters;
