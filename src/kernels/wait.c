@@ -41,10 +41,22 @@ static void register_membarrier(void) {
   pthread_atfork(NULL, NULL, register_self);
 }
 
+void gcoll_wait_setup(void) {
+  pthread_once(&g_register_once, register_membarrier);
+}
+
+/* At load, while a program that links gcoll still has one thread, the
+ * registration is free: the kernel waits for an RCU grace period only
+ * when the process has more than one thread (wait.h). */
+__attribute__((constructor)) static void register_at_load(void) {
+  gcoll_wait_setup();
+}
+
 void gcoll_wait_init(struct gcoll_wait *w, _Atomic int *abort_word,
                      _Atomic int *local_abort, uint64_t timeout_ns) {
-  /* Before this process's first publish through a wait's executor. */
-  pthread_once(&g_register_once, register_membarrier);
+  /* Before this process's first publish through a wait's executor; a
+   * no-op once an executor's creation did it (gcoll_wait_setup). */
+  gcoll_wait_setup();
   /* The clock is read when a wait first looks at it (wait.h). */
   w->deadline_ns = 0;
   w->timeout_ns = timeout_ns;

@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -267,8 +269,23 @@ static void test_no_sleeper_no_wake(void **state) {
   munmap(sh, g_map_bytes);
 }
 
+/* The process registered for membarrier when the library was loaded,
+ * before any wait and while it had one thread (free then; 20 ms with a
+ * second thread here). Read before cmocka or any test starts a thread. */
+static int g_fast_at_start;
+
+static void test_registered_at_load(void **state) {
+  (void)state;
+  long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
+  long need = MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
+  if (cmds < 0 || (cmds & need) != need) skip();
+  assert_int_equal(g_fast_at_start, 1);
+}
+
 int main(void) {
+  g_fast_at_start = atomic_load(&gcoll_wait_fast);
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_registered_at_load),
       cmocka_unit_test(test_no_sleeper_no_wake),
       cmocka_unit_test(test_consumer_woken_simple),
       cmocka_unit_test(test_consumer_woken_ll),
