@@ -182,6 +182,8 @@ gcollResult_t gcoll_wait_round(struct gcoll_wait *w) {
   } else if (r < w->spins) {
     cpu_pause();
     if (r % 32 != 31) return gcollSuccess;
+    /* A long spin gives the core away now and then (wait.h). */
+    if (r % GCOLL_WAIT_SPIN_YIELD_ROUNDS == GCOLL_WAIT_SPIN_YIELD_ROUNDS - 1) sched_yield();
   } else if (w->sleeps == 0) {
     sched_yield();
     yielding = 1;

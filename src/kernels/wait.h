@@ -8,7 +8,9 @@
  * Back-off within one wait: GCOLL_WAIT_SPINS rounds of a CPU pause (the
  * common case, a peer a few microseconds behind; an executor whose threads
  * each have a core of their own spins GCOLL_WAIT_DEDICATED_SPINS, about a
- * millisecond, since giving the core away only delays its own wake-up, and
+ * millisecond, since giving the core away only delays its own wake-up,
+ * with a yield every GCOLL_WAIT_SPIN_YIELD_ROUNDS in case the scheduler
+ * put its peer on the same core after all, and
  * one whose ranks outnumber the cores GCOLL_WAIT_SHARED_SPINS, as the peer
  * it waits for may need this very core), then sched_yield (hands the core
  * to a runnable peer) for GCOLL_WAIT_YIELD_NS, then nanosleeps doubling from
@@ -81,6 +83,15 @@
 
 #define GCOLL_WAIT_SPINS 128u
 #define GCOLL_WAIT_DEDICATED_SPINS 32768u
+/* Within a spin, one sched_yield every this many rounds (about 25 us of
+ * pauses here). Ranks that each counted on a core of their own still end
+ * up on one now and then (the scheduler wakes a task on its waker's core
+ * and moves it later): a spinner that never yields then holds the core
+ * its peer needs for its whole spin, about a millisecond, and in a 2-rank
+ * broadcast loop that cost 2 ms every 8 calls (one spin on each side per
+ * FIFO's worth of steps). A yield with no other runnable thread returns
+ * in under a microsecond, so waits on a core of their own barely notice. */
+#define GCOLL_WAIT_SPIN_YIELD_ROUNDS 1024u
 #define GCOLL_WAIT_SHARED_SPINS 1u
 #define GCOLL_WAIT_YIELD_NS 200000u
 #define GCOLL_WAIT_MAX_SLEEP_NS 64000u

@@ -269,6 +269,41 @@ static void test_no_sleeper_no_wake(void **state) {
   munmap(sh, g_map_bytes);
 }
 
+/* A long spin (an executor whose ranks each count on a core) gives the
+ * core away every GCOLL_WAIT_SPIN_YIELD_ROUNDS rounds, in case its peer
+ * was put on the same core: this executable's sched_yield stands in for
+ * libc's (wait.o calls it through the dynamic linker, which finds this
+ * one first), still yields, and publishes the counter at the third call,
+ * as a peer that got the core would. A spin that never yields reaches the
+ * third call only in its yield phase, after GCOLL_WAIT_DEDICATED_SPINS
+ * rounds. */
+static _Atomic uint64_t *g_publish_at_yield;
+static int g_yields;
+
+int sched_yield(void) {
+  if (g_publish_at_yield != NULL && ++g_yields == 3)
+    atomic_store_explicit(g_publish_at_yield, 1, memory_order_release);
+  return (int)syscall(SYS_sched_yield);
+}
+
+static void test_long_spin_yields(void **state) {
+  (void)state;
+  _Atomic uint64_t ctr = 0;
+  _Atomic uint32_t asleep = 0;
+  struct gcoll_wait w;
+  gcoll_wait_init(&w, NULL, NULL, 10 * NS);
+  w.spins = GCOLL_WAIT_DEDICATED_SPINS;
+  g_yields = 0;
+  g_publish_at_yield = &ctr;
+  gcollResult_t r = gcoll_wait_counter(&w, &ctr, 1, &asleep);
+  g_publish_at_yield = NULL;
+  assert_int_equal(r, gcollSuccess);
+  assert_int_equal(g_yields, 3);
+  /* Ended inside the spin, on the third of its yields. */
+  assert_true(w.round <= 3 * GCOLL_WAIT_SPIN_YIELD_ROUNDS);
+  assert_true(w.round < GCOLL_WAIT_DEDICATED_SPINS);
+}
+
 /* The process registered for membarrier when the library was loaded,
  * before any wait and while it had one thread (free then; 20 ms with a
  * second thread here). Read before cmocka or any test starts a thread. */
@@ -286,6 +321,7 @@ int main(void) {
   g_fast_at_start = atomic_load(&gcoll_wait_fast);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_registered_at_load),
+      cmocka_unit_test(test_long_spin_yields),
       cmocka_unit_test(test_no_sleeper_no_wake),
       cmocka_unit_test(test_consumer_woken_simple),
       cmocka_unit_test(test_consumer_woken_ll),
