@@ -14,6 +14,8 @@ static const struct gcoll_param gcoll_params[] = {
      "force the algorithm of every collective (tree: allreduce only)"},
     {"GCOLL_BOOTSTRAP", USER, "tcp|pmi2", "gcollrun's store when GCOLL_KVS_ADDR is set, else PMI2",
      NULL, "force how ranks find each other"},
+    {"GCOLL_CPU_BIND", USER, "cores|none", "none (gcollrun sets cores when it binds)", NULL,
+     "cores: this rank's CPUs (its affinity) are its own, not shared with the host's other ranks"},
     {"GCOLL_CUDAEMU_BLOCK_THREADS", TEST, "N", "4", NULL,
      "emulated GPU: host threads per kernel block"},
     {"GCOLL_CUDAEMU_BUSIDS", TEST, "busid,...", "one per device", NULL,

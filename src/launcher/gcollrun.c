@@ -47,7 +47,7 @@
 static const char usage_text[] =
     "usage: gcollrun -n N [--nodes K [--distribution block|cyclic]]\n"
     "                [--topo TOPO | --plan FILE | --no-plan] [--no-endpoints]\n"
-    "                [--tag-output]\n"
+    "                [--tag-output] [--cpu-bind cores|none]\n"
     "                [--timeout SEC] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Starts N ranks of PROGRAM on this host with a gcoll plan and a bootstrap\n"
@@ -78,6 +78,13 @@ static const char usage_text[] =
     "                      (by default each rank inherits a socket bound here\n"
     "                      and reaches its plan neighbours directly)\n"
     "  -T, --tag-output    prefix every output line with \"[RANK] \"\n"
+    "      --cpu-bind cores|none\n"
+    "                      cores: give each rank an equal block of the CPUs\n"
+    "                      gcollrun may use (hyperthreads of a core together)\n"
+    "                      and bind it there, as srun --cpu-bind=cores and\n"
+    "                      mpirun --bind-to core do; none: every rank may run\n"
+    "                      anywhere. Default: cores when there are at least as\n"
+    "                      many CPUs as ranks, else none\n"
     "      --timeout SEC   kill the job after SEC seconds (exit status 124)\n"
     "  -h, --help          this help\n"
     "  -V, --version       version\n"
@@ -85,7 +92,8 @@ static const char usage_text[] =
     "Each rank gets GCOLL_PLAN, GCOLL_RANK, GCOLL_NRANKS, GCOLL_LOCAL_RANK,\n"
     "GCOLL_NODE, GCOLL_KVS_ADDR, GCOLL_JOB_KEY and GCOLL_SOCKET_IFADDR (yours,\n"
     "else 127.0.0.1: every rank is on this host), with a plan also\n"
-    "GCOLL_ENDPOINTS and GCOLL_LISTEN_FD, runs in its own process\n"
+    "GCOLL_ENDPOINTS and GCOLL_LISTEN_FD, when bound GCOLL_CPU_BIND=cores,\n"
+    "runs in its own process\n"
     "group with stdin from /dev/null. SIGINT/SIGTERM/SIGHUP are forwarded to\n"
     "all ranks; another one (0.5 s later or more) kills them (SIGKILL). If a\n"
     "rank fails the others are killed\n"
@@ -99,6 +107,7 @@ struct opts {
   long nranks, nnodes;        /* nnodes 0: not given */
   const char *topo, *plan;
   int tag, no_plan, cyclic, no_endpoints;
+  enum gcollrun_bind bind;
   double timeout_s;           /* 0: none */
   char **argv;                /* PROGRAM ARGS... */
 };
@@ -110,6 +119,7 @@ struct rank {
 
 struct job {
   struct opts o;
+  cpu_set_t *cpus;            /* per rank, NULL: ranks not bound */
   struct gcollrun_plan plan;
   struct gcollrun_endpoints ep;
   struct kvs_server *kvs;
@@ -193,7 +203,7 @@ static int check_shape(const struct opts *o) {
   return 0;
 }
 
-enum { OPT_TIMEOUT = 256, OPT_NO_PLAN, OPT_NO_ENDPOINTS };
+enum { OPT_TIMEOUT = 256, OPT_NO_PLAN, OPT_NO_ENDPOINTS, OPT_CPU_BIND };
 
 static int parse_distribution(const char *s, int *cyclic) {
   if (strcmp(s, "block") == 0 || strcmp(s, "cyclic") == 0) {
@@ -212,6 +222,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
       {"no-plan", no_argument, NULL, OPT_NO_PLAN},
       {"no-endpoints", no_argument, NULL, OPT_NO_ENDPOINTS},
       {"distribution", required_argument, NULL, 'm'},
+      {"cpu-bind", required_argument, NULL, OPT_CPU_BIND},
       {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
   memset(o, 0, sizeof(*o));
@@ -230,6 +241,10 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
     case OPT_NO_PLAN: o->no_plan = 1; break;
     case OPT_NO_ENDPOINTS: o->no_endpoints = 1; break;
     case 'm': rc = parse_distribution(optarg, &o->cyclic); break;
+    case OPT_CPU_BIND:
+      if (gcollrun_bind_parse(optarg, &o->bind) != 0)
+        rc = usage_error("--cpu-bind '%s': expected cores or none", optarg);
+      break;
     case 'h': fputs(usage_text, stdout); return -1;
     case 'V': printf(GCOLLRUN_PROG " (gcoll) %s\n", PACKAGE_VERSION); return -1;
     case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
@@ -404,6 +419,36 @@ static void raise_fd_limit(long nranks) {
   setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+/* --cpu-bind: each rank's block of the CPUs gcollrun may use itself. */
+static int plan_binding(struct job *j, char *err, size_t errlen) {
+  cpu_set_t allowed;
+  if (j->o.bind == GCOLLRUN_BIND_NONE) return 0;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+    if (j->o.bind == GCOLLRUN_BIND_AUTO) return 0;
+    snprintf(err, errlen, "--cpu-bind=cores: cannot read this process's CPUs: %s",
+             strerror(errno));
+    return -1;
+  }
+  j->cpus = calloc((size_t)j->o.nranks, sizeof(*j->cpus));
+  if (j->cpus == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  int rc = gcollrun_bind_plan(j->o.bind, (int)j->o.nranks, &allowed, j->cpus, err, errlen);
+  if (rc <= 0) {
+    free(j->cpus);
+    j->cpus = NULL;
+    return rc;
+  }
+  if (gcoll_log_info_enabled())
+    gcollrun_say("each rank bound to a block of %d%s of the %d CPUs this process may use "
+                 "(--cpu-bind=cores; none lets them share)", CPU_COUNT(&j->cpus[0]),
+                 CPU_COUNT(&j->cpus[0]) != CPU_COUNT(&j->cpus[j->o.nranks - 1]) ? " or one less"
+                                                                                : "",
+                 CPU_COUNT(&allowed));
+  return 0;
+}
+
 static int start_ranks(struct job *j, const char *path, const char *addr, const char *key) {
   char err[GCOLLRUN_ERRLEN];
   for (long r = 0; r < j->o.nranks; r++) {
@@ -411,7 +456,8 @@ static int start_ranks(struct job *j, const char *path, const char *addr, const 
                                   .nranks = (int)j->o.nranks, .local_rank = j->plan.local_of[r],
                                   .node = j->plan.node_of[r], .kvs_addr = addr, .job_key = key,
                                   .endpoints_path = j->ep.path[0] ? j->ep.path : NULL,
-                                  .listen_fd = j->ep.fd != NULL ? j->ep.fd[r] : -1};
+                                  .listen_fd = j->ep.fd != NULL ? j->ep.fd[r] : -1,
+                                  .cpus = j->cpus != NULL ? &j->cpus[r] : NULL};
     struct gcollrun_child c;
     int rc = gcollrun_spawn(path, j->o.argv, &e, j->o.tag, &c, err, sizeof(err));
     /* The rank holds its own copy now: a connection to a rank that died
@@ -537,6 +583,10 @@ static int launch(struct job *j) {
     gcollrun_say("plan for %d ranks on %d nodes %s in %.2f ms: %s", j->plan.nranks,
                  j->plan.nnodes, j->o.plan ? "read" : "computed and written",
                  (double)(gcoll_wait_now_ns() - t0) / 1e6, j->plan.path);
+  if (plan_binding(j, err, sizeof(err)) != 0) {
+    gcollrun_say("%s", err);
+    return GCOLLRUN_EXIT_FAIL;
+  }
   if (make_job_key(key, sizeof(key)) != 0) {
     gcollrun_say("cannot make a job key: %s", strerror(errno));
     return GCOLLRUN_EXIT_FAIL;
@@ -608,5 +658,6 @@ int main(int argc, char **argv) {
   gcollrun_endpoints_cleanup(&j.ep);
   gcollrun_plan_cleanup(&j.plan);
   free(j.ranks);
+  free(j.cpus);
   return rc;
 }

@@ -4,11 +4,13 @@
  *   gcollrun_plan.c    the job's plan (computed or given) and its temp dir
  *   gcollrun_spawn.c   program lookup, rank environment, fork/exec
  *   gcollrun_endpoints.c  each rank's listening socket and the endpoints file
- *   gcollrun_output.c  --tag-output line buffering */
+ *   gcollrun_output.c  --tag-output line buffering
+ *   gcollrun_bind.c    --cpu-bind: each rank's CPUs */
 #ifndef GCOLL_LAUNCHER_GCOLLRUN_H
 #define GCOLL_LAUNCHER_GCOLLRUN_H
 
 #include <limits.h>
+#include <sched.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -82,6 +84,24 @@ void gcollrun_endpoints_cleanup(struct gcollrun_endpoints *e);
 int gcollrun_find_program(const char *name, char *path, size_t pathlen, char *err,
                           size_t errlen);
 
+/* ---- CPU binding (gcollrun_bind.c) --------------------------------------- */
+
+enum gcollrun_bind {
+  GCOLLRUN_BIND_AUTO = 0,      /* cores when there are enough CPUs, else none */
+  GCOLLRUN_BIND_CORES,
+  GCOLLRUN_BIND_NONE
+};
+
+/* "cores" or "none": 0, else -1. */
+int gcollrun_bind_parse(const char *s, enum gcollrun_bind *out);
+/* Splits the CPUs in allowed into nranks blocks of equal size (the first
+ * CPUs-mod-nranks ranks one CPU more), hyperthreads of a core together,
+ * into sets[0..nranks). 1 when the ranks are to be bound, 0 when not
+ * (none, or auto with fewer CPUs than ranks), -1 with one line in err
+ * (cores with fewer CPUs than ranks). */
+int gcollrun_bind_plan(enum gcollrun_bind mode, int nranks, const cpu_set_t *allowed,
+                       cpu_set_t *sets, char *err, size_t errlen);
+
 /* What one rank gets in its environment besides the inherited one. */
 struct gcollrun_rank_env {
   const char *plan_path;
@@ -90,6 +110,7 @@ struct gcollrun_rank_env {
   const char *job_key;
   const char *endpoints_path;  /* NULL: no endpoints (the store alone) */
   int listen_fd;               /* this rank's inherited listener, -1: none */
+  const cpu_set_t *cpus;       /* the CPUs it is bound to (GCOLL_CPU_BIND=cores), NULL: none */
 };
 
 struct gcollrun_child {

@@ -9,7 +9,8 @@ libgcoll_la_SOURCES += src/runtime/bootstrap.h src/runtime/bootstrap.c \
 bin_PROGRAMS += gcollrun
 gcollrun_SOURCES = src/launcher/gcollrun.h src/launcher/gcollrun.c \
 	src/launcher/gcollrun_plan.c src/launcher/gcollrun_spawn.c \
-	src/launcher/gcollrun_output.c src/launcher/gcollrun_endpoints.c
+	src/launcher/gcollrun_output.c src/launcher/gcollrun_endpoints.c \
+	src/launcher/gcollrun_bind.c
 # kvs_server.c comes from libgcoll (src/runtime/auto.mk), which also hosts
 # the store for gcollGetUniqueId.
 gcollrun_LDADD = libgcoll.la -lm

@@ -80,13 +80,13 @@ static int is_ours(const char *entry) {
   static const char *const names[] = {"GCOLL_PLAN=",   "GCOLL_RANK=",     "GCOLL_NRANKS=",
                                       "GCOLL_LOCAL_RANK=", "GCOLL_NODE=", "GCOLL_KVS_ADDR=",
                                       "GCOLL_JOB_KEY=", "GCOLL_SOCKET_IFADDR=",
-                                      "GCOLL_ENDPOINTS=", "GCOLL_LISTEN_FD="};
+                                      "GCOLL_ENDPOINTS=", "GCOLL_LISTEN_FD=", "GCOLL_CPU_BIND="};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if (strncmp(entry, names[i], strlen(names[i])) == 0) return 1;
   return 0;
 }
 
-#define NOURS 10
+#define NOURS 11
 
 /* Every rank runs on this host: TCP between virtual nodes stays on
  * loopback, where the runtime alone would pick a network interface, unless
@@ -120,7 +120,8 @@ static char **rank_environment(const struct gcollrun_rank_env *e) {
            (e->endpoints_path == NULL ||
             asprintf(&env[k++], "GCOLL_ENDPOINTS=%s", e->endpoints_path) >= 0) &&
            (e->endpoints_path == NULL || e->listen_fd < 0 ||
-            asprintf(&env[k++], "GCOLL_LISTEN_FD=%d", e->listen_fd) >= 0);
+            asprintf(&env[k++], "GCOLL_LISTEN_FD=%d", e->listen_fd) >= 0) &&
+           (e->cpus == NULL || asprintf(&env[k++], "GCOLL_CPU_BIND=cores") >= 0);
   if (!ok) {
     env[k - 1] = NULL; /* asprintf leaves it undefined on failure */
     for (size_t i = first_ours; i < k - 1; i++) free(env[i]);
@@ -142,8 +143,17 @@ static void free_environment(char **env) {
 /* In the child between fork and exec: async-signal-safe calls only. */
 static void __attribute__((noreturn))
 exec_child(const char *path, char *const argv[], char **env, int devnull, int out_w, int err_w,
-           int status_w, pid_t parent, int listen_fd) {
+           int status_w, pid_t parent, int listen_fd, const cpu_set_t *cpus) {
   setpgid(0, 0);
+  /* Before exec, so the program's first thread and all it starts inherit
+   * it; a refusal (a CPU taken away meanwhile) is reported like a failed
+   * exec. */
+  if (cpus != NULL && sched_setaffinity(0, sizeof(*cpus), cpus) != 0) {
+    int e = -errno; /* negative: not the exec's */
+    ssize_t unused = write(status_w, &e, sizeof(e));
+    (void)unused;
+    _exit(GCOLLRUN_EXIT_FAIL);
+  }
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(GCOLLRUN_EXIT_FAIL); /* parent died before the prctl */
   static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE, SIGQUIT};
@@ -170,7 +180,8 @@ static void close_pair(int p[2]) {
 }
 
 /* Waits for the child's exec: EOF on the close-on-exec status pipe means
- * it happened, an errno means it did not. */
+ * it happened, an errno means it did not (a negative one: the binding
+ * before it failed). */
 static int exec_result(int status_r) {
   int e = 0;
   ssize_t n;
@@ -200,7 +211,7 @@ int gcollrun_spawn(const char *path, char *const argv[], const struct gcollrun_r
   pid_t pid = fork();
   if (pid == 0)
     exec_child(path, argv, env, devnull, out[1], errp[1], status[1], parent,
-               e->endpoints_path != NULL ? e->listen_fd : -1);
+               e->endpoints_path != NULL ? e->listen_fd : -1, e->cpus);
   int fork_errno = errno;
   if (pid > 0) setpgid(pid, pid); /* both sides set it: no race with our first killpg */
   sigprocmask(SIG_SETMASK, &old, NULL);
@@ -212,6 +223,11 @@ int gcollrun_spawn(const char *path, char *const argv[], const struct gcollrun_r
   status[1] = -1;
   child->pid = pid;
   int exec_errno = exec_result(status[0]);
+  if (exec_errno < 0) {
+    snprintf(err, errlen, "rank %d: cannot bind it to its CPUs (--cpu-bind): %s", e->rank,
+             strerror(-exec_errno));
+    goto out;
+  }
   if (exec_errno != 0) {
     snprintf(err, errlen, "rank %d: cannot execute %.512s: %s", e->rank, path,
              strerror(exec_errno));

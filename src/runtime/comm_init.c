@@ -130,7 +130,8 @@ static gcollResult_t load_plan(struct gcollComm *comm, const char *path) {
  * cores, 2 ranks x 2 channels ran 512 KB allreduces 5x slower than 1
  * channel). The plan's tuning table does not know the cores a job was
  * given, so the cap is taken here: the CPUs this process may run on,
- * shared by the ranks on this host (all of them on virtual nodes).
+ * shared by the ranks on this host (all of them on virtual nodes), or its
+ * own when the launcher bound it (GCOLL_CPU_BIND=cores).
  * GCOLL_MAX_NCHANNELS replaces it. Device collectives are not capped by
  * the CPUs: their channels are GPU blocks, and a Slurm task with a few
  * cores per GPU (8 ranks, 12 cores each) would otherwise drive a
@@ -155,6 +156,12 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
     cpu_set_t set;
     int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
     if (cpus <= 0) cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    /* A launcher that bound each rank to CPUs of its own says so
+     * (gcollrun --cpu-bind=cores): no other rank of the host shares them. */
+    const char *bind = getenv("GCOLL_CPU_BIND");
+    if (bind != NULL && *bind != '\0' && strcmp(bind, "cores") != 0 && strcmp(bind, "none") != 0)
+      return gcoll_fail(gcollInvalidArgument, "GCOLL_CPU_BIND=%s: expected cores or none", bind);
+    if (bind != NULL && strcmp(bind, "cores") == 0) ranks_on_host = 1;
     if (ranks_on_host < 1) ranks_on_host = 1;
     comm->host_cpus = cpus;
     comm->ranks_on_host = ranks_on_host;

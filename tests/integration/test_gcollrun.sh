@@ -225,6 +225,60 @@ run env GCOLL_SOCKET_IFADDR=lo "$RUN" -n 2 sh -c 'env | grep "^GCOLL_SOCKET_IFAD
 check "the user's GCOLL_SOCKET_IFADDR is kept ($(head -c 200 "$tmp/out"))" \
   [ "$(grep -cx 'GCOLL_SOCKET_IFADDR=lo' "$tmp/out")" -eq 2 -a "$(wc -l <"$tmp/out")" -eq 2 ]
 
+# ---- --cpu-bind ---------------------------------------------------------------
+# Each rank reports its CPUs; with binding they must be disjoint blocks that
+# together are gcollrun's own CPUs, sizes differing by at most one.
+cpu_report='echo "$GCOLL_RANK [${GCOLL_CPU_BIND-unset}] $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"'
+own_cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+ncpu=$(nproc)
+expand_cpus() {  # "0-2,5" -> "0 1 2 5"
+  local item out=""
+  for item in ${1//,/ }; do out="$out $(seq "${item%-*}" "${item#*-}" | tr '\n' ' ')"; done
+  echo $out
+}
+blocks_ok() {  # blocks_ok N: N disjoint blocks covering own_cpus, sizes within one
+  local n=$1 all="" sizes="" line list
+  [ "$(wc -l <"$tmp/out")" -eq "$n" ] || return 1
+  [ "$(grep -c ' \[cores\] ' "$tmp/out")" -eq "$n" ] || return 1
+  while read -r _ _ list; do
+    list=$(expand_cpus "$list"); all="$all $list"; sizes="$sizes $(echo $list | wc -w)"
+  done <"$tmp/out"
+  [ "$(echo $all | tr ' ' '\n' | sort -n | tr '\n' ' ')" = "$(expand_cpus "$own_cpus" | tr ' ' '\n' | sort -n | tr '\n' ' ')" ] || return 1
+  set -- $(echo $sizes | tr ' ' '\n' | sort -n)
+  local min=$1; shift $(($# - 1))
+  [ $(($1 - min)) -le 1 ]
+}
+run "$RUN" -n 2 sh -c "$cpu_report"
+if [ "$ncpu" -ge 2 ]; then
+  check "2 ranks on $ncpu CPUs: bound by default to disjoint blocks, GCOLL_CPU_BIND=cores ($(head -c 200 "$tmp/out"))" blocks_ok 2
+else
+  check "2 ranks on 1 CPU: not bound by default ($(head -c 200 "$tmp/out"))" \
+    [ "$(grep -c ' \[unset\] ' "$tmp/out")" -eq 2 ]
+fi
+run "$RUN" -n 1 sh -c "$cpu_report"
+check "1 rank: bound to all of gcollrun's CPUs ($(head -c 200 "$tmp/out"))" blocks_ok 1
+run env GCOLL_CPU_BIND=cores "$RUN" -n 2 --cpu-bind none sh -c "$cpu_report"
+check "--cpu-bind none: every rank on every CPU, a stale GCOLL_CPU_BIND dropped ($(head -c 200 "$tmp/out"))" \
+  [ "$(grep -c " \[unset\] $own_cpus\$" "$tmp/out")" -eq 2 ]
+run "$RUN" -n $((ncpu + 1)) sh -c "$cpu_report"
+check "more ranks than CPUs: not bound by default ($(head -c 200 "$tmp/out"))" \
+  [ "$(grep -c " \[unset\] $own_cpus\$" "$tmp/out")" -eq $((ncpu + 1)) ]
+one_line_matching "--cpu-bind cores with more ranks than CPUs" 1 \
+  "^gcollrun: --cpu-bind=cores: $((ncpu + 1)) ranks but $ncpu CPUs to bind them to" \
+  "$RUN" -n $((ncpu + 1)) --cpu-bind cores true
+one_line_matching "--cpu-bind with a wrong value" 2 "^gcollrun: --cpu-bind 'sockets': expected cores or none" \
+  "$RUN" -n 2 --cpu-bind sockets true
+# The runtime counts bound CPUs as the rank's own: 2 ranks on one CPU each
+# have a core per thread (long-spinning waits), where sharing 1 CPU they would not.
+if [ "$ncpu" -ge 2 ]; then
+  GCOLL_DEBUG=INFO run taskset -c "$(expand_cpus "$own_cpus" | cut -d' ' -f1-2 | tr ' ' ',')" "$RUN" -n 2 "$BENCH"
+  check "bound ranks count their CPUs as their own: long-spinning waits (exit $rc, $(errtext))" \
+    eval '[ "$rc" -eq 0 ] && [ "$(grep -c "long-spinning waits" "$tmp/err")" -eq 2 ]'
+fi
+run "$RUN" -n 1 env GCOLL_CPU_BIND=sockets "$BENCH"
+check "a wrong GCOLL_CPU_BIND fails init in one line (exit $rc, $(errtext))" \
+  eval '[ "$rc" -ne 0 ] && grep -q "GCOLL_CPU_BIND=sockets: expected cores or none" "$tmp/err"'
+
 # ---- failures ---------------------------------------------------------------
 one_line_matching "a rank exiting 3" 3 '^gcollrun: rank 2 \(pid [0-9]+\) exited with status 3$' \
   "$RUN" -n 4 "$CLIENT" --exit 2 3
