@@ -46,20 +46,28 @@ const struct gcoll_tuning_model gcoll_tuning_defaults = {
     },
     [GCOLL_TUNE_HOST] = {
       /* Measured on a 2-core host, np=2 over shm (gcoll-perf, 1 channel):
-       * Simple allreduce takes 0.5 us at 8 B and 1.2 us at 8 KB; LL the
-       * same at 8 B but moves only ~0.9 GB/s (a CPU polls and copies it a
-       * 4-byte word at a time) against Simple's 10-15 GB/s. Flags and fences
-       * are cheap between coherent CPU caches, so unlike on a GPU, Simple
-       * has no latency to win back: LL stays selectable (GCOLL_PROTO=ll)
-       * but the model does not choose it. */
+       * Simple allreduce takes 0.5 us at 8 B and 1.2 us at 8 KB; LL moves
+       * only ~0.9 GB/s (a CPU polls and copies it a 4-byte word at a time)
+       * against Simple's 10-15 GB/s. But a Simple step makes its reader
+       * fetch three or four cache lines from the writer's core (the
+       * counter, the step's size and protocol, the data) and an LL step
+       * of up to 32 bytes one (data and flags share it): when moving a
+       * line between cores is slow, as
+       * on this VM in some hours (a 2-rank 32 B allreduce at 0.9 us a
+       * call, not 0.2), LL took 8-64 B collectives 1.15-1.5x faster, all
+       * five and in and out of place, and was even at 128-512 B. So the
+       * model takes LL below about 64 B per step on shared memory
+       * (allgather and reducescatter up to 128 B: their steps carry a
+       * block), and Simple beyond; comm_coll.c keeps Simple where the
+       * host's ranks outnumber its cores (4 ranks on 2: no gain). */
       .base_lat = {
-        [GCOLL_ALGO_RING] = {0.4, 0.4, 0},
-        [GCOLL_ALGO_TREE] = {0.4, 0.4, 0},
+        [GCOLL_ALGO_RING] = {0.4, 0.3, 0},
+        [GCOLL_ALGO_TREE] = {0.4, 0.3, 0},
         [GCOLL_ALGO_NVLS] = {0, 0, 0},
       },
       .intra_lat = {
-        [GCOLL_ALGO_RING] = {0.1, 0.1, 0},
-        [GCOLL_ALGO_TREE] = {0.1, 0.1, 0},
+        [GCOLL_ALGO_RING] = {0.1, 0.07, 0},
+        [GCOLL_ALGO_TREE] = {0.1, 0.07, 0},
         [GCOLL_ALGO_NVLS] = {0, 0, 0},
       },
       .net_lat = {

@@ -191,6 +191,13 @@ static void choose(const struct gcollComm *comm, const struct call *c, size_t by
       comm->nranks == 1)
     hc->algo = GCOLL_ALGO_RING;   /* one rank has no tree: it is a copy */
   if (hc->proto == GCOLL_PROTO_LL128) hc->proto = GCOLL_PROTO_SIMPLE;
+  /* LL's gain on the host is fewer cache lines crossing between cores
+   * (graph/tuning.c); where ranks take turns on the cores that does not
+   * pay (4 ranks on 2 cores, 8-512 B: 0.77-1.09x). shared_cores is the
+   * same on every rank, so every rank makes the same choice. */
+  if (kind == GCOLL_EXEC_HOST && hc->proto == GCOLL_PROTO_LL && comm->force_proto < 0 &&
+      comm->shared_cores)
+    hc->proto = GCOLL_PROTO_SIMPLE;
   if (hc->nchannels < 1 || hc->nchannels > comm->nchannels) hc->nchannels = comm->nchannels;
   int cap = kind == GCOLL_EXEC_CUDA ? comm->max_device_channels : comm->max_run_channels;
   if (hc->nchannels > cap) hc->nchannels = cap;
