@@ -193,7 +193,8 @@ static void choose(const struct gcollComm *comm, const struct call *c, size_t by
   if (hc->proto == GCOLL_PROTO_LL128) hc->proto = GCOLL_PROTO_SIMPLE;
   /* LL's gain on the host is fewer cache lines crossing between cores
    * (graph/tuning.c); where ranks take turns on the cores that does not
-   * pay (4 ranks on 2 cores, 8-512 B: 0.77-1.09x). shared_cores is the
+   * pay (4 ranks on 2 cores, 8-512 B broadcast and allgather:
+   * 0.76-0.94x). shared_cores is the
    * same on every rank, so every rank makes the same choice. */
   if (kind == GCOLL_EXEC_HOST && hc->proto == GCOLL_PROTO_LL && comm->force_proto < 0 &&
       comm->shared_cores)
