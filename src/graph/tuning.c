@@ -52,10 +52,10 @@ const struct gcoll_tuning_model gcoll_tuning_defaults = {
        * fetch three or four cache lines from the writer's core (the
        * counter, the step's size and protocol, the data) and an LL step
        * of up to 32 bytes one (data and flags share it): when moving a
-       * line between cores is slow, as
-       * on this VM in some hours (a 2-rank 32 B allreduce at 0.9 us a
-       * call, not 0.2), LL took 8-64 B collectives 1.15-1.5x faster, all
-       * five and in and out of place, and was even at 128-512 B. So the
+       * line between cores is slow, as on this VM in some hours (a 2-rank
+       * 32 B allreduce at 0.9 us a call, not 0.2), LL took 8-64 B
+       * collectives 1.07-1.53x faster, all five and in and out of place,
+       * and was even at 128-512 B (even at 8-128 B in the fast hours). So the
        * model takes LL below about 64 B per step on shared memory
        * (allgather and reducescatter up to 128 B: their steps carry a
        * block), and Simple beyond; comm_coll.c keeps Simple where the

@@ -6,7 +6,7 @@
  * a core each then wait for each other (README, issue 17). Open MPI binds
  * by default for the same reason, and srun binds tasks to their share of
  * the allocation. gcollrun gives each rank an equal block of the CPUs it
- * may use itself (the cores of a hyperthreaded core stay together), so a
+ * may use itself (hyperthreads of one core stay together), so a
  * multithreaded rank keeps its share, and says so to the rank
  * (GCOLL_CPU_BIND=cores): the runtime then counts those CPUs as the rank's
  * own, not as shared with the host's other ranks. */
