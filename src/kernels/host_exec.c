@@ -197,7 +197,6 @@ struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_exec_config *c
   }
   struct gcoll_host_exec *e = gcoll_exec_frame_alloc(sizeof(*e), &frame, err, errlen);
   if (e == NULL) return NULL;
-  gcoll_wait_setup();
   e->abort_word = cfg->abort_word;
   e->spin_rounds = cfg->spin_rounds;
   e->poll = cfg->poll;

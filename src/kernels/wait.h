@@ -133,11 +133,11 @@ uint64_t gcoll_wait_now_ns(void);
 /* Registers this process for the fence-free publish above, once. In a
  * process with several threads the registration waits for an RCU grace
  * period (5-16 ms on these VMs, off the CPU); with one thread it is free.
- * So it runs when the library is loaded (usually before the program
- * starts threads), and executors call it when they are created, inside
- * communicator init, in case that was not possible: done at a first
- * collective, it stalled that call's peers by as much. gcoll_wait_init
- * calls it as well; all but the first call return at once. */
+ * So it runs when the library is loaded (a constructor in wait.c, usually
+ * before the program starts threads): done at a first collective, it
+ * stalled that call's peers by as much. gcoll_wait_init calls it too, for
+ * a wait set up before the constructor ran; all but the first call return
+ * at once. */
 void gcoll_wait_setup(void);
 
 /* Deadline = timeout_ns (saturating) after the first round of any of w's

@@ -140,6 +140,14 @@ static void free_environment(char **env) {
   free(env);
 }
 
+/* In the child: tells the parent why it did not exec (see exec_result)
+ * and exits. Async-signal-safe. */
+static void __attribute__((noreturn)) child_failed(int status_w, int e, int status) {
+  ssize_t unused = write(status_w, &e, sizeof(e));
+  (void)unused;
+  _exit(status);
+}
+
 /* In the child between fork and exec: async-signal-safe calls only. */
 static void __attribute__((noreturn))
 exec_child(const char *path, char *const argv[], char **env, int devnull, int out_w, int err_w,
@@ -148,12 +156,8 @@ exec_child(const char *path, char *const argv[], char **env, int devnull, int ou
   /* Before exec, so the program's first thread and all it starts inherit
    * it; a refusal (a CPU taken away meanwhile) is reported like a failed
    * exec. */
-  if (cpus != NULL && sched_setaffinity(0, sizeof(*cpus), cpus) != 0) {
-    int e = -errno; /* negative: not the exec's */
-    ssize_t unused = write(status_w, &e, sizeof(e));
-    (void)unused;
-    _exit(GCOLLRUN_EXIT_FAIL);
-  }
+  if (cpus != NULL && sched_setaffinity(0, sizeof(*cpus), cpus) != 0)
+    child_failed(status_w, -errno, GCOLLRUN_EXIT_FAIL); /* negative: not the exec's */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(GCOLLRUN_EXIT_FAIL); /* parent died before the prctl */
   static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE, SIGQUIT};
@@ -167,10 +171,7 @@ exec_child(const char *path, char *const argv[], char **env, int devnull, int ou
   /* Every rank's listener is close-on-exec; this rank keeps its own. */
   if (listen_fd >= 0) fcntl(listen_fd, F_SETFD, 0);
   execve(path, argv, env);
-  int e = errno;
-  ssize_t unused = write(status_w, &e, sizeof(e));
-  (void)unused;
-  _exit(GCOLLRUN_EXIT_NOEXEC);
+  child_failed(status_w, errno, GCOLLRUN_EXIT_NOEXEC);
 }
 
 static void close_pair(int p[2]) {

@@ -158,7 +158,7 @@ static gcollResult_t set_channel_cap(struct gcollComm *comm, int ranks_on_host) 
     if (cpus <= 0) cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
     /* A launcher that bound each rank to CPUs of its own says so
      * (gcollrun --cpu-bind=cores): no other rank of the host shares them. */
-    const char *bind = getenv("GCOLL_CPU_BIND");
+    const char *bind = gcoll_setting("GCOLL_CPU_BIND");
     if (bind != NULL && *bind != '\0' && strcmp(bind, "cores") != 0 && strcmp(bind, "none") != 0)
       return gcoll_fail(gcollInvalidArgument, "GCOLL_CPU_BIND=%s: expected cores or none", bind);
     if (bind != NULL && strcmp(bind, "cores") == 0) ranks_on_host = 1;
