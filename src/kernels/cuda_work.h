@@ -25,14 +25,14 @@
  * prims_cuda.cuh against its mirror). */
 #define GCOLL_CUDA_FIFO_STEPS 8
 #define GCOLL_CUDA_FIFO_OFF_TAIL 0
+#define GCOLL_CUDA_FIFO_OFF_NBYTES 12
+#define GCOLL_CUDA_FIFO_OFF_PROTO 44      /* one byte per step */
 #define GCOLL_CUDA_FIFO_OFF_HEAD 64
 #define GCOLL_CUDA_FIFO_OFF_SLOT_BYTES 128
 #define GCOLL_CUDA_FIFO_OFF_LL_SLOT_BYTES 136
 #define GCOLL_CUDA_FIFO_OFF_SIMPLE_OFFSET 144
 #define GCOLL_CUDA_FIFO_OFF_LL_OFFSET 152
-#define GCOLL_CUDA_FIFO_OFF_NBYTES 160
-#define GCOLL_CUDA_FIFO_OFF_PROTO 192
-#define GCOLL_CUDA_FIFO_HEADER 256
+#define GCOLL_CUDA_FIFO_HEADER 192
 
 /* One channel's connections; FIFO addresses as the GPU sees them (device
  * memory, a peer's memory mapped by IPC, or host-pinned mapped memory). */

@@ -43,11 +43,8 @@
  * wants a wake-up (tail_asleep: the consumer waiting for data; head_asleep:
  * the producer waiting for a free slot; one of each, the FIFO being SPSC).
  * A host writer publishes through gcoll_fifo_set_tail/gcoll_fifo_set_head,
- * which wake it (wait.h has the protocol and its ordering); the counters
- * stay where
- * they were, so the layout offsets (and the CUDA side's, cuda_work.h) do
- * not move: the words live in what was padding. A device kernel never
- * wakes; a host waiter on a FIFO a kernel fills would sleep to its timeout
+ * which wake it (wait.h has the protocol and its ordering). The CUDA side
+ * mirrors the offsets (cuda_work.h). A device kernel never wakes; a host waiter on a FIFO a kernel fills would sleep to its timeout
  * (none exists: the host cannot read GPU memory, kernels wait on the GPU).
  * An LL consumer sleeps on tail as well: the producer bumps tail after the
  * lines, so tail > s means the lines of step s are there.
@@ -81,17 +78,24 @@
 /* enum gcoll_proto (SIMPLE, LL; the host executor has no LL128) comes
  * from the public plan header so plan choices pass through unchanged. */
 
+/* Three lines, by who writes them. The producer's line carries the step
+ * descriptions (nbytes, proto) next to tail: the consumer fetches that line
+ * to see tail move anyway, so a step's size comes with it instead of costing
+ * a second line from the producer's core. The consumer's line holds head.
+ * The third is written once at init and only read after, so every reader
+ * keeps it cached: the address computations of each step (slot sizes,
+ * offsets) then never miss, which matters when a whole step is one line. */
 struct gcoll_fifo {
   alignas(64) _Atomic uint64_t tail;
   _Atomic uint32_t tail_asleep;      /* the consumer sleeps on tail */
+  uint32_t nbytes[GCOLL_STEPS];      /* payload bytes of the step in a slot */
+  uint8_t proto[GCOLL_STEPS];        /* enum gcoll_proto of that step */
   alignas(64) _Atomic uint64_t head;
   _Atomic uint32_t head_asleep;      /* the producer sleeps on head */
   alignas(64) uint64_t slot_bytes;   /* SIMPLE payload bytes per step */
   uint64_t ll_slot_bytes;            /* LL line bytes per step (2x payload) */
   uint64_t simple_offset;            /* from the header start, 64-aligned */
   uint64_t ll_offset;
-  uint32_t nbytes[GCOLL_STEPS];      /* payload bytes of the step in a slot */
-  uint32_t proto[GCOLL_STEPS];       /* enum gcoll_proto of that step */
 };
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2,
@@ -99,10 +103,14 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2,
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2,
                "FIFO sleeper words must be lock-free to work across processes");
 _Static_assert(offsetof(struct gcoll_fifo, tail_asleep) == 8, "FIFO layout");
+_Static_assert(offsetof(struct gcoll_fifo, nbytes) == 12, "FIFO layout");
+_Static_assert(offsetof(struct gcoll_fifo, proto) == 44, "FIFO layout");
 _Static_assert(offsetof(struct gcoll_fifo, head) == 64, "FIFO layout");
 _Static_assert(offsetof(struct gcoll_fifo, head_asleep) == 72, "FIFO layout");
 _Static_assert(offsetof(struct gcoll_fifo, slot_bytes) == 128, "FIFO layout");
-_Static_assert(sizeof(struct gcoll_fifo) == 256, "FIFO layout");
+_Static_assert(sizeof(struct gcoll_fifo) == 192, "FIFO layout");
+_Static_assert(GCOLL_PROTO_SIMPLE < 256 && GCOLL_PROTO_LL < 256,
+               "a step's protocol is stored in one byte");
 
 static inline size_t gcoll_fifo_ll_slot_bytes(size_t slot_bytes) {
   return slot_bytes / 2;

@@ -127,7 +127,7 @@ GCOLL_DEV static inline int gcoll_dev_p2p_try_recv(struct gcoll_dev_p2p_shared *
   if (gcoll_dev_load_acquire(&f->tail) <= head) return 0;
   const unsigned slot_index = (unsigned)(head % GCOLL_STEPS);
   const uint64_t nb = ((volatile uint32_t *)f->nbytes)[slot_index];
-  const uint32_t proto = ((volatile uint32_t *)f->proto)[slot_index];
+  const uint32_t proto = ((volatile uint8_t *)f->proto)[slot_index];
   const char *slot = gcoll_dev_simple_slot(f, head);
   if (proto != GCOLL_PROTO_SIMPLE || nb == 0 || nb > f->slot_bytes ||
       (st->total == 0 && nb < GCOLL_P2P_HEADER_BYTES) ||
@@ -219,7 +219,7 @@ GCOLL_DEV static inline void gcoll_dev_p2p_post(struct gcoll_dev_p2p_shared *sh)
   if (op->kind == GCOLL_CUDA_P2P_SEND) {
     gcoll_dev_fence_system();
     ((volatile uint32_t *)f->nbytes)[slot_index] = (uint32_t)sh->step_bytes;
-    ((volatile uint32_t *)f->proto)[slot_index] = (uint32_t)GCOLL_PROTO_SIMPLE;
+    ((volatile uint8_t *)f->proto)[slot_index] = (uint8_t)GCOLL_PROTO_SIMPLE;
     gcoll_dev_store_release(&f->tail, sh->fifo_step + 1);
   } else {
     gcoll_dev_store_release(&f->head, sh->fifo_step + 1);

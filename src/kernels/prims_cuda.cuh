@@ -67,13 +67,14 @@
 /* fifo.h's struct gcoll_fifo without C11 atomics (see cuda_work.h). */
 struct gcoll_dev_fifo {
   alignas(64) uint64_t tail;
+  uint32_t tail_asleep;          /* host waiters only; a kernel never wakes */
+  uint32_t nbytes[GCOLL_CUDA_FIFO_STEPS];
+  uint8_t proto[GCOLL_CUDA_FIFO_STEPS];
   alignas(64) uint64_t head;
   alignas(64) uint64_t slot_bytes;
   uint64_t ll_slot_bytes;
   uint64_t simple_offset;
   uint64_t ll_offset;
-  uint32_t nbytes[GCOLL_CUDA_FIFO_STEPS];
-  uint32_t proto[GCOLL_CUDA_FIFO_STEPS];
 };
 static_assert(offsetof(gcoll_dev_fifo, tail) == GCOLL_CUDA_FIFO_OFF_TAIL, "FIFO layout");
 static_assert(offsetof(gcoll_dev_fifo, head) == GCOLL_CUDA_FIFO_OFF_HEAD, "FIFO layout");
@@ -396,7 +397,7 @@ GCOLL_DEV static inline int gcoll_dev_step_waits(struct gcoll_prims *p, unsigned
         return r;
       unsigned slot = (unsigned)(s % GCOLL_STEPS);
       if (((volatile uint32_t *)f->nbytes)[slot] != nb ||
-          ((volatile uint32_t *)f->proto)[slot] != GCOLL_PROTO_SIMPLE)
+          ((volatile uint8_t *)f->proto)[slot] != GCOLL_PROTO_SIMPLE)
         return gcoll_dev_fail(b, gcollInternalError, GCOLL_CUDA_REASON_NONE,
                               GCOLL_CUDA_FAIL_MISMATCH, i, s);
     }
@@ -469,7 +470,7 @@ GCOLL_DEV static inline void gcoll_dev_post(struct gcoll_prims *p, unsigned ops,
       uint64_t s = p->send_step[j];
       unsigned slot = (unsigned)(s % GCOLL_STEPS);
       ((volatile uint32_t *)f->nbytes)[slot] = nb;
-      ((volatile uint32_t *)f->proto)[slot] = (uint32_t)p->proto;
+      ((volatile uint8_t *)f->proto)[slot] = (uint8_t)p->proto;
       gcoll_dev_store_release(&f->tail, s + 1);
     }
   }

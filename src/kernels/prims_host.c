@@ -170,7 +170,7 @@ static void publish(struct gcoll_prims *p, int j, const void *data, size_t nb) {
     if (dst != data) memcpy(dst, data, nb);
   }
   f->nbytes[slot] = (uint32_t)nb;
-  f->proto[slot] = (uint32_t)p->proto;
+  f->proto[slot] = (uint8_t)p->proto;
   gcoll_fifo_store_tail(f, s + 1);
 }
 

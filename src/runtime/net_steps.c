@@ -129,7 +129,7 @@ int gcoll_net_recv_done(struct gcoll_net_conn *c, uint64_t step, uint32_t nbytes
   if (proto == GCOLL_PROTO_LL) ll_encode(f, step, nbytes);
   unsigned slot = gcoll_fifo_slot(step);
   f->nbytes[slot] = nbytes;
-  f->proto[slot] = proto;
+  f->proto[slot] = (uint8_t)proto;
   gcoll_fifo_set_tail(f, step + 1);
   c->done = step + 1;
   return 0;
