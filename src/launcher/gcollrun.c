@@ -37,7 +37,8 @@
 #define PACKAGE_VERSION "(unversioned build)"
 #endif
 
-#define KILL_GRACE_MS 3000
+/* SIGTERM to SIGKILL when nothing else is said (--kill-wait). */
+#define KILL_WAIT_DEFAULT_S 3.0
 /* How long a rank whose KVS connection dropped gets to be reaped before the
  * survivors' waits are failed, so that the rank that really died is the
  * one reported rather than a survivor reacting to it. */
@@ -48,7 +49,7 @@ static const char usage_text[] =
     "usage: gcollrun -n N [--nodes K [--distribution block|cyclic]]\n"
     "                [--topo TOPO | --plan FILE | --no-plan] [--no-endpoints]\n"
     "                [--tag-output] [--cpu-bind cores|none]\n"
-    "                [--timeout SEC] [--] PROGRAM [ARGS...]\n"
+    "                [--timeout SEC] [--kill-wait SEC] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Starts N ranks of PROGRAM on this host with a gcoll plan and a bootstrap\n"
     "key-value store, as a scheduler would.\n"
@@ -86,6 +87,10 @@ static const char usage_text[] =
     "                      anywhere. Default: cores when there are at least as\n"
     "                      many CPUs as ranks, else none\n"
     "      --timeout SEC   kill the job after SEC seconds (exit status 124)\n"
+    "      --kill-wait SEC when ranks are killed (a rank failed, --timeout), the\n"
+    "                      seconds between SIGTERM and SIGKILL, as Slurm's\n"
+    "                      KillWait: time for the others to report or save\n"
+    "                      their state (default 3; 0: SIGKILL at once)\n"
     "  -h, --help          this help\n"
     "  -V, --version       version\n"
     "\n"
@@ -97,7 +102,7 @@ static const char usage_text[] =
     "group with stdin from /dev/null. SIGINT/SIGTERM/SIGHUP are forwarded to\n"
     "all ranks; another one (0.5 s later or more) kills them (SIGKILL). If a\n"
     "rank fails the others are killed\n"
-    "(SIGTERM, SIGKILL after 3 s).\n"
+    "(SIGTERM, SIGKILL after --kill-wait).\n"
     "\n"
     "Exit status: 0 all ranks succeeded; the first failing rank's status\n"
     "(128+N when killed by signal N); 1 plan or launch failure; 2 usage;\n"
@@ -109,6 +114,7 @@ struct opts {
   int tag, no_plan, cyclic, no_endpoints;
   enum gcollrun_bind bind;
   double timeout_s;           /* 0: none */
+  double kill_wait_s;         /* SIGTERM to SIGKILL */
   char **argv;                /* PROGRAM ARGS... */
 };
 
@@ -176,12 +182,15 @@ static int parse_count(const char *opt, const char *s, long max, long *out) {
   return 0;
 }
 
-static int parse_seconds(const char *s, double *out) {
+/* SEC for OPTION: (0, 1e7] seconds, or [0, 1e7] where zero is allowed. */
+static int parse_seconds(const char *option, const char *s, int zero_ok, double *out) {
   char *end;
   errno = 0;
   double v = strtod(s, &end);
-  if (*s == '\0' || *end != '\0' || errno != 0 || !isfinite(v) || v <= 0 || v > 1e7)
-    return usage_error("--timeout: '%s' is not a number of seconds in (0, 1e7]", s);
+  if (*s == '\0' || *end != '\0' || errno != 0 || !isfinite(v) || v < 0 || (v == 0 && !zero_ok) ||
+      v > 1e7)
+    return usage_error("%s: '%s' is not a number of seconds in %s, 1e7]", option, s,
+                       zero_ok ? "[0" : "(0");
   *out = v;
   return 0;
 }
@@ -203,7 +212,7 @@ static int check_shape(const struct opts *o) {
   return 0;
 }
 
-enum { OPT_TIMEOUT = 256, OPT_NO_PLAN, OPT_NO_ENDPOINTS, OPT_CPU_BIND };
+enum { OPT_TIMEOUT = 256, OPT_NO_PLAN, OPT_NO_ENDPOINTS, OPT_CPU_BIND, OPT_KILL_WAIT };
 
 static int parse_distribution(const char *s, int *cyclic) {
   if (strcmp(s, "block") == 0 || strcmp(s, "cyclic") == 0) {
@@ -223,9 +232,11 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
       {"no-endpoints", no_argument, NULL, OPT_NO_ENDPOINTS},
       {"distribution", required_argument, NULL, 'm'},
       {"cpu-bind", required_argument, NULL, OPT_CPU_BIND},
+      {"kill-wait", required_argument, NULL, OPT_KILL_WAIT},
       {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
   memset(o, 0, sizeof(*o));
+  o->kill_wait_s = KILL_WAIT_DEFAULT_S;
   opterr = 0;
   int c;
   /* '+': options end at PROGRAM, whose own options are its business. */
@@ -237,7 +248,8 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
     case 't': o->topo = optarg; break;
     case 'p': o->plan = optarg; break;
     case 'T': o->tag = 1; break;
-    case OPT_TIMEOUT: rc = parse_seconds(optarg, &o->timeout_s); break;
+    case OPT_TIMEOUT: rc = parse_seconds("--timeout", optarg, 0, &o->timeout_s); break;
+    case OPT_KILL_WAIT: rc = parse_seconds("--kill-wait", optarg, 1, &o->kill_wait_s); break;
     case OPT_NO_PLAN: o->no_plan = 1; break;
     case OPT_NO_ENDPOINTS: o->no_endpoints = 1; break;
     case 'm': rc = parse_distribution(optarg, &o->cyclic); break;
@@ -305,7 +317,7 @@ static void signal_live(struct job *j, int sig) {
 static void start_killing(struct job *j) {
   if (j->killing) return;
   j->killing = 1;
-  j->kill_at = now_ms() + KILL_GRACE_MS;
+  j->kill_at = now_ms() + (uint64_t)llround(j->o.kill_wait_s * 1000);
   signal_live(j, SIGTERM);
 }
 

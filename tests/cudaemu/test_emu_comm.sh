@@ -105,7 +105,7 @@ fi
 
 # A rank dies while the others' kernels wait on it: they fail, naming it.
 start=$(date +%s)
-timeout 120 "$RUN" -n 3 "$CHECK" --device die 1 3 >"$tmp/out" 2>&1
+timeout 120 "$RUN" -n 3 --kill-wait 20 "$CHECK" --device die 1 3 >"$tmp/out" 2>&1
 named=$(grep -c "^rank [02]: iteration .*rank 1 " "$tmp/out")
 survivors=$(grep -c "^rank [02]: iteration" "$tmp/out")
 if [ "$survivors" -eq 2 ] && [ "$named" -eq 2 ] && [ $(($(date +%s) - start)) -lt 60 ]; then

@@ -102,7 +102,7 @@ fi
 # A rank dies while kernels wait on its GPU FIFOs: the survivors fail
 # naming it (the proxy watches the peer's process, the kernel the abort word).
 start=$(date +%s)
-timeout 120 "$RUN" -n 3 "$CHECK" --device die 1 3 >"$tmp/out" 2>&1
+timeout 120 "$RUN" -n 3 --kill-wait 20 "$CHECK" --device die 1 3 >"$tmp/out" 2>&1
 named=$(grep -c "^rank [02]: iteration .*rank 1 " "$tmp/out")
 if [ "$named" -eq 2 ] && [ $(($(date +%s) - start)) -lt 60 ]; then
   ok "p2p: dead peer: both survivors fail naming rank 1 ($(($(date +%s) - start)) s)"

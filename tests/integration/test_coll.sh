@@ -142,7 +142,7 @@ for spec in "4 1 2" "4 2 1" "5 1 3" "3 2 2" "4 1 1 host.ring.simple.intra_lat=20
   set -- $spec
   n=$1 nodes=$2 victim=$3
   t0=$(date +%s%N)
-  GCOLL_TUNING=${4:-} GCOLL_TIMEOUT=2 timeout 60 "$RUN" -n "$n" --nodes "$nodes" "$CHECK" die "$victim" 50 >"$tmp/out" 2>&1
+  GCOLL_TUNING=${4:-} GCOLL_TIMEOUT=2 timeout 60 "$RUN" -n "$n" --nodes "$nodes" --kill-wait 8 "$CHECK" die "$victim" 50 >"$tmp/out" 2>&1
   rc=$? dt=$(( ($(date +%s%N) - t0) / 1000000 ))
   reported=$(grep -c "remote process exited.*rank $victim " "$tmp/out")
   if [ "$rc" -ne 0 ] && [ "$reported" -eq $((n - 1)) ] && grep -q "gcollrun: rank $victim .*SIGKILL" "$tmp/out" \
@@ -181,7 +181,7 @@ for spec in "4 2 1 1" "4 2 2 16384" "3 2 2 7"; do
   set -- $spec
   n=$1 nodes=$2 victim=$3 count=$4
   t0=$(date +%s%N)
-  GCOLL_TIMEOUT=2 timeout 60 "$RUN" -n "$n" --nodes "$nodes" "$CHECK" die "$victim" 50 "$count" >"$tmp/out" 2>&1
+  GCOLL_TIMEOUT=2 timeout 60 "$RUN" -n "$n" --nodes "$nodes" --kill-wait 8 "$CHECK" die "$victim" 50 "$count" >"$tmp/out" 2>&1
   rc=$? dt=$(( ($(date +%s%N) - t0) / 1000000 ))
   reported=$(grep -c "remote process exited.*rank $victim " "$tmp/out")
   if [ "$rc" -ne 0 ] && [ "$reported" -eq $((n - 1)) ] && [ "$dt" -lt 10000 ]; then
@@ -216,7 +216,7 @@ for spec in "3 1 broadcast" "4 2 broadcast" "3 0 broadcast" "2 1 allgather" "2 0
   n=$1 victim=$2 coll=$3
   t0=$(date +%s%N)
   GCOLL_SINGLE_COPY_BYTES=1 GCOLL_SINGLE_COPY_PAGES=any GCOLL_TIMEOUT=2 \
-    timeout 60 "$RUN" -n "$n" "$CHECK" die "$victim" 50 4096 "$coll" >"$tmp/out" 2>&1
+    timeout 60 "$RUN" -n "$n" --kill-wait 8 "$CHECK" die "$victim" 50 4096 "$coll" >"$tmp/out" 2>&1
   rc=$? dt=$(( ($(date +%s%N) - t0) / 1000000 ))
   reported=$(grep -c "remote process exited.*rank $victim " "$tmp/out")
   if [ "$rc" -ne 0 ] && [ "$reported" -eq $((n - 1)) ] && [ "$dt" -lt 10000 ]; then
@@ -277,7 +277,7 @@ for spec in "4 2 3" "4 2 1" "5 3 2"; do
   set -- $spec
   n=$1 nodes=$2 victim=$3
   t0=$(date +%s%N)
-  GCOLL_ALGO=tree GCOLL_DEBUG=TRACE GCOLL_TIMEOUT=2 timeout 60 "$RUN" -n "$n" --nodes "$nodes" "$CHECK" die "$victim" 50 4 reduce >"$tmp/out" 2>&1
+  GCOLL_ALGO=tree GCOLL_DEBUG=TRACE GCOLL_TIMEOUT=2 timeout 60 "$RUN" -n "$n" --nodes "$nodes" --kill-wait 8 "$CHECK" die "$victim" 50 4 reduce >"$tmp/out" 2>&1
   rc=$? dt=$(( ($(date +%s%N) - t0) / 1000000 ))
   reported=$(grep -c "remote process exited.*rank $victim " "$tmp/out")
   trees=$(grep -c "gcollReduce: 16 bytes, tree/" "$tmp/out")

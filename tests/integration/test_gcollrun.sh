@@ -293,6 +293,27 @@ check "SIGKILLed rank: the others were stopped quickly (${elapsed}s)" [ "$elapse
 check "SIGKILLed rank: no rank finished its barrier" [ "$(grep -c ' ok$' "$tmp/out")" -eq 0 ]
 check "temp plan dirs removed after failures" no_leftover_dirs
 
+# --kill-wait: the seconds between the SIGTERM that follows a failure and
+# the SIGKILL, for a rank that ignores SIGTERM (its sleep inherits that).
+# Rank 0 fails after 0.5 s; the job then ends kill-wait seconds later.
+kill_wait_ms() {  # kill_wait_ms [--kill-wait SEC]: prints the job's ms, checks the exit
+  local t0=$(date +%s%N)
+  run "$RUN" -n 2 "$@" bash -c 'if [ "$GCOLL_RANK" = 0 ]; then sleep 0.5; exit 5; fi; trap "" TERM; sleep 30'
+  echo $(( ($(date +%s%N) - t0) / 1000000 ))
+  [ "$rc" -eq 5 ] && grep -Eqx 'gcollrun: rank 0 \(pid [0-9]+\) exited with status 5' "$tmp/err"
+}
+ms=$(kill_wait_ms); krc=$?
+check "--kill-wait default: SIGKILL 3 s after SIGTERM (job ${ms} ms, status ok: $krc)" \
+  eval '[ "$krc" -eq 0 ] && [ "$ms" -ge 3400 ] && [ "$ms" -lt 9000 ]'
+ms=$(kill_wait_ms --kill-wait 1); krc=$?
+check "--kill-wait 1: SIGKILL 1 s after SIGTERM (job ${ms} ms, status ok: $krc)" \
+  eval '[ "$krc" -eq 0 ] && [ "$ms" -ge 1400 ] && [ "$ms" -lt 3000 ]'
+ms=$(kill_wait_ms --kill-wait 0); krc=$?
+check "--kill-wait 0: SIGKILL at once (job ${ms} ms, status ok: $krc)" \
+  eval '[ "$krc" -eq 0 ] && [ "$ms" -lt 1400 ]'
+one_line_matching "bad kill-wait" 2 "--kill-wait: '-1' is not a number of seconds in \\[0, 1e7\\]" \
+  "$RUN" -n 2 --kill-wait -1 true
+
 one_line_matching "a failing shell rank" 9 '^gcollrun: rank 0 \(pid [0-9]+\) exited with status 9$' \
   "$RUN" -n 1 bash -c 'exit 9'
 

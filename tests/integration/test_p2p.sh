@@ -66,7 +66,7 @@ done
 
 # A dead peer surfaces as gcollRemoteError naming it, long before the deadline.
 for nodes in 1 2; do
-  GCOLL_TIMEOUT=20 timeout 60 "$RUN" -n 2 --nodes "$nodes" "$CHECK" die >"$tmp/out" 2>&1
+  GCOLL_TIMEOUT=20 timeout 60 "$RUN" -n 2 --nodes "$nodes" --kill-wait 20 "$CHECK" die >"$tmp/out" 2>&1
   line=$(grep 'rank 0: receive from a dead rank' "$tmp/out")
   secs=$(sed -n 's/.* after \([0-9.]*\) s:.*/\1/p' <<<"$line")
   if grep -q 'remote process exited.*rank 1 ' <<<"$line" && [ -n "$secs" ] \
