@@ -44,8 +44,9 @@
  * the producer waiting for a free slot; one of each, the FIFO being SPSC).
  * A host writer publishes through gcoll_fifo_set_tail/gcoll_fifo_set_head,
  * which wake it (wait.h has the protocol and its ordering). The CUDA side
- * mirrors the offsets (cuda_work.h). A device kernel never wakes; a host waiter on a FIFO a kernel fills would sleep to its timeout
- * (none exists: the host cannot read GPU memory, kernels wait on the GPU).
+ * mirrors the offsets (cuda_work.h). A device kernel never wakes; a host
+ * waiter on a FIFO a kernel fills would sleep to its timeout (none exists:
+ * the host cannot read GPU memory, kernels wait on the GPU).
  * An LL consumer sleeps on tail as well: the producer bumps tail after the
  * lines, so tail > s means the lines of step s are there.
  *
