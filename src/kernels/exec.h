@@ -52,6 +52,10 @@ struct gcoll_exec_config {
   int device;                     /* CUDA device ordinal (CUDA executor) */
   struct gcoll_exec_poll poll;    /* host: inline network polling (host_exec.h) */
   struct gcoll_exec_peer_reads peer_reads; /* host: single-copy reads (host_direct.h) */
+  /* host: the one-shot board every rank of the host maps (host_oneshot.h),
+   * checked at create; NULL on every rank or on none. */
+  void *oneshot_board;
+  size_t oneshot_bytes;
 };
 
 struct gcoll_exec;

@@ -15,6 +15,7 @@
 #include "kernels/coll_args.h"
 #include "kernels/exec.h"
 #include "kernels/host_direct.h"
+#include "kernels/host_oneshot.h"
 #include "kernels/reduce.h"
 
 struct channel {
@@ -46,6 +47,7 @@ struct gcoll_host_exec {
   void *gather;                     /* nranks x the largest gather_bytes */
   struct gcoll_exec_poll poll;
   struct gcoll_host_direct direct;  /* single-copy allgather and broadcast */
+  struct gcoll_oneshot oneshot;     /* the gather form's board, when every rank has it */
 
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
@@ -55,7 +57,11 @@ struct gcoll_host_exec {
 
   struct gcoll_host_coll job;
   int job_channels;
-  int job_gather;                   /* the job takes the gather form */
+  enum job_form {
+    FORM_CHANNELS = 0,              /* ring or tree over the channels */
+    FORM_GATHER,                    /* allreduce: the gather form around the ring */
+    FORM_BOARD,                     /* through the one-shot board (host_oneshot.h) */
+  } job_form;
   _Atomic int local_abort;          /* first failure, stops sibling channels */
   _Atomic int first_failed;         /* its channel, -1 when none */
 };
@@ -216,6 +222,14 @@ struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_exec_config *c
     gcoll_host_exec_destroy(e);
     return NULL;
   }
+  if (cfg->oneshot_board != NULL) {
+    if (gcoll_oneshot_check(cfg->oneshot_board, cfg->oneshot_bytes, cfg->nranks, err, errlen) !=
+        0) {
+      gcoll_host_exec_destroy(e);
+      return NULL;
+    }
+    gcoll_oneshot_bind(&e->oneshot, cfg->oneshot_board, cfg->rank);
+  }
   for (int c = 1; c < e->frame.nchannels; c++) {
     int rc = pthread_create(&e->ch[c].thread, NULL, worker_main, &e->ch[c]);
     if (rc != 0) {
@@ -292,30 +306,96 @@ static gcollResult_t run_ring(struct channel *ch, const struct gcoll_host_coll *
   return r;
 }
 
-/* The reduction of the gathered vectors (rank r's at r*count in
- * e->gather) with the ring allreduce's bits: its blocks (algo_ring.h: one
- * pass, chunk = ceil(count / nranks), as count fits in one step) and, per
- * block c, its order: starting at ring position c+1, each position
- * combines its own vector with what arrived (own OP received), ending at
- * position c. So the form changes the steps, never the result: results
+/* Elements of one ring chunk, as gcoll_prims_chunk_elems would say after
+ * setting up channel 0's ring for c (one-rank executors have no FIFO). */
+static size_t ring_chunk_elems(const struct channel *ch, const struct gcoll_host_coll *c) {
+  const struct gcoll_fifo *f = ch->conf.ring.recv_prev;
+  return gcoll_fifo_payload(f, c->proto) / gcoll_dtype_size(c->dtype) * GCOLL_CHUNK_STEPS;
+}
+
+/* out[0, n) = the ring's reduction of the block whose chain ends at ring
+ * position b (algo_ring.h): position b+1's elements combined with b+2's
+ * (own OP received), then each next position's, ending at b; elements
+ * [off, off + n) of each rank's vector, rank r's at g + r * stride. */
+static void reduce_chain(const struct channel *ch, const struct gcoll_host_coll *c,
+                         const char *g, size_t stride, int b, size_t off, size_t n, char *out) {
+  const int k = ch->exec->frame.nranks;
+  size_t es = gcoll_dtype_size(c->dtype);
+#define VEC(j) (g + (size_t)ch->ranks[gcoll_ring_mod(b + (j), k)] * stride + off * es)
+  gcoll_reduce(out, VEC(2), VEC(1), n, c->dtype, c->op);
+  for (int j = 3; j <= k; j++) gcoll_reduce(out, VEC(j), out, n, c->dtype, c->op);
+#undef VEC
+}
+
+/* The allreduce of the gathered vectors (rank r's at g + r * stride) with
+ * the ring allreduce's bits: its blocks (one pass, chunk = ceil(count /
+ * nranks), as count fits in one step), block b's chain ending at ring
+ * position b. So the form changes the steps, never the result: results
  * stay reproducible across forms, channel counts and executors. */
-static void reduce_as_ring(const struct channel *ch, const struct gcoll_host_coll *c) {
-  const struct gcoll_host_exec *e = ch->exec;
-  const int k = e->frame.nranks;
-  size_t es = gcoll_dtype_size(c->dtype), nb = c->count * es;
-  size_t chunk = gcoll_min_size(gcoll_prims_chunk_elems(&ch->ring),
-                                (c->count + (size_t)k - 1) / (size_t)k);
-  const char *g = e->gather;
-  char *out = c->recvbuf;
+static void reduce_as_ring(const struct channel *ch, const struct gcoll_host_coll *c,
+                           const char *g, size_t stride) {
+  const int k = ch->exec->frame.nranks;
+  size_t es = gcoll_dtype_size(c->dtype);
+  size_t chunk = gcoll_min_size(ring_chunk_elems(ch, c), (c->count + (size_t)k - 1) / (size_t)k);
   for (int b = 0; b < k && (size_t)b * chunk < c->count; b++) {
     size_t lo = (size_t)b * chunk, n = gcoll_min_size(chunk, c->count - lo);
-    const char *first = g + (size_t)ch->ranks[gcoll_ring_mod(b + 1, k)] * nb + lo * es;
-    const char *second = g + (size_t)ch->ranks[gcoll_ring_mod(b + 2, k)] * nb + lo * es;
-    gcoll_reduce(out + lo * es, second, first, n, c->dtype, c->op);
-    for (int j = 3; j <= k; j++)
-      gcoll_reduce(out + lo * es, g + (size_t)ch->ranks[gcoll_ring_mod(b + j, k)] * nb + lo * es,
-                   out + lo * es, n, c->dtype, c->op);
+    reduce_chain(ch, c, g, stride, b, lo, n, (char *)c->recvbuf + lo * es);
   }
+}
+
+/* Whether c goes through the one-shot board (host_oneshot.h): every rank
+ * has one or none (the runtime makes it for all or fails init), and the
+ * other terms are the call's, the same on every rank. Allreduce: the
+ * gather form's calls (gather: the caller's verdict); a pre-mul-sum
+ * scales its input in the ring's primitives, so it keeps the ring.
+ * Allgather: each rank's vector fits a slot; reducescatter: each rank's
+ * whole input does. Empty calls move nothing on any path, and stay so. */
+static int takes_board(const struct gcoll_host_exec *e, const struct gcoll_host_coll *c,
+                       int gather) {
+  if (e->oneshot.hdr == NULL || c->premul != GCOLL_PREMUL_NONE || c->algo != GCOLL_ALGO_RING ||
+      c->count == 0)
+    return 0;
+  uint64_t nb = (uint64_t)c->count * gcoll_dtype_size(c->dtype);
+  switch (c->coll) {
+    case GCOLL_COLL_ALLREDUCE: return gather && nb <= e->oneshot.slot_bytes;
+    case GCOLL_COLL_ALLGATHER: return nb <= e->oneshot.slot_bytes;
+    case GCOLL_COLL_REDUCESCATTER: return nb <= e->oneshot.slot_bytes / (uint64_t)e->frame.nranks;
+    default: return 0;
+  }
+}
+
+/* c through the board: every rank's input, one wait, then this rank's
+ * result from the call's area with the ring's bits. */
+static gcollResult_t run_board(struct channel *ch, const struct gcoll_host_coll *c) {
+  struct gcoll_host_exec *e = ch->exec;
+  const size_t es = gcoll_dtype_size(c->dtype), nb = c->count * es;
+  const size_t slot = e->oneshot.slot_bytes;
+  const int k = e->frame.nranks;
+  const char *area = NULL;
+  int waited_for = -1;
+  uint64_t call = 0;
+  ch->phase = "one-shot";
+  gcollResult_t r = gcoll_oneshot_exchange(
+      &e->oneshot, &ch->wait, c->sendbuf, c->coll == GCOLL_COLL_REDUCESCATTER ? nb * (size_t)k : nb,
+      &area, &waited_for, &call);
+  if (r != gcollSuccess) {
+    ch->ring.fail_what = "rank";
+    ch->ring.fail_peer = waited_for;
+    ch->ring.fail_step = call;
+    ch->failed = &ch->ring;
+    return r;
+  }
+  if (c->coll == GCOLL_COLL_ALLREDUCE) {
+    reduce_as_ring(ch, c, area, slot);
+  } else if (c->coll == GCOLL_COLL_ALLGATHER) {
+    if (nb > 0)
+      for (int q = 0; q < k; q++) memcpy((char *)c->recvbuf + (size_t)q * nb, area + q * slot, nb);
+  } else if (nb > 0) {
+    /* This rank's block, its chain ending at its own position. */
+    reduce_chain(ch, c, area, slot, ch->conf.ring.pos, (size_t)e->frame.rank * c->count, c->count,
+                 c->recvbuf);
+  }
+  return gcollSuccess;
 }
 
 /* The gather form (host_exec.h): a ring allgather of whole vectors into
@@ -333,7 +413,7 @@ static gcollResult_t run_gather(struct channel *ch, const struct gcoll_host_coll
     ch->failed = &ch->ring;
     return r;
   }
-  reduce_as_ring(ch, c);
+  reduce_as_ring(ch, c, e->gather, c->count * gcoll_dtype_size(c->dtype));
   return gcollSuccess;
 }
 
@@ -380,8 +460,10 @@ static gcollResult_t run_channel(struct channel *ch) {
   const struct gcoll_host_coll *c = &e->job;
   ch->failed = NULL;
   ch->phase = "setup";
-  gcollResult_t r = e->job_gather ? run_gather(ch, c)
-                    : c->algo == GCOLL_ALGO_TREE ? run_tree(ch, c) : run_ring(ch, c);
+  gcollResult_t r = e->job_form == FORM_BOARD    ? run_board(ch, c)
+                    : e->job_form == FORM_GATHER ? run_gather(ch, c)
+                    : c->algo == GCOLL_ALGO_TREE ? run_tree(ch, c)
+                                                 : run_ring(ch, c);
   if (r == gcollSuccess) {
     finish_avg(ch, c);
   } else {
@@ -476,7 +558,8 @@ static void describe_failure(const struct gcoll_host_exec *e, gcollResult_t r,
    * decides the steps and differs between ranks. */
   const char *hint = r != gcollInternalError ? ""
                      : " (the ranks took different steps: is a setting that must match, such as "
-                       "GCOLL_ALGO, GCOLL_PROTO, GCOLL_TUNING or GCOLL_SINGLE_COPY_BYTES, "
+                       "GCOLL_ALGO, GCOLL_PROTO, GCOLL_TUNING, GCOLL_SINGLE_COPY_BYTES or "
+                       "GCOLL_HOST_ONESHOT, "
                        "different on some rank?)";
   if (p == NULL || p->fail_what == NULL) {
     gcoll_errf(err, errlen, "channel %d (%s): %s (result %d)%s", idx, ch->phase,
@@ -490,7 +573,17 @@ static void describe_failure(const struct gcoll_host_exec *e, gcollResult_t r,
 
 /* ---- running ------------------------------------------------------------ */
 
-static void run_collective(struct gcoll_host_exec *e, const struct gcoll_host_coll *c, int nch);
+static void run_collective(struct gcoll_host_exec *e, const struct gcoll_host_coll *c, int nch,
+                           enum job_form form);
+
+/* The form of c on nch channels; the same on every rank (host_exec.h). */
+static enum job_form job_form(const struct gcoll_host_exec *e, const struct gcoll_host_coll *c,
+                              int nch) {
+  int gather = c->coll == GCOLL_COLL_ALLREDUCE && c->algo == GCOLL_ALGO_RING && nch == 1 &&
+               e->frame.nranks > 1 &&
+               c->count * gcoll_dtype_size(c->dtype) <= e->gather_bytes[c->proto];
+  return takes_board(e, c, gather) ? FORM_BOARD : gather ? FORM_GATHER : FORM_CHANNELS;
+}
 
 gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
                                   const struct gcoll_host_coll *c, char *err,
@@ -502,6 +595,8 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
   gcollResult_t r = check_coll(e, c, err, errlen);
   if (r != gcollSuccess) return r;
   int nch = gcoll_exec_frame_nch(&e->frame, c->nchannels);
+  enum job_form form = job_form(e, c, nch);
+  if (form != FORM_CHANNELS) nch = 1; /* in this thread, the whole range */
   partition(e, c->count, gcoll_dtype_size(c->dtype), nch);
   struct gcoll_wait w;
   gcoll_wait_init(&w, e->abort_word, &e->local_abort, e->frame.timeout_ns);
@@ -520,7 +615,7 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
   int taken = 0;
   /* run_direct records a failure as a channel's would be, or in err. */
   if (gcoll_host_direct_candidate(&e->direct, c)) run_direct(&e->ch[0], c, &taken, err, errlen);
-  if (!taken) run_collective(e, c, nch);
+  if (!taken) run_collective(e, c, nch, form);
 
   if (inline_poll && e->poll.end != NULL) e->poll.end(e->poll.arg);
   r = (gcollResult_t)atomic_load(&e->local_abort);
@@ -530,20 +625,18 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
 
 /* The ring, tree or gather form over nch channels: channel 0 in this
  * thread, the others handed to their workers. */
-static void run_collective(struct gcoll_host_exec *e, const struct gcoll_host_coll *c, int nch) {
-  int gather = c->coll == GCOLL_COLL_ALLREDUCE && c->algo == GCOLL_ALGO_RING && nch == 1 &&
-               e->frame.nranks > 1 &&
-               c->count * gcoll_dtype_size(c->dtype) <= e->gather_bytes[c->proto];
+static void run_collective(struct gcoll_host_exec *e, const struct gcoll_host_coll *c, int nch,
+                           enum job_form form) {
   if (nch == 1) {
     /* Channel 0 is this thread's: no worker takes part, and none reads
      * the job (the last call waited for all of them), so no hand-off. */
     e->job = *c;
-    e->job_gather = gather;
+    e->job_form = form;
     run_channel(&e->ch[0]);
   } else {
     pthread_mutex_lock(&e->mu);
     e->job = *c;
-    e->job_gather = 0;
+    e->job_form = FORM_CHANNELS;
     e->job_channels = nch;
     e->pending = nch - 1;
     e->generation++;

@@ -18,6 +18,7 @@ libgcoll_la_SOURCES += src/kernels/fifo.h src/kernels/wait.h src/kernels/wait.c 
 	src/kernels/coll_geometry.h \
 	src/kernels/host_exec.h src/kernels/host_exec.c \
 	src/kernels/host_direct.h src/kernels/host_direct.c \
+	src/kernels/host_oneshot.h src/kernels/host_oneshot.c \
 	src/kernels/exec.h src/kernels/exec_host.c
 if HAVE_CMOCKA
 check_PROGRAMS += tests/unit/test_algos
@@ -25,6 +26,12 @@ TESTS += tests/unit/test_algos
 tests_unit_test_algos_SOURCES = tests/unit/test_algos.c tests/unit/testutil.h
 tests_unit_test_algos_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_algos_LDADD = $(UNIT_LDADD)
+# The one-shot board of small host allreduces, forked ranks over one board.
+check_PROGRAMS += tests/unit/test_oneshot
+TESTS += tests/unit/test_oneshot
+tests_unit_test_oneshot_SOURCES = tests/unit/test_oneshot.c
+tests_unit_test_oneshot_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_oneshot_LDADD = $(UNIT_LDADD)
 # Futex wake-ups of the waits, across a fork over a shared FIFO.
 check_PROGRAMS += tests/unit/test_wake
 TESTS += tests/unit/test_wake

@@ -109,6 +109,11 @@ struct gcollComm {
   int nshrinks;                        /* gcollCommShrink calls so far: names their keys */
   uint64_t timeout_ms;
   char job_key[64];
+  /* The one-shot board of small host allreduces (comm_oneshot.c), when
+   * every rank is on this host; its name on rank 0 until it is removed. */
+  void *oneshot_map;
+  size_t oneshot_bytes;
+  char oneshot_name[GCOLL_SHM_NAME_MAX];
 };
 
 /* A pre-mul-sum op as gcollRedOpCreatePreMulSum made it. */
@@ -135,6 +140,12 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
  * InitAll/InitRank have no GPU edges otherwise), the calling thread's
  * current GPU; else -1 (comm_connect.c). */
 int gcoll_comm_thread_gpu(const int *devlist, int i);
+
+/* Maps the board every rank of this one-host communicator shares, with
+ * slots of slot_bytes (a multiple of 64): collective over the ranks; a
+ * rank that cannot fails with one line (comm_oneshot.c). close unmaps it. */
+gcollResult_t gcoll_comm_oneshot_open(struct gcollComm *comm, uint64_t slot_bytes);
+void gcoll_comm_oneshot_close(struct gcollComm *comm);
 
 /* Connects every edge the plan names for this rank (comm_connect.c). */
 gcollResult_t gcoll_comm_connect(struct gcollComm *comm);

@@ -4,7 +4,7 @@ libgcoll_la_SOURCES += src/runtime/comm.h src/runtime/comm_init.c \
 	src/runtime/comm_connect.c src/runtime/comm_coll.c src/runtime/errors.c \
 	src/runtime/comm_members.c src/runtime/comm_members.h src/runtime/comm_gpu_identity.c \
 	src/runtime/comm_split.c src/runtime/comm_redop.c \
-	src/runtime/comm_alltoall.c
+	src/runtime/comm_alltoall.c src/runtime/comm_oneshot.c
 
 # ncclCommShrink / ncclCommRevoke on gcoll's communicator.
 libgcoll_la_SOURCES += src/runtime/comm_shrink.c

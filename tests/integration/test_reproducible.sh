@@ -70,18 +70,27 @@ fi
 # The host allreduce's gather form (host_exec.h) reduces in the ring's
 # blocks and order: one ring channel with the form off (the model's step
 # latencies 0) and on up to 128 KB (a step of 20 us), counts 1 and 1000 of
-# every type taking it, give the same bits.
+# every type taking it, give the same bits, whether the vectors travel
+# on the one-shot board (host_oneshot.h, the default on one host) or
+# around the ring (GCOLL_HOST_ONESHOT=0).
 for n in 3 4; do
   GCOLL_ALGO=ring GCOLL_PROTO=simple GCOLL_MAX_NCHANNELS=1 \
     GCOLL_TUNING=host.ring.simple.intra_lat=0,shared_lat=0 \
     digests "ring, -n $n" "$tmp/g0" -n "$n" &&
     GCOLL_ALGO=ring GCOLL_PROTO=simple GCOLL_MAX_NCHANNELS=1 GCOLL_TUNING=host.ring.simple.intra_lat=20 \
-      digests "gather form, -n $n" "$tmp/g1" -n "$n" || continue
-  if cmp -s "$tmp/g0" "$tmp/g1"; then
-    ok "-n $n: the gather form gives the ring's bits: $(wc -l <"$tmp/g1") digests"
+      GCOLL_DEBUG=INFO digests "gather form on the board, -n $n" "$tmp/g1" -n "$n" &&
+    GCOLL_ALGO=ring GCOLL_PROTO=simple GCOLL_MAX_NCHANNELS=1 GCOLL_TUNING=host.ring.simple.intra_lat=20 \
+      GCOLL_HOST_ONESHOT=0 GCOLL_DEBUG=INFO digests "gather form on the ring, -n $n" "$tmp/g2" -n "$n" ||
+    continue
+  boards=$(grep -c "gathers whole vectors up to .*, on a one-shot board" "$tmp/g1.err")
+  rings=$(grep -c "gathers whole vectors up to .*, on a one-shot board" "$tmp/g2.err")
+  if cmp -s "$tmp/g0" "$tmp/g1" && cmp -s "$tmp/g0" "$tmp/g2" && [ "$boards" -eq "$n" ] &&
+     [ "$rings" -eq 0 ]; then
+    ok "-n $n: the gather form gives the ring's bits on the board and on the ring: $(wc -l <"$tmp/g1") digests"
   else
-    bad "-n $n: the gather form's digests differ from the ring's"
+    bad "-n $n: the gather form's digests differ from the ring's (board on $boards ranks, $rings with it off)"
     diff "$tmp/g0" "$tmp/g1" | head -6
+    diff "$tmp/g0" "$tmp/g2" | head -6
   fi
 done
 

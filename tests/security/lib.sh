@@ -129,7 +129,7 @@ victim_run() {
   local limit=$1 t0
   shift
   t0=$(date +%s%N)
-  as_victim timeout -k 5 "$limit" "$BIN/gcollrun" -n 4 --nodes 2 "$BIN/victim" "$@" \
+  as_victim timeout -k 5 "$limit" "$BIN/gcollrun" -n 4 --nodes "${VICTIM_NODES:-2}" "$BIN/victim" "$@" \
     >"$tmp/victim.out" 2>&1
   vrc=$?
   vsecs=$(( ($(date +%s%N) - t0) / 1000000 ))

@@ -1,0 +1,176 @@
+/* The one-shot board (kernels/host_oneshot.h) of a communicator whose
+ * ranks are all on this host: rank 0 creates it as the shm transport
+ * creates a FIFO (O_EXCL, mode 0600, a random name that says nothing about
+ * the job) and sends the name to each rank through the authenticated
+ * bootstrap; a rank maps only a regular file its own user created with
+ * mode 0600 and the announced size, so a segment planted by another user
+ * is refused. The last rank to map it removes the name, and rank 0 removes
+ * it again at close (ENOENT expected), which covers a rank that never came;
+ * gcoll_shm_cleanup() covers a whole job that died before that.
+ *
+ * Every rank maps the board or init fails on the rank that could not: the
+ * executors must all take it or all not (a rank taking the ring while its
+ * peers wait on the board would stall them until their deadline). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kernels/host_oneshot.h"
+#include "runtime/comm.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels say EINVAL, harmless */
+#endif
+
+struct board_addr {
+  uint32_t magic, version;
+  uint64_t bytes;
+  char name[GCOLL_SHM_NAME_MAX];
+};
+
+static void board_key(char *key, size_t len, int rank) {
+  snprintf(key, len, "oneshot/%d", rank);
+}
+
+static gcollResult_t create_board(struct gcollComm *comm, size_t bytes, char *err, size_t errlen) {
+  if (gcoll_shm_random_name(comm->oneshot_name, err, errlen) != 0) return gcollSystemError;
+  int fd = shm_open(comm->oneshot_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    snprintf(err, errlen, "shm_open %s: %s", comm->oneshot_name, strerror(errno));
+    comm->oneshot_name[0] = '\0';
+    return gcollSystemError;
+  }
+  void *map = MAP_FAILED;
+  /* Peers refuse anything but 0600, whatever this process's umask. */
+  if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)bytes) != 0)
+    snprintf(err, errlen, "sizing %s to %zu bytes: %s", comm->oneshot_name, bytes,
+             strerror(errno));
+  else if ((map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+    snprintf(err, errlen, "mmap %s (%zu bytes): %s", comm->oneshot_name, bytes, strerror(errno));
+  close(fd);
+  if (map == MAP_FAILED) {
+    shm_unlink(comm->oneshot_name);
+    comm->oneshot_name[0] = '\0';
+    return gcollSystemError;
+  }
+  /* Every page touched now, once: a first touch costs microseconds here
+   * (../shared/notes/machine.md), more than a whole small call. */
+  memset(map, 0, bytes);
+  comm->oneshot_map = map;
+  comm->oneshot_bytes = bytes;
+  return gcollSuccess;
+}
+
+static gcollResult_t attach_board(struct gcollComm *comm, const struct board_addr *a, char *err,
+                                  size_t errlen) {
+  int fd = shm_open(a->name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (fd < 0) {
+    snprintf(err, errlen, "shm_open %s: %s (did rank 0 close or die?)", a->name,
+             strerror(errno));
+    return gcollRemoteError;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & 07777) != 0600 || (uint64_t)st.st_size != a->bytes) {
+    /* Not what rank 0 created: someone else's segment under that name.
+     * Not ours to remove. */
+    snprintf(err, errlen, "shm segment %s is owned by uid %u with mode %04o and %lld bytes, not "
+             "by us (uid %u) with 0600 and %llu: refusing a segment another user planted",
+             a->name, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (long long)st.st_size,
+             (unsigned)geteuid(), (unsigned long long)a->bytes);
+    close(fd);
+    return gcollSystemError;
+  }
+  void *map = mmap(NULL, (size_t)a->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int saved = errno;
+  close(fd);
+  if (map == MAP_FAILED) {
+    snprintf(err, errlen, "mmap %s: %s", a->name, strerror(saved));
+    return gcollSystemError;
+  }
+  comm->oneshot_map = map;
+  comm->oneshot_bytes = (size_t)a->bytes;
+  if (gcoll_oneshot_check(map, comm->oneshot_bytes, comm->nranks, err, errlen) != 0)
+    return gcollSystemError;
+  /* The page-table entries now, not at the first calls (a speed-up only). */
+  (void)madvise(map, comm->oneshot_bytes, MADV_POPULATE_WRITE);
+  struct gcoll_oneshot_header *h = map;
+  if (atomic_fetch_add(&h->attached, 1) + 1 == (uint32_t)comm->nranks - 1)
+    shm_unlink(a->name);
+  return gcollSuccess;
+}
+
+/* What a rank checks of rank 0's message before opening anything. */
+static gcollResult_t check_addr(const struct board_addr *a, size_t len, char *err,
+                                size_t errlen) {
+  if (len == sizeof(*a) && a->magic == 0)
+    snprintf(err, errlen, "rank 0 could not create it");
+  else if (len != sizeof(*a) || a->magic != GCOLL_ONESHOT_MAGIC ||
+           a->version != GCOLL_ONESHOT_VERSION)
+    snprintf(err, errlen, "rank 0 sent no board address of this version (%zu bytes)", len);
+  else if (memchr(a->name, '\0', sizeof(a->name)) == NULL || !gcoll_shm_name_valid(a->name))
+    snprintf(err, errlen, "rank 0 named segment '%.*s', not a gcoll segment name",
+             (int)strnlen(a->name, sizeof(a->name)), a->name);
+  else
+    return gcollSuccess;
+  return gcollSystemError;
+}
+
+gcollResult_t gcoll_comm_oneshot_open(struct gcollComm *comm, uint64_t slot_bytes) {
+  char err[512], key[64];
+  size_t bytes = gcoll_oneshot_bytes(comm->nranks, slot_bytes);
+  if (bytes == 0)
+    return gcoll_fail(gcollInternalError, "one-shot board: %d ranks with %llu-byte slots",
+                      comm->nranks, (unsigned long long)slot_bytes);
+  uint64_t deadline = gcoll_bootstrap_deadline(comm->bs);
+  gcollResult_t rc = gcollSuccess;
+  struct board_addr a;
+  memset(&a, 0, sizeof(a));
+  if (comm->rank == 0) {
+    rc = create_board(comm, bytes, err, sizeof(err));
+    if (rc == gcollSuccess) {
+      gcoll_oneshot_format(comm->oneshot_map, comm->nranks, slot_bytes);
+      a.magic = GCOLL_ONESHOT_MAGIC;
+      a.version = GCOLL_ONESHOT_VERSION;
+      a.bytes = bytes;
+      snprintf(a.name, sizeof(a.name), "%s", comm->oneshot_name);
+    }
+    /* A rank waiting for the name gets it or, when creating failed, a
+     * zero magic and a line of its own instead of a deadline. */
+    for (int r = 1; r < comm->nranks; r++) {
+      board_key(key, sizeof(key), r);
+      char perr[256];
+      if (gcoll_bootstrap_put_to(comm->bs, r, key, &a, sizeof(a), perr, sizeof(perr)) != 0 &&
+          rc == gcollSuccess) {
+        snprintf(err, sizeof(err), "sending its name to rank %d: %s", r, perr);
+        rc = gcollRemoteError;
+      }
+    }
+  } else {
+    size_t len = 0;
+    board_key(key, sizeof(key), comm->rank);
+    if (gcoll_bootstrap_get_from(comm->bs, 0, key, &a, sizeof(a), &len, deadline, err,
+                                 sizeof(err)) != 0)
+      rc = gcollRemoteError;
+    else if ((rc = check_addr(&a, len, err, sizeof(err))) == gcollSuccess)
+      rc = attach_board(comm, &a, err, sizeof(err));
+  }
+  if (rc != gcollSuccess) {
+    gcoll_comm_oneshot_close(comm);
+    return gcoll_fail(rc, "one-shot board for small allreduces: %s", err);
+  }
+  return gcollSuccess;
+}
+
+void gcoll_comm_oneshot_close(struct gcollComm *comm) {
+  if (comm->oneshot_map != NULL) munmap(comm->oneshot_map, comm->oneshot_bytes);
+  comm->oneshot_map = NULL;
+  comm->oneshot_bytes = 0;
+  if (comm->oneshot_name[0] != '\0') shm_unlink(comm->oneshot_name);
+  comm->oneshot_name[0] = '\0';
+}
