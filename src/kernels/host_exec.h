@@ -29,6 +29,13 @@
  * other, so FIFO positions stay consistent with the other forms. The limit
  * must be the same on every rank (it decides the steps each rank takes):
  * the runtime derives it from the tuning model (gcoll_tuning_gather_limit).
+ *
+ * Where the runtime hands over a one-shot board (host_oneshot.h: every
+ * rank of the host maps it), the gather form's vectors go through the
+ * board instead of the ring, one wait instead of nranks-1 steps, and so do
+ * allgathers whose vector and reducescatters whose whole input fit a
+ * board slot; the results are the ring's bits. A board call takes no FIFO
+ * step on any rank, so FIFO positions stay consistent too.
  */
 #ifndef GCOLL_KERNELS_HOST_EXEC_H
 #define GCOLL_KERNELS_HOST_EXEC_H
