@@ -128,6 +128,7 @@ void gcoll_host_exec_destroy(struct gcoll_host_exec *e) {
   free(e->scratch_mem);
   free(e->gather);
   gcoll_host_direct_free(&e->direct);
+  gcoll_oneshot_unbind(&e->oneshot);
   free(e);
 }
 
@@ -228,7 +229,11 @@ struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_exec_config *c
       gcoll_host_exec_destroy(e);
       return NULL;
     }
-    gcoll_oneshot_bind(&e->oneshot, cfg->oneshot_board, cfg->rank);
+    if (gcoll_oneshot_bind(&e->oneshot, cfg->oneshot_board, cfg->rank) != 0) {
+      gcoll_errf(err, errlen, "out of memory");
+      gcoll_host_exec_destroy(e);
+      return NULL;
+    }
   }
   for (int c = 1; c < e->frame.nchannels; c++) {
     int rc = pthread_create(&e->ch[c].thread, NULL, worker_main, &e->ch[c]);
@@ -348,8 +353,9 @@ static void reduce_as_ring(const struct channel *ch, const struct gcoll_host_col
  * other terms are the call's, the same on every rank. Allreduce: the
  * gather form's calls (gather: the caller's verdict); a pre-mul-sum
  * scales its input in the ring's primitives, so it keeps the ring.
- * Allgather: each rank's vector fits a slot; reducescatter: each rank's
- * whole input does. Empty calls move nothing on any path, and stay so. */
+ * Allgather, broadcast and reduce: each rank's vector fits a slot;
+ * reducescatter: each rank's whole input does. Empty calls move nothing
+ * on any path, and stay so. */
 static int takes_board(const struct gcoll_host_exec *e, const struct gcoll_host_coll *c,
                        int gather) {
   if (e->oneshot.hdr == NULL || c->premul != GCOLL_PREMUL_NONE || c->algo != GCOLL_ALGO_RING ||
@@ -358,26 +364,39 @@ static int takes_board(const struct gcoll_host_exec *e, const struct gcoll_host_
   uint64_t nb = (uint64_t)c->count * gcoll_dtype_size(c->dtype);
   switch (c->coll) {
     case GCOLL_COLL_ALLREDUCE: return gather && nb <= e->oneshot.slot_bytes;
-    case GCOLL_COLL_ALLGATHER: return nb <= e->oneshot.slot_bytes;
+    case GCOLL_COLL_ALLGATHER:
+    case GCOLL_COLL_BROADCAST:
+    case GCOLL_COLL_REDUCE: return nb <= e->oneshot.slot_bytes;
     case GCOLL_COLL_REDUCESCATTER: return nb <= e->oneshot.slot_bytes / (uint64_t)e->frame.nranks;
     default: return 0;
   }
 }
 
-/* c through the board: every rank's input, one wait, then this rank's
- * result from the call's area with the ring's bits. */
+/* c through the board: the inputs it needs (every rank's; a broadcast's
+ * root's), one wait, then this rank's result from the call's area with
+ * the ring's bits. */
 static gcollResult_t run_board(struct channel *ch, const struct gcoll_host_coll *c) {
   struct gcoll_host_exec *e = ch->exec;
   const size_t es = gcoll_dtype_size(c->dtype), nb = c->count * es;
-  const size_t slot = e->oneshot.slot_bytes;
-  const int k = e->frame.nranks;
+  const int k = e->frame.nranks, me = e->frame.rank;
+  struct gcoll_oneshot_part part = {.src = c->sendbuf, .nbytes = nb,
+                                    .sources = GCOLL_ONESHOT_ALL, .need = nb};
+  switch (c->coll) {
+    case GCOLL_COLL_BROADCAST:
+      part.nbytes = me == c->root ? nb : 0;
+      part.sources = me == c->root ? GCOLL_ONESHOT_NONE : c->root;
+      break;
+    case GCOLL_COLL_REDUCE: part.sources = me == c->root ? GCOLL_ONESHOT_ALL : GCOLL_ONESHOT_NONE; break;
+    case GCOLL_COLL_REDUCESCATTER: part.nbytes = part.need = nb * (size_t)k; break;
+    default: break;
+  }
   const char *area = NULL;
+  size_t slot = 0;
   int waited_for = -1;
   uint64_t call = 0;
   ch->phase = "one-shot";
-  gcollResult_t r = gcoll_oneshot_exchange(
-      &e->oneshot, &ch->wait, c->sendbuf, c->coll == GCOLL_COLL_REDUCESCATTER ? nb * (size_t)k : nb,
-      &area, &waited_for, &call);
+  gcollResult_t r =
+      gcoll_oneshot_run(&e->oneshot, &ch->wait, &part, &area, &slot, &waited_for, &call);
   if (r != gcollSuccess) {
     ch->ring.fail_what = "rank";
     ch->ring.fail_peer = waited_for;
@@ -385,15 +404,24 @@ static gcollResult_t run_board(struct channel *ch, const struct gcoll_host_coll 
     ch->failed = &ch->ring;
     return r;
   }
-  if (c->coll == GCOLL_COLL_ALLREDUCE) {
-    reduce_as_ring(ch, c, area, slot);
-  } else if (c->coll == GCOLL_COLL_ALLGATHER) {
-    if (nb > 0)
-      for (int q = 0; q < k; q++) memcpy((char *)c->recvbuf + (size_t)q * nb, area + q * slot, nb);
-  } else if (nb > 0) {
-    /* This rank's block, its chain ending at its own position. */
-    reduce_chain(ch, c, area, slot, ch->conf.ring.pos, (size_t)e->frame.rank * c->count, c->count,
-                 c->recvbuf);
+  char *out = c->recvbuf;
+  switch (c->coll) {
+    case GCOLL_COLL_ALLREDUCE: reduce_as_ring(ch, c, area, slot); break;
+    case GCOLL_COLL_ALLGATHER:
+      for (int q = 0; q < k; q++) memcpy(out + (size_t)q * nb, area + (size_t)q * slot, nb);
+      break;
+    case GCOLL_COLL_BROADCAST:
+      if (me != c->root) memcpy(out, area + (size_t)c->root * slot, nb);
+      else if (out != c->sendbuf) memcpy(out, c->sendbuf, nb);
+      break;
+    case GCOLL_COLL_REDUCE:
+      /* The chain ends at the root (algo_ring.h), which alone has a result. */
+      if (me == c->root) reduce_chain(ch, c, area, slot, ch->conf.ring.pos, 0, c->count, out);
+      break;
+    default:
+      /* This rank's block, its chain ending at its own position. */
+      reduce_chain(ch, c, area, slot, ch->conf.ring.pos, (size_t)me * c->count, c->count, out);
+      break;
   }
   return gcollSuccess;
 }

@@ -1,21 +1,26 @@
 /* The one-shot board (see host_oneshot.h). */
 #include "kernels/host_oneshot.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/errf.h"
 #include "kernels/fifo.h"
 
 static size_t lines_offset(void) { return sizeof(struct gcoll_oneshot_header); }
-static size_t areas_offset(int nranks) {
+static size_t small_areas_offset(int nranks) {
   return lines_offset() + (size_t)nranks * sizeof(struct gcoll_oneshot_line);
+}
+static size_t areas_offset(int nranks) {
+  return small_areas_offset(nranks) +
+         (size_t)GCOLL_ONESHOT_AREAS * (size_t)nranks * GCOLL_ONESHOT_SMALL_SLOT;
 }
 
 size_t gcoll_oneshot_bytes(int nranks, uint64_t slot_bytes) {
   if (nranks < 1 || nranks > GCOLL_ONESHOT_MAX_RANKS || slot_bytes == 0 || slot_bytes % 64 != 0 ||
       slot_bytes > ((uint64_t)1 << 40))
     return 0;
-  uint64_t areas = 2ull * (uint64_t)nranks * slot_bytes;
+  uint64_t areas = (uint64_t)GCOLL_ONESHOT_AREAS * (uint64_t)nranks * slot_bytes;
   if (areas > SIZE_MAX - areas_offset(nranks)) return 0;
   return areas_offset(nranks) + (size_t)areas;
 }
@@ -56,25 +61,64 @@ int gcoll_oneshot_check(const void *mem, size_t bytes, int nranks, char *err, si
   return 0;
 }
 
-void gcoll_oneshot_bind(struct gcoll_oneshot *o, void *mem, int rank) {
+int gcoll_oneshot_bind(struct gcoll_oneshot *o, void *mem, int rank) {
   memset(o, 0, sizeof(*o));
-  if (mem == NULL) return;
-  o->hdr = mem;
-  o->nranks = (int)o->hdr->nranks;
-  o->slot_bytes = o->hdr->slot_bytes;
+  if (mem == NULL) return 0;
+  struct gcoll_oneshot_header *h = mem;
+  o->known = calloc(h->nranks, sizeof(*o->known));
+  if (o->known == NULL) return -1;
+  o->hdr = h;
+  o->nranks = (int)h->nranks;
+  o->slot_bytes = h->slot_bytes;
   o->lines = (void *)((char *)mem + lines_offset());
+  o->small_areas = (char *)mem + small_areas_offset(o->nranks);
   o->areas = (char *)mem + areas_offset(o->nranks);
   o->rank = rank;
   o->calls = atomic_load_explicit(&o->lines[rank].arrived, memory_order_relaxed);
+  return 0;
 }
 
-gcollResult_t gcoll_oneshot_exchange(struct gcoll_oneshot *o, struct gcoll_wait *w,
-                                     const void *src, size_t nbytes, const char **area,
-                                     int *waited_for, uint64_t *call) {
-  uint64_t k = ++o->calls;
-  char *a = o->areas + (size_t)(k & 1) * (size_t)o->nranks * o->slot_bytes;
+void gcoll_oneshot_unbind(struct gcoll_oneshot *o) {
+  free(o->known);
+  memset(o, 0, sizeof(*o));
+}
+
+/* Waits until rank r has arrived at target (acquire), noting it. */
+static gcollResult_t wait_arrived(struct gcoll_oneshot *o, struct gcoll_wait *w, int r,
+                                  uint64_t target) {
+  if (o->known[r] >= target) return gcollSuccess;
+  gcollResult_t rc =
+      gcoll_wait_counter_shared(w, &o->lines[r].arrived, target, &o->lines[r].asleep);
+  /* All it has arrived at: fewer looks at its line later. */
+  if (rc == gcollSuccess) o->known[r] = atomic_load_explicit(&o->lines[r].arrived, memory_order_acquire);
+  return rc;
+}
+
+gcollResult_t gcoll_oneshot_run(struct gcoll_oneshot *o, struct gcoll_wait *w,
+                                const struct gcoll_oneshot_part *part, const char **area,
+                                size_t *stride, int *waited_for, uint64_t *call) {
+  const uint64_t k = ++o->calls;
+  /* Small and large calls have areas of their own, each reused only by
+   * calls AREAS apart or more: the guard below covers both. */
+  const int small = part->need <= GCOLL_ONESHOT_SMALL_SLOT;
+  const size_t step = small ? GCOLL_ONESHOT_SMALL_SLOT : (size_t)o->slot_bytes;
+  char *a = (small ? o->small_areas : o->areas) +
+            (size_t)(k % GCOLL_ONESHOT_AREAS) * (size_t)o->nranks * step;
   *call = k;
-  if (nbytes > 0) memcpy(a + (size_t)o->rank * o->slot_bytes, src, nbytes);
+  if (part->nbytes > 0) {
+    /* Everybody done with the area's last use: arrived there or beyond.
+     * Ranks that this rank waited for in the last calls are known to be. */
+    if (k > GCOLL_ONESHOT_AREAS)
+      for (int i = 1; i < o->nranks; i++) {
+        int r = (o->rank + i) % o->nranks;
+        gcollResult_t rc = wait_arrived(o, w, r, k - GCOLL_ONESHOT_AREAS + 1);
+        if (rc != gcollSuccess) {
+          *waited_for = r;
+          return rc;
+        }
+      }
+    memcpy(a + (size_t)o->rank * step, part->src, part->nbytes);
+  }
   struct gcoll_oneshot_line *mine = &o->lines[o->rank];
   atomic_store_explicit(&mine->arrived, k, memory_order_release);
   gcoll_fifo_fence();
@@ -83,12 +127,14 @@ gcollResult_t gcoll_oneshot_exchange(struct gcoll_oneshot *o, struct gcoll_wait 
    * their way, and the order changes only where this rank waits. */
   for (int i = 1; i < o->nranks; i++) {
     int r = (o->rank + i) % o->nranks;
-    gcollResult_t rc = gcoll_wait_counter(w, &o->lines[r].arrived, k, &o->lines[r].asleep);
+    if (part->sources != GCOLL_ONESHOT_ALL && part->sources != r) continue;
+    gcollResult_t rc = wait_arrived(o, w, r, k);
     if (rc != gcollSuccess) {
       *waited_for = r;
       return rc;
     }
   }
   *area = a;
+  *stride = step;
   return gcollSuccess;
 }

@@ -10,16 +10,29 @@
  *
  * Layout (pinned below; every rank checks it on attach): a 64-byte header,
  * one 64-byte line per rank with its arrival counter and sleep flag, then
- * two areas of nranks slots of slot_bytes each.
+ * GCOLL_ONESHOT_AREAS areas of nranks slots of GCOLL_ONESHOT_SMALL_SLOT
+ * bytes, then GCOLL_ONESHOT_AREAS areas of nranks slots of slot_bytes.
+ * Calls of up to a small slot a rank take the small areas, so that 16
+ * areas of 4 ranks' tiny calls touch 8 pages in turn, as the two areas
+ * of the first board did, instead of 64 (one per 16 KiB slot); alternating
+ * runs of 2, 4, 8 and 16 areas could not tell them apart in this VM's
+ * noise (+-30% between runs of one build).
  *
- * Call k (k = 1, 2, ...; every rank counts the same calls, since the limit
- * that decides them is the same on every rank) uses area k % 2: a rank
- * copies its input into its slot there, publishes arrived = k, and waits
- * until every other rank's arrived reaches k. Reusing area k % 2 at call
- * k + 2 is safe without another wait: a rank starts call k + 2 only after
- * its call k + 1 saw every rank arrive at k + 1, and a rank arrives at
- * k + 1 only after it finished reading call k. Waits sleep on the arrival
- * counter's futex as FIFO waits do (wait.h), and the publisher wakes them.
+ * Call k (k = 1, 2, ...; every rank counts the same calls, since what
+ * decides them is the same on every rank) uses area k % AREAS. A rank
+ * copies its input (if the collective has it write one) into its slot
+ * there, publishes arrived = k, and waits for the ranks whose slots it
+ * reads: all of them (allreduce, allgather, reducescatter, a reduce's
+ * root), one (a broadcast's readers wait for the root) or none (the
+ * root of a broadcast, the other ranks of a reduce). A rank publishes
+ * arrived = k only once it finished call k-1, so before it overwrites its
+ * slot of area k % AREAS it needs every rank to have arrived at
+ * k - AREAS + 1 (done with call k - AREAS, the area's last use): known
+ * at no cost after a call that waited for everybody (AREAS >= 2), and
+ * read from the lines now and then otherwise. That lets a broadcast's
+ * root or a reduce's leaves run up to AREAS - 1 calls ahead, as eager
+ * sends let Open MPI's. Waits sleep on the arrival counter's futex as
+ * FIFO waits do (wait.h), and the publisher wakes them.
  *
  * The board is memory the caller owns (the runtime maps it from a POSIX
  * shm segment only this user can open, see runtime/comm_oneshot.c); the
@@ -35,7 +48,11 @@
 #include "kernels/wait.h"
 
 #define GCOLL_ONESHOT_MAGIC 0x484f4347u /* "GCOH" */
-#define GCOLL_ONESHOT_VERSION 1u
+#define GCOLL_ONESHOT_VERSION 3u
+/* Areas calls rotate through: how far ahead a rank that waits for nobody
+ * may run (see above). */
+#define GCOLL_ONESHOT_AREAS 16
+#define GCOLL_ONESHOT_SMALL_SLOT 512
 #define GCOLL_ONESHOT_MAX_RANKS 4096
 
 struct gcoll_oneshot_header {
@@ -74,25 +91,45 @@ void gcoll_oneshot_format(void *mem, int nranks, uint64_t slot_bytes);
  * line in err. */
 int gcoll_oneshot_check(const void *mem, size_t bytes, int nranks, char *err, size_t errlen);
 
-/* The executor's handle on a board: its own rank and call count. */
+/* The executor's handle on a board: its own rank and call count, and
+ * the call each rank is known to have started (known[r] <= its arrived). */
 struct gcoll_oneshot {
   struct gcoll_oneshot_header *hdr;  /* NULL: no board */
   struct gcoll_oneshot_line *lines;
-  char *areas;
+  char *small_areas, *areas;
   uint64_t slot_bytes;
   int rank, nranks;
   uint64_t calls;
+  uint64_t *known;                   /* nranks */
 };
 
-/* Binds a checked board (NULL: none; o->hdr stays NULL). */
-void gcoll_oneshot_bind(struct gcoll_oneshot *o, void *mem, int rank);
+/* Binds a checked board (NULL: none; o->hdr stays NULL). 0, or -1 when
+ * out of memory. unbind frees what bind allocated. */
+int gcoll_oneshot_bind(struct gcoll_oneshot *o, void *mem, int rank);
+void gcoll_oneshot_unbind(struct gcoll_oneshot *o);
 
-/* Call k: copies nbytes (<= slot_bytes) of src into this rank's slot,
- * publishes, and waits (w) for every rank. On success *area is the
- * call's area (rank r's vector at r * slot_bytes); on failure *waited_for
- * is the rank it was waiting for and *call the call's number. */
-gcollResult_t gcoll_oneshot_exchange(struct gcoll_oneshot *o, struct gcoll_wait *w,
-                                     const void *src, size_t nbytes, const char **area,
-                                     int *waited_for, uint64_t *call);
+/* Whose slots a call involves: every other rank, nobody, or one rank. */
+#define GCOLL_ONESHOT_ALL (-1)
+#define GCOLL_ONESHOT_NONE (-2)
+
+/* One rank's part in a call: its input (nbytes <= need; 0: it writes
+ * nothing), whose slots it reads (ALL, NONE or a rank), and the most any
+ * rank writes in this call (<= slot_bytes; the same on every rank: it
+ * picks the areas). */
+struct gcoll_oneshot_part {
+  const void *src;
+  size_t nbytes;
+  int sources;
+  size_t need;
+};
+
+/* Call k: copies the input into this rank's slot (once every rank is done
+ * with the area's last use), publishes, and waits (w) for the sources. On
+ * success *area is the call's area (rank r's slot at r * *stride); on
+ * failure *waited_for is the rank it was waiting for. *call is the call's
+ * number either way. */
+gcollResult_t gcoll_oneshot_run(struct gcoll_oneshot *o, struct gcoll_wait *w,
+                                const struct gcoll_oneshot_part *part, const char **area,
+                                size_t *stride, int *waited_for, uint64_t *call);
 
 #endif

@@ -129,7 +129,7 @@ static int futex_sleep(struct gcoll_wait *w, uint64_t ns) {
   atomic_store_explicit(w->asleep, 1, memory_order_seq_cst);
   /* The producers' half of their fence (wait.h); without it, no sleep. */
   if (!g_membarrier_ok || syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0) != 0) {
-    atomic_store_explicit(w->asleep, 0, memory_order_relaxed);
+    if (!w->flag_shared) atomic_store_explicit(w->asleep, 0, memory_order_relaxed);
     return -1;
   }
   uint64_t v = atomic_load_explicit(w->sleep_ctr, memory_order_seq_cst);
@@ -147,8 +147,9 @@ static int futex_sleep(struct gcoll_wait *w, uint64_t ns) {
       rc = -1;
   }
   /* Down again if no producer took it (a timeout, EAGAIN); relaxed: a
-   * producer that still sees it only makes one needless wake-up. */
-  atomic_store_explicit(w->asleep, 0, memory_order_relaxed);
+   * producer that still sees it only makes one needless wake-up. A flag
+   * other waiters share stays up (gcoll_wait_counter_shared). */
+  if (!w->flag_shared) atomic_store_explicit(w->asleep, 0, memory_order_relaxed);
   return rc;
 }
 
@@ -210,13 +211,24 @@ gcollResult_t gcoll_wait_round(struct gcoll_wait *w) {
   return gcollSuccess;
 }
 
-gcollResult_t gcoll_wait_counter(struct gcoll_wait *w, _Atomic uint64_t *ctr,
-                                 uint64_t target, _Atomic uint32_t *asleep) {
+static gcollResult_t wait_counter(struct gcoll_wait *w, _Atomic uint64_t *ctr, uint64_t target,
+                                  _Atomic uint32_t *asleep, int shared) {
   if (atomic_load_explicit(ctr, memory_order_acquire) >= target) return gcollSuccess;
   gcoll_wait_begin_on(w, ctr, target, asleep);
+  w->flag_shared = shared;
   for (;;) {
     gcollResult_t r = gcoll_wait_round(w);
     if (r != gcollSuccess) return r;
     if (atomic_load_explicit(ctr, memory_order_acquire) >= target) return gcollSuccess;
   }
+}
+
+gcollResult_t gcoll_wait_counter(struct gcoll_wait *w, _Atomic uint64_t *ctr,
+                                 uint64_t target, _Atomic uint32_t *asleep) {
+  return wait_counter(w, ctr, target, asleep, 0);
+}
+
+gcollResult_t gcoll_wait_counter_shared(struct gcoll_wait *w, _Atomic uint64_t *ctr,
+                                        uint64_t target, _Atomic uint32_t *asleep) {
+  return wait_counter(w, ctr, target, asleep, 1);
 }

@@ -125,6 +125,9 @@ struct gcoll_wait {
   _Atomic uint32_t *asleep;
   uint64_t sleep_target;
   uint64_t wake_timeout_ns;      /* bound of one futex sleep */
+  /* Several waiters may raise *asleep (gcoll_wait_counter_shared): none
+   * takes it down, the producer does; 0 for a FIFO's single waiter. */
+  int flag_shared;
   uint64_t futex_sleeps;         /* futex sleeps since gcoll_wait_init */
 };
 
@@ -154,6 +157,7 @@ static inline void gcoll_wait_begin(struct gcoll_wait *w) {
   w->sleeps = 0;
   w->yield_end_ns = 0;
   w->sleep_ctr = NULL;
+  w->flag_shared = 0;
 }
 
 /* gcoll_wait_begin for a wait until *ctr >= target, whose producer wakes
@@ -177,6 +181,15 @@ gcollResult_t gcoll_wait_round(struct gcoll_wait *w);
  * asleep is not NULL (see gcoll_wait_begin_on). */
 gcollResult_t gcoll_wait_counter(struct gcoll_wait *w, _Atomic uint64_t *ctr,
                                  uint64_t target, _Atomic uint32_t *asleep);
+
+/* gcoll_wait_counter for a counter several processes wait on with one
+ * sleep flag (host_oneshot.h's arrival counters): a waiter whose sleep
+ * ended by its timeout leaves the flag up, since another waiter may sleep
+ * behind it; lowering it would leave that one asleep until its own
+ * timeout (a millisecond) after the publish. The cost is one needless
+ * wake-up call by the producer's next publish. */
+gcollResult_t gcoll_wait_counter_shared(struct gcoll_wait *w, _Atomic uint64_t *ctr,
+                                        uint64_t target, _Atomic uint32_t *asleep);
 
 /* Nonzero once this process is registered for membarrier's global
  * expedited command: its publishes need no fence (see above). Set once

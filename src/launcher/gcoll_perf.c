@@ -567,6 +567,14 @@ int main(int argc, char **argv) {
     if (cx.o.coll_mask & (1u << coll)) run_collective(&cx, (enum perf_coll)coll, several);
   if (cx.rank == 0)
     perf_report_summary(cx.wrong_total, cx.nresults ? cx.busbw_sum / (double)cx.nresults : 0);
+  /* Nobody exits before rank 0's report is out: with wrong results every
+   * rank exits 1, and the first to go makes gcollrun (or srun) stop the
+   * others, which cut rank 0's last row in half now and then once small
+   * calls stopped waiting for a chain of ranks. */
+  fflush(stdout);
+  double token = 0;
+  gcollResult_t brc = agree(&cx, &token, gcollDouble, gcollMax);
+  if (brc != gcollSuccess) die(&cx, "barrier after the report", brc);
   perf_data_free(cx.data);
   perf_mem_free(cx.dev_send);
   perf_mem_free(cx.dev_scalar);

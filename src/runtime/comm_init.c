@@ -460,15 +460,16 @@ static gcollResult_t peer_reads(struct gcollComm *comm, struct gcoll_exec_peer_r
 /* The one-shot board (kernels/host_oneshot.h) that carries the gather
  * form's vectors, where every rank is on this host and talks shared
  * memory (as peer_reads) and the gather form runs at all: slots of the
- * largest gather limit. Between 2 ranks both forms take one step, and
- * the board measured 0.82-0.97x the ring's time up to 2 KiB but 1.1-1.3x
- * at 4-32 KiB (2-core VM, alternating runs), so their board stops at
- * ONESHOT_PAIR_MAX_BYTES; with 3 or more ranks it replaces nranks-1
- * dependent steps by one and measured 0.55-0.93x up to the gather limit.
+ * largest gather limit. Between 2 ranks both take one step, and the
+ * board measured 0.6-0.97x the ring's time up to 512 B-1 KiB (every
+ * collective) but 1.1-1.3x from 2 KiB (broadcast, reduce; allreduce from
+ * 4 KiB) on the 2-core VM in alternating runs, so their board stops at
+ * ONESHOT_PAIR_MAX_BYTES; with 3 or more ranks it replaces dependent
+ * steps by one wait and measured 0.4-0.9x up to the gather limit.
  * Every rank reaches the same verdict (the terms
  * are the plan's and the gather limits, the same everywhere, and
  * GCOLL_HOST_ONESHOT, which must be set alike). */
-#define ONESHOT_PAIR_MAX_BYTES 2048u
+#define ONESHOT_PAIR_MAX_BYTES 1024u
 static gcollResult_t oneshot_board(struct gcollComm *comm, const uint64_t *gather,
                                    struct gcoll_exec_config *cfg) {
   uint64_t slot = 0;

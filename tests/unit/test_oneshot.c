@@ -1,11 +1,15 @@
 /* The one-shot board (kernels/host_oneshot.h): forked ranks over one
  * MAP_SHARED board, as the runtime's shm segment is shared.
  *
- *   - Many calls in a row, with random sizes (0 and primes among them)
- *     and random pauses so that ranks drift apart: after each call every
- *     rank's area holds every rank's vector of that call, never a vector
- *     of the call before or after (which would show a reuse of an area
- *     while a peer still reads it).
+ *   - Many calls in a row, of every shape the executor makes (everyone
+ *     writes and reads everyone; a broadcast's root writes and the others
+ *     read it; a reduce's ranks write and its root reads), roots rotating,
+ *     random sizes (0 and primes among them) and random pauses so that
+ *     ranks drift apart and roots run ahead: after each call every slot a
+ *     rank reads holds that call's vector, never one of the call before or
+ *     after (which would show an area reused while a peer still reads it).
+ *   - A rank that waits for nobody runs exactly AREAS calls ahead of ranks
+ *     that have not come, then waits for them.
  *   - A rank that does not come: the others fail at their deadline naming
  *     it, and an abort word ends a wait with its value.
  *   - The layout checks refuse a board of another rank count, size or
@@ -52,9 +56,17 @@ static size_t call_bytes(uint64_t k) {
   return sizes[(k * 7) % (sizeof(sizes) / sizeof(sizes[0]))];
 }
 
+enum shape { EVERYONE, BROADCAST, REDUCE };
+
+/* Call k's shape and root, the same on every rank. */
+static enum shape call_shape(uint64_t k, int nranks, int *root) {
+  *root = (int)((k / 3) % (uint64_t)nranks);
+  return (enum shape)(k % 3);
+}
+
 static int run_rank(void *mem, int rank, int nranks, uint64_t calls) {
   struct gcoll_oneshot o;
-  gcoll_oneshot_bind(&o, mem, rank);
+  if (gcoll_oneshot_bind(&o, mem, rank) != 0) return 9;
   struct gcoll_wait w;
   gcoll_wait_init(&w, NULL, NULL, 30 * NS);
   w.spins = GCOLL_WAIT_SHARED_SPINS; /* forked ranks outnumber the cores */
@@ -62,17 +74,33 @@ static int run_rank(void *mem, int rank, int nranks, uint64_t calls) {
   srand((unsigned)rank * 7919u + 1u);
   for (uint64_t k = 1; k <= calls; k++) {
     size_t n = call_bytes(k);
+    int root;
+    enum shape shape = call_shape(k, nranks, &root);
     for (size_t i = 0; i < n; i++) src[i] = pattern(rank, k, i);
     if (rand() % 8 == 0) usleep((useconds_t)(rand() % 200));
+    struct gcoll_oneshot_part part = {
+        .src = src, .nbytes = n, .sources = GCOLL_ONESHOT_ALL, .need = n};
+    if (shape == BROADCAST) {
+      part.nbytes = rank == root ? n : 0;
+      part.sources = rank == root ? GCOLL_ONESHOT_NONE : root;
+    } else if (shape == REDUCE) {
+      part.sources = rank == root ? GCOLL_ONESHOT_ALL : GCOLL_ONESHOT_NONE;
+    }
     const char *area = NULL;
+    size_t stride = 0;
     int waited = -1;
     uint64_t call = 0;
-    if (gcoll_oneshot_exchange(&o, &w, src, n, &area, &waited, &call) != gcollSuccess) return 1;
+    if (gcoll_oneshot_run(&o, &w, &part, &area, &stride, &waited, &call) != gcollSuccess)
+      return 1;
     if (call != k) return 2;
-    for (int r = 0; r < nranks; r++)
-      for (size_t i = 0; i < n; i++)
-        if ((unsigned char)area[(size_t)r * SLOT + i] != pattern(r, k, i)) return 3;
+    if (stride != (n <= GCOLL_ONESHOT_SMALL_SLOT ? GCOLL_ONESHOT_SMALL_SLOT : SLOT)) return 4;
+    for (int r = 0; r < nranks; r++) {
+      int reads = part.sources == GCOLL_ONESHOT_ALL || part.sources == r;
+      for (size_t i = 0; reads && i < n; i++)
+        if ((unsigned char)area[(size_t)r * stride + i] != pattern(r, k, i)) return 3;
+    }
   }
+  gcoll_oneshot_unbind(&o);
   return 0;
 }
 
@@ -99,34 +127,137 @@ static void test_exchange_2(void **state) { (void)state; exchange_ranks(2); }
 static void test_exchange_3(void **state) { (void)state; exchange_ranks(3); }
 static void test_exchange_5(void **state) { (void)state; exchange_ranks(5); }
 
+/* A broadcast's root waits for nobody: with its readers inside call 1
+ * (arrived there, still reading) it runs exactly AREAS calls, and the
+ * next one waits for them: it would overwrite call 1's area. */
+static void test_root_runs_ahead(void **state) {
+  (void)state;
+  size_t bytes;
+  void *mem = map_board(3, &bytes);
+  struct gcoll_oneshot o;
+  assert_int_equal(gcoll_oneshot_bind(&o, mem, 0), 0);
+  struct gcoll_wait w;
+  gcoll_wait_init(&w, NULL, NULL, NS / 5);
+  atomic_store(&o.lines[1].arrived, 1);
+  atomic_store(&o.lines[2].arrived, 1);
+  struct gcoll_oneshot_part part = {
+      .src = "r", .nbytes = 1, .sources = GCOLL_ONESHOT_NONE, .need = 1};
+  const char *area = NULL;
+  size_t stride = 0;
+  int waited = -1;
+  uint64_t call = 0;
+  for (int k = 1; k <= GCOLL_ONESHOT_AREAS; k++)
+    assert_int_equal(gcoll_oneshot_run(&o, &w, &part, &area, &stride, &waited, &call), gcollSuccess);
+  assert_int_equal(gcoll_oneshot_run(&o, &w, &part, &area, &stride, &waited, &call), gcollSystemError);
+  assert_int_equal(call, GCOLL_ONESHOT_AREAS + 1);
+  assert_true(waited == 1 || waited == 2);
+  gcoll_oneshot_unbind(&o);
+  munmap(mem, bytes);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A broadcast reader that sleeps on the root's counter and reports how
+ * long after the root's publish (published_at, shared) it woke. */
+static int sleeping_reader(void *mem, int rank, uint64_t wake_timeout_ns, uint64_t timeout_ns,
+                           _Atomic uint64_t *published_ns) {
+  struct gcoll_oneshot o;
+  if (gcoll_oneshot_bind(&o, mem, rank) != 0) return 9;
+  struct gcoll_wait w;
+  gcoll_wait_init(&w, NULL, NULL, timeout_ns);
+  w.spins = GCOLL_WAIT_SHARED_SPINS;
+  w.wake_timeout_ns = wake_timeout_ns;
+  struct gcoll_oneshot_part part = {.src = NULL, .nbytes = 0, .sources = 0, .need = 1};
+  const char *area;
+  size_t stride;
+  int waited;
+  uint64_t call;
+  gcollResult_t rc = gcoll_oneshot_run(&o, &w, &part, &area, &stride, &waited, &call);
+  if (rc != gcollSuccess) return 1;
+  double late = now_s() - (double)atomic_load(published_ns) / 1e9;
+  return late < 1.0 ? 0 : 2;
+}
+
+/* Several ranks sleep on one arrival counter with one flag. Rank 2's
+ * sleeps end by their 1 ms timeout until its deadline (50 ms) ends its
+ * wait; rank 1 sleeps 5 s a round. The root publishes after 300 ms and
+ * rank 1 must wake then, not 5 s later: a waiter whose sleep timed out
+ * must not take down the flag the other one raised. */
+static void test_two_sleepers(void **state) {
+  (void)state;
+  size_t bytes;
+  void *mem = map_board(3, &bytes);
+  _Atomic uint64_t *published_ns =
+      mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(published_ns != MAP_FAILED);
+  atomic_store(published_ns, 0);
+  pid_t patient = fork();
+  assert_true(patient >= 0);
+  if (patient == 0) _exit(sleeping_reader(mem, 1, 5 * NS, 30 * NS, published_ns));
+  pid_t hasty = fork();
+  assert_true(hasty >= 0);
+  if (hasty == 0) _exit(sleeping_reader(mem, 2, NS / 1000, NS / 20, published_ns) == 1 ? 0 : 3);
+  int status = 0;
+  assert_int_equal(waitpid(hasty, &status, 0), hasty);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0); /* its deadline ended its wait */
+  usleep(250000);
+  struct gcoll_oneshot o;
+  assert_int_equal(gcoll_oneshot_bind(&o, mem, 0), 0);
+  struct gcoll_wait w;
+  gcoll_wait_init(&w, NULL, NULL, 30 * NS);
+  struct gcoll_oneshot_part part = {
+      .src = "b", .nbytes = 1, .sources = GCOLL_ONESHOT_NONE, .need = 1};
+  const char *area;
+  size_t stride;
+  int waited;
+  uint64_t call;
+  atomic_store(published_ns, (uint64_t)(now_s() * 1e9));
+  assert_int_equal(gcoll_oneshot_run(&o, &w, &part, &area, &stride, &waited, &call),
+                   gcollSuccess);
+  assert_int_equal(waitpid(patient, &status, 0), patient);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0); /* woken by the publish */
+  gcoll_oneshot_unbind(&o);
+  munmap(published_ns, 4096);
+  munmap(mem, bytes);
+}
+
 /* Rank 2 of 3 never comes: rank 0 waits for it and fails at its deadline,
  * naming it; with an abort word set instead, the wait returns its value. */
 static void test_absent_rank(void **state) {
   (void)state;
   size_t bytes;
   void *mem = map_board(3, &bytes);
+  struct gcoll_oneshot_part part = {
+      .src = "x", .nbytes = 1, .sources = GCOLL_ONESHOT_ALL, .need = 1};
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) { /* rank 1 comes for its first call */
     struct gcoll_oneshot o;
-    gcoll_oneshot_bind(&o, mem, 1);
+    if (gcoll_oneshot_bind(&o, mem, 1) != 0) _exit(2);
     struct gcoll_wait w;
     gcoll_wait_init(&w, NULL, NULL, NS / 5);
     const char *area;
+    size_t stride;
     int waited = -1;
     uint64_t call;
-    gcollResult_t rc = gcoll_oneshot_exchange(&o, &w, "x", 1, &area, &waited, &call);
+    gcollResult_t rc = gcoll_oneshot_run(&o, &w, &part, &area, &stride, &waited, &call);
     _exit(rc == gcollSystemError && waited == 2 ? 0 : 1);
   }
   struct gcoll_oneshot o;
-  gcoll_oneshot_bind(&o, mem, 0);
+  assert_int_equal(gcoll_oneshot_bind(&o, mem, 0), 0);
   struct gcoll_wait w;
   gcoll_wait_init(&w, NULL, NULL, NS / 5);
   const char *area = NULL;
+  size_t stride = 0;
   int waited = -1;
   uint64_t call = 0;
-  assert_int_equal(gcoll_oneshot_exchange(&o, &w, "y", 1, &area, &waited, &call),
-                   gcollSystemError);
+  assert_int_equal(gcoll_oneshot_run(&o, &w, &part, &area, &stride, &waited, &call), gcollSystemError);
   assert_int_equal(w.reason, GCOLL_WAIT_DEADLINE);
   assert_int_equal(call, 1);
   /* Rank 1 arrived, so the one rank 0 was left waiting for is rank 2. */
@@ -138,9 +269,9 @@ static void test_absent_rank(void **state) {
 
   _Atomic int abort_word = (int)gcollRemoteError;
   gcoll_wait_init(&w, &abort_word, NULL, 30 * NS);
-  assert_int_equal(gcoll_oneshot_exchange(&o, &w, "y", 1, &area, &waited, &call),
-                   gcollRemoteError);
+  assert_int_equal(gcoll_oneshot_run(&o, &w, &part, &area, &stride, &waited, &call), gcollRemoteError);
   assert_int_equal(w.reason, GCOLL_WAIT_ABORTED);
+  gcoll_oneshot_unbind(&o);
   munmap(mem, bytes);
 }
 
@@ -164,7 +295,8 @@ static void test_layout_checks(void **state) {
   assert_int_equal(gcoll_oneshot_bytes(4, 100), 0); /* not a multiple of 64 */
   assert_int_equal(gcoll_oneshot_bytes(4, 0), 0);
   assert_int_equal(gcoll_oneshot_bytes(4, (uint64_t)1 << 41), 0);
-  assert_int_equal(gcoll_oneshot_bytes(2, 64), 64 + 2 * 64 + 2 * 2 * 64);
+  assert_int_equal(gcoll_oneshot_bytes(2, 64),
+                   64 + 2 * 64 + GCOLL_ONESHOT_AREAS * 2 * (GCOLL_ONESHOT_SMALL_SLOT + 64));
 }
 
 int main(void) {
@@ -172,6 +304,8 @@ int main(void) {
       cmocka_unit_test(test_exchange_2),
       cmocka_unit_test(test_exchange_3),
       cmocka_unit_test(test_exchange_5),
+      cmocka_unit_test(test_root_runs_ahead),
+      cmocka_unit_test(test_two_sleepers),
       cmocka_unit_test(test_absent_rank),
       cmocka_unit_test(test_layout_checks),
   };
