@@ -151,7 +151,16 @@ gcollResult_t gcoll_comm_oneshot_open(struct gcollComm *comm, uint64_t slot_byte
         rc = gcollRemoteError;
       }
     }
-  } else {
+  }
+  /* The bootstrap's contract: puts are visible after the next fence
+   * (comm_connect.c fences the same way; with endpoints from the plan the
+   * value went straight to its reader and the fence waits for nothing). */
+  char ferr[256];
+  if (gcoll_bootstrap_fence(comm->bs, deadline, ferr, sizeof(ferr)) != 0 && rc == gcollSuccess) {
+    snprintf(err, sizeof(err), "%s", ferr);
+    rc = gcollRemoteError;
+  }
+  if (comm->rank != 0 && rc == gcollSuccess) {
     size_t len = 0;
     board_key(key, sizeof(key), comm->rank);
     if (gcoll_bootstrap_get_from(comm->bs, 0, key, &a, sizeof(a), &len, deadline, err,
@@ -162,7 +171,7 @@ gcollResult_t gcoll_comm_oneshot_open(struct gcollComm *comm, uint64_t slot_byte
   }
   if (rc != gcollSuccess) {
     gcoll_comm_oneshot_close(comm);
-    return gcoll_fail(rc, "one-shot board for small allreduces: %s", err);
+    return gcoll_fail(rc, "one-shot board for small collectives: %s", err);
   }
   return gcollSuccess;
 }
