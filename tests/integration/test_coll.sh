@@ -227,6 +227,25 @@ for spec in "3 1 broadcast" "4 2 broadcast" "3 0 broadcast" "2 1 allgather" "2 0
   fi
 done
 
+# Broadcasts and reduces of 16 floats on one node go through the one-shot
+# board (kernels/host_oneshot.h), where a broadcast's readers wait for the
+# root only and a reduce's leaves for nobody, up to 15 calls ahead: a dead
+# reader, leaf or root is still named by every survivor, no hang.
+for spec in "4 1 broadcast" "4 0 broadcast" "4 2 reduce" "4 0 reduce"; do
+  set -- $spec
+  n=$1 victim=$2 coll=$3
+  t0=$(date +%s%N)
+  GCOLL_TIMEOUT=2 timeout 60 "$RUN" -n "$n" --kill-wait 8 "$CHECK" die "$victim" 50 16 "$coll" >"$tmp/out" 2>&1
+  rc=$? dt=$(( ($(date +%s%N) - t0) / 1000000 ))
+  reported=$(grep -c "remote process exited.*rank $victim " "$tmp/out")
+  if [ "$rc" -ne 0 ] && [ "$reported" -eq $((n - 1)) ] && [ "$dt" -lt 10000 ]; then
+    ok; echo "ok: rank $victim of $n killed in one-shot ${coll}s: $reported survivors reported it, ${dt} ms"
+  else
+    bad "kill rank $victim of $n in one-shot ${coll}s: rc $rc, $reported of $((n - 1)) survivors reported, ${dt} ms"
+    cat "$tmp/out"
+  fi
+done
+
 # A setting that decides the steps, different on one rank (here single
 # copy on rank 0 only): every rank fails in one line that names the likely
 # cause, within the timeout, instead of hanging.
