@@ -90,7 +90,8 @@ static gcollResult_t wait_arrived(struct gcoll_oneshot *o, struct gcoll_wait *w,
   gcollResult_t rc =
       gcoll_wait_counter_shared(w, &o->lines[r].arrived, target, &o->lines[r].asleep);
   /* All it has arrived at: fewer looks at its line later. */
-  if (rc == gcollSuccess) o->known[r] = atomic_load_explicit(&o->lines[r].arrived, memory_order_acquire);
+  if (rc == gcollSuccess)
+    o->known[r] = atomic_load_explicit(&o->lines[r].arrived, memory_order_acquire);
   return rc;
 }
 

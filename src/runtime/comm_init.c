@@ -12,6 +12,7 @@
 
 #include "graph/plan.h"
 #include "graph/tuning.h"
+#include "kernels/host_oneshot.h"
 #include "kernels/wait.h"
 #include "runtime/auth.h"
 #include "runtime/comm.h"
@@ -531,10 +532,15 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
                      (unsigned long long)cfg.peer_reads.min_bytes,
                      (unsigned long long)cfg.peer_reads.cache_bytes,
                      cfg.peer_reads.cheap == peer_cheap ? "buffers in huge pages" : "any pages");
-    gcoll_log_info(comm, "host allreduce gathers whole vectors up to %llu B (simple), %llu B (ll)%s",
+    gcoll_log_info(comm, "host allreduce gathers whole vectors up to %llu B (simple), %llu B (ll)",
                    (unsigned long long)cfg.gather_bytes[GCOLL_PROTO_SIMPLE],
-                   (unsigned long long)cfg.gather_bytes[GCOLL_PROTO_LL],
-                   cfg.oneshot_board != NULL ? ", on a one-shot board" : "");
+                   (unsigned long long)cfg.gather_bytes[GCOLL_PROTO_LL]);
+    if (cfg.oneshot_board != NULL)
+      gcoll_log_info(comm, "small host collectives on a one-shot board: up to %llu B a rank, %d "
+                           "calls deep (%zu B of shared memory)",
+                     (unsigned long long)((const struct gcoll_oneshot_header *)cfg.oneshot_board)
+                         ->slot_bytes,
+                     GCOLL_ONESHOT_AREAS, cfg.oneshot_bytes);
   }
   comm->exec[kind].e = ops->create(&cfg, err, sizeof(err));
   if (comm->exec[kind].e == NULL)

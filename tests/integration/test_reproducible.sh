@@ -82,8 +82,8 @@ for n in 3 4; do
     GCOLL_ALGO=ring GCOLL_PROTO=simple GCOLL_MAX_NCHANNELS=1 GCOLL_TUNING=host.ring.simple.intra_lat=20 \
       GCOLL_HOST_ONESHOT=0 GCOLL_DEBUG=INFO digests "gather form on the ring, -n $n" "$tmp/g2" -n "$n" ||
     continue
-  boards=$(grep -c "gathers whole vectors up to .*, on a one-shot board" "$tmp/g1.err")
-  rings=$(grep -c "gathers whole vectors up to .*, on a one-shot board" "$tmp/g2.err")
+  boards=$(grep -c "small host collectives on a one-shot board" "$tmp/g1.err")
+  rings=$(grep -c "small host collectives on a one-shot board" "$tmp/g2.err")
   if cmp -s "$tmp/g0" "$tmp/g1" && cmp -s "$tmp/g0" "$tmp/g2" && [ "$boards" -eq "$n" ] &&
      [ "$rings" -eq 0 ]; then
     ok "-n $n: the gather form gives the ring's bits on the board and on the ring: $(wc -l <"$tmp/g1") digests"
