@@ -211,37 +211,28 @@ for n in 2 3 5; do
     bad "n=$n single copy: $counted of $n ranks read their peers"; grep "single copy" "$tmp/out"
   fi
 done
-for spec in "3 1 broadcast" "4 2 broadcast" "3 0 broadcast" "2 1 allgather" "2 0 allgather"; do
-  set -- $spec
-  n=$1 victim=$2 coll=$3
-  t0=$(date +%s%N)
-  GCOLL_SINGLE_COPY_BYTES=1 GCOLL_SINGLE_COPY_PAGES=any GCOLL_TIMEOUT=2 \
-    timeout 60 "$RUN" -n "$n" --kill-wait 8 "$CHECK" die "$victim" 50 4096 "$coll" >"$tmp/out" 2>&1
-  rc=$? dt=$(( ($(date +%s%N) - t0) / 1000000 ))
-  reported=$(grep -c "remote process exited.*rank $victim " "$tmp/out")
-  if [ "$rc" -ne 0 ] && [ "$reported" -eq $((n - 1)) ] && [ "$dt" -lt 10000 ]; then
-    ok; echo "ok: rank $victim of $n killed in single-copy ${coll}s: $reported survivors reported it, ${dt} ms"
-  else
-    bad "kill rank $victim of $n in single-copy ${coll}s: rc $rc, $reported of $((n - 1)) survivors reported, ${dt} ms"
-    cat "$tmp/out"
-  fi
-done
-
 # Broadcasts and reduces of 16 floats on one node go through the one-shot
 # board (kernels/host_oneshot.h), where a broadcast's readers wait for the
 # root only and a reduce's leaves for nobody, up to 15 calls ahead: a dead
-# reader, leaf or root is still named by every survivor, no hang.
-for spec in "4 1 broadcast" "4 0 broadcast" "4 2 reduce" "4 0 reduce"; do
+# reader, leaf or root is still named by every survivor, no hang. Spec:
+# ranks, victim, collective, count, form (single-copy or one-shot).
+for spec in "3 1 broadcast 4096 single-copy" "4 2 broadcast 4096 single-copy" \
+            "3 0 broadcast 4096 single-copy" "2 1 allgather 4096 single-copy" \
+            "2 0 allgather 4096 single-copy" "4 1 broadcast 16 one-shot" "4 0 broadcast 16 one-shot" \
+            "4 2 reduce 16 one-shot" "4 0 reduce 16 one-shot"; do
   set -- $spec
-  n=$1 victim=$2 coll=$3
+  n=$1 victim=$2 coll=$3 count=$4 form=$5
+  copy=0
+  [ "$form" = single-copy ] && copy=1
   t0=$(date +%s%N)
-  GCOLL_TIMEOUT=2 timeout 60 "$RUN" -n "$n" --kill-wait 8 "$CHECK" die "$victim" 50 16 "$coll" >"$tmp/out" 2>&1
+  GCOLL_SINGLE_COPY_BYTES=$copy GCOLL_SINGLE_COPY_PAGES=any GCOLL_TIMEOUT=2 \
+    timeout 60 "$RUN" -n "$n" --kill-wait 8 "$CHECK" die "$victim" 50 "$count" "$coll" >"$tmp/out" 2>&1
   rc=$? dt=$(( ($(date +%s%N) - t0) / 1000000 ))
   reported=$(grep -c "remote process exited.*rank $victim " "$tmp/out")
   if [ "$rc" -ne 0 ] && [ "$reported" -eq $((n - 1)) ] && [ "$dt" -lt 10000 ]; then
-    ok; echo "ok: rank $victim of $n killed in one-shot ${coll}s: $reported survivors reported it, ${dt} ms"
+    ok; echo "ok: rank $victim of $n killed in $form ${coll}s: $reported survivors reported it, ${dt} ms"
   else
-    bad "kill rank $victim of $n in one-shot ${coll}s: rc $rc, $reported of $((n - 1)) survivors reported, ${dt} ms"
+    bad "kill rank $victim of $n in $form ${coll}s: rc $rc, $reported of $((n - 1)) survivors reported, ${dt} ms"
     cat "$tmp/out"
   fi
 done
