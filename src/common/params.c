@@ -30,6 +30,8 @@ static const struct gcoll_param gcoll_params[] = {
      "the endpoints file of gcollrun or srun --gcoll=plan: where every rank of the plan listens"},
     {"GCOLL_FABRIC_FILE", USER, "path", "the plugstack's fabric=", NULL,
      "switch fabric (Slurm topology.conf syntax) a SPANK step's plan orders its nodes by"},
+    {"GCOLL_HOST_ISA", USER, "auto|avx512|avx2|baseline", "auto (the CPU's best)", NULL,
+     "vector instructions of host reductions from 256 B, capped at what the CPU has"},
     {"GCOLL_HOST_ONESHOT", USER, "0|1", "1", NULL,
      "one-host small allreduces exchange vectors on a shared board, not the ring (same on all ranks)"},
     {"GCOLL_IB_DISABLE", USER, "0|1", "0", "NCCL_IB_DISABLE, NCCL_NET",

@@ -6,6 +6,7 @@
  * calls (dst == a or dst == b) are the common case in ring kernels. */
 #include "kernels/reduce.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 /* Without restrict, GCC at -O2 (its "very cheap" vector cost model) will not
@@ -91,9 +92,18 @@ int gcoll_redop_from_name(const char *s) {
  * loop takes the last partial block. */
 #define GCOLL_VEC_BYTES 64
 
-#define DEFINE_BINARY_LOOP(op, sfx, T)                                       \
-  static void loop_##op##_##sfx(void *dst, const void *a, const void *b,     \
-                                size_t count) {                              \
+/* Each loop is compiled once per instruction set (reduce.h: the ISA), the
+ * wider ones with a target attribute, so one build runs the baseline
+ * x86-64 code anywhere and AVX-512 where the CPU has it. */
+#define ISA_ATTR_baseline
+#if GCOLL_REDUCE_X86_ISAS
+#define ISA_ATTR_avx2 __attribute__((target("avx2")))
+#define ISA_ATTR_avx512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+#endif
+
+#define DEFINE_BINARY_LOOP(op, sfx, T, isa)                                  \
+  ISA_ATTR_##isa static void loop_##op##_##sfx##_##isa(                      \
+      void *dst, const void *a, const void *b, size_t count) {               \
     T *d = dst;                                                              \
     const T *x = a, *y = b;                                                  \
     const size_t block = GCOLL_VEC_BYTES / sizeof(T);                        \
@@ -106,43 +116,99 @@ int gcoll_redop_from_name(const char *s) {
       d[i] = gcoll_elt_##op##_##sfx(x[i], y[i]);                             \
   }
 
-#define DEFINE_TYPE_LOOPS(id, sfx, T)                                        \
-  DEFINE_BINARY_LOOP(sum, sfx, T)                                            \
-  DEFINE_BINARY_LOOP(prod, sfx, T)                                           \
-  DEFINE_BINARY_LOOP(max, sfx, T)                                            \
-  DEFINE_BINARY_LOOP(min, sfx, T)
+/* The loops of one ISA, and its row of the dispatch table: indexed by
+ * type, then by op (sum, prod, max, min: gcollRedOp_t's order; avg
+ * reduces as sum). */
+#define DEFINE_ISA_LOOPS(sfx, T, isa)                                        \
+  DEFINE_BINARY_LOOP(sum, sfx, T, isa)                                       \
+  DEFINE_BINARY_LOOP(prod, sfx, T, isa)                                      \
+  DEFINE_BINARY_LOOP(max, sfx, T, isa)                                       \
+  DEFINE_BINARY_LOOP(min, sfx, T, isa)
+#define ISA_ROW(id, sfx, isa)                                                \
+  [id] = {loop_sum_##sfx##_##isa, loop_prod_##sfx##_##isa,                   \
+          loop_max_##sfx##_##isa, loop_min_##sfx##_##isa},
 
-GCOLL_FOR_EACH_TYPE(DEFINE_TYPE_LOOPS)
+#define DEFINE_LOOPS_BASELINE(id, sfx, T) DEFINE_ISA_LOOPS(sfx, T, baseline)
+#define ROW_BASELINE(id, sfx, T) ISA_ROW(id, sfx, baseline)
+GCOLL_FOR_EACH_TYPE(DEFINE_LOOPS_BASELINE)
+#if GCOLL_REDUCE_X86_ISAS
+#define DEFINE_LOOPS_AVX2(id, sfx, T) DEFINE_ISA_LOOPS(sfx, T, avx2)
+#define DEFINE_LOOPS_AVX512(id, sfx, T) DEFINE_ISA_LOOPS(sfx, T, avx512)
+#define ROW_AVX2(id, sfx, T) ISA_ROW(id, sfx, avx2)
+#define ROW_AVX512(id, sfx, T) ISA_ROW(id, sfx, avx512)
+GCOLL_FOR_EACH_TYPE(DEFINE_LOOPS_AVX2)
+GCOLL_FOR_EACH_TYPE(DEFINE_LOOPS_AVX512)
+#endif
 
-#define DISPATCH_TYPE(id, sfx, T)                                            \
-  case id:                                                                   \
-    switch (op) {                                                            \
-    case gcollSum:                                                           \
-    case gcollAvg:                                                           \
-      loop_sum_##sfx(dst, a, b, count);                                      \
-      return;                                                                \
-    case gcollProd:                                                          \
-      loop_prod_##sfx(dst, a, b, count);                                     \
-      return;                                                                \
-    case gcollMax:                                                           \
-      loop_max_##sfx(dst, a, b, count);                                      \
-      return;                                                                \
-    case gcollMin:                                                           \
-      loop_min_##sfx(dst, a, b, count);                                      \
-      return;                                                                \
-    default:                                                                 \
-      return;                                                                \
-    }
+typedef void (*binary_loop)(void *dst, const void *a, const void *b, size_t count);
+static const binary_loop binary_loops[GCOLL_REDUCE_NUM_ISAS][gcollNumTypes][gcollAvg] = {
+    [GCOLL_REDUCE_BASELINE] = {GCOLL_FOR_EACH_TYPE(ROW_BASELINE)},
+#if GCOLL_REDUCE_X86_ISAS
+    [GCOLL_REDUCE_AVX2] = {GCOLL_FOR_EACH_TYPE(ROW_AVX2)},
+    [GCOLL_REDUCE_AVX512] = {GCOLL_FOR_EACH_TYPE(ROW_AVX512)},
+#endif
+};
+
+static const char *const isa_names[GCOLL_REDUCE_NUM_ISAS] = {"baseline", "avx2", "avx512"};
+
+static int cpu_best_isa(void) {
+#if GCOLL_REDUCE_X86_ISAS
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return GCOLL_REDUCE_AVX512;
+  if (__builtin_cpu_supports("avx2")) return GCOLL_REDUCE_AVX2;
+#endif
+  return GCOLL_REDUCE_BASELINE;
+}
+
+/* -1 until the first call looks at the CPU; any thread may do that, and
+ * all of them find the same. */
+static _Atomic int g_isa = -1;
+
+int gcoll_reduce_best_isa(void) {
+  static _Atomic int best = -1;
+  int b = atomic_load_explicit(&best, memory_order_relaxed);
+  if (b < 0) {
+    b = cpu_best_isa();
+    atomic_store_explicit(&best, b, memory_order_relaxed);
+  }
+  return b;
+}
+
+int gcoll_reduce_isa(void) {
+  int isa = atomic_load_explicit(&g_isa, memory_order_relaxed);
+  if (isa < 0) {
+    isa = gcoll_reduce_best_isa();
+    atomic_store_explicit(&g_isa, isa, memory_order_relaxed);
+  }
+  return isa;
+}
+
+int gcoll_reduce_set_isa(int isa) {
+  int best = gcoll_reduce_best_isa();
+  if (isa < 0 || isa > best) isa = best;
+  atomic_store_explicit(&g_isa, isa, memory_order_relaxed);
+  return isa;
+}
+
+const char *gcoll_reduce_isa_name(int isa) {
+  return isa >= 0 && isa < GCOLL_REDUCE_NUM_ISAS ? isa_names[isa] : NULL;
+}
+
+int gcoll_reduce_isa_from_name(const char *s) {
+  for (int i = 0; s != NULL && i < GCOLL_REDUCE_NUM_ISAS; i++)
+    if (strcmp(s, isa_names[i]) == 0) return i;
+  return -1;
+}
 
 void gcoll_reduce(void *dst, const void *a, const void *b, size_t count,
                   gcollDataType_t t, gcollRedOp_t op) {
-  if (count == 0)
+  if (count == 0 || !dtype_valid(t) || !redop_valid(op))
     return;
-  switch (t) {
-    GCOLL_FOR_EACH_TYPE(DISPATCH_TYPE)
-  default:
-    return;
-  }
+  const int isa = count * dtype_sizes[t] >= GCOLL_REDUCE_WIDE_BYTES ? gcoll_reduce_isa()
+                                                                     : GCOLL_REDUCE_BASELINE;
+  binary_loops[isa][t][op == gcollAvg ? gcollSum : op](dst, a, b, count);
 }
 
 /* ---- avg ------------------------------------------------------------------

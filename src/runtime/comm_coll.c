@@ -322,6 +322,11 @@ static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *str
                   op.hc.nchannels, kind == GCOLL_EXEC_CUDA ? "CUDA" : "host", stream,
                   op.hc.premul != GCOLL_PREMUL_NONE ? ", pre-mul-sum" : "",
                   op.hc.poll_inline ? ", network steps inline" : "");
+  /* A host call that moves nothing returns once its arguments pass, as
+   * NCCL's and Open MPI's do: no executor, no proxy wake-up, no wait (it
+   * took 0.2-1.1 us, 10-50x Open MPI's, in compare-mpi.sh's 0-byte rows).
+   * The count is the same on every rank, so every rank skips it. */
+  if (kind == GCOLL_EXEC_HOST && bytes == 0) return gcollSuccess;
   if (gcoll_group_depth() > 0) return gcoll_group_enqueue_coll(&op);
   return gcoll_coll_run_op(&op);
 }

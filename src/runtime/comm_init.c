@@ -13,6 +13,7 @@
 #include "graph/plan.h"
 #include "graph/tuning.h"
 #include "kernels/host_oneshot.h"
+#include "kernels/reduce.h"
 #include "kernels/wait.h"
 #include "runtime/auth.h"
 #include "runtime/comm.h"
@@ -493,6 +494,29 @@ static gcollResult_t oneshot_board(struct gcollComm *comm, const uint64_t *gathe
   return gcollSuccess;
 }
 
+/* The instruction set of the host reductions (kernels/reduce.h): the
+ * CPU's best, or GCOLL_HOST_ISA's choice, capped at the best as Open MPI
+ * caps op_avx_support. Process-wide; every ISA gives the same bits, so
+ * ranks need not agree on it. */
+static gcollResult_t host_reductions(const struct gcollComm *comm) {
+  const char *want = getenv("GCOLL_HOST_ISA");
+  int isa = -1;
+  if (want != NULL && *want != '\0' && strcmp(want, "auto") != 0) {
+    isa = gcoll_reduce_isa_from_name(want);
+    if (isa < 0)
+      return gcoll_fail(gcollInvalidArgument,
+                        "GCOLL_HOST_ISA=%s: expected auto, avx512, avx2 or baseline", want);
+  }
+  int used = gcoll_reduce_set_isa(isa);
+  const char *capped = isa > used ? " (GCOLL_HOST_ISA asks for more than this CPU has)" : "";
+  if (used == GCOLL_REDUCE_BASELINE)
+    gcoll_log_info(comm, "host reductions use the baseline loops%s", capped);
+  else
+    gcoll_log_info(comm, "host reductions use the %s loops from %d B%s",
+                   gcoll_reduce_isa_name(used), GCOLL_REDUCE_WIDE_BYTES, capped);
+  return gcollSuccess;
+}
+
 /* The host executor's inline network polling (proxy.h), on this
  * communicator's proxy. */
 static void poll_begin(void *proxy) { gcoll_proxy_inline_begin(proxy); }
@@ -522,7 +546,8 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
     cfg.poll = (struct gcoll_exec_poll){
         .begin = poll_begin, .poll = poll_round, .end = poll_end, .arg = comm->proxy};
   if (kind == GCOLL_EXEC_HOST) {
-    gcollResult_t rc = gather_limits(comm, cfg.gather_bytes);
+    gcollResult_t rc = host_reductions(comm);
+    if (rc == gcollSuccess) rc = gather_limits(comm, cfg.gather_bytes);
     if (rc == gcollSuccess) rc = peer_reads(comm, &cfg.peer_reads);
     if (rc == gcollSuccess) rc = oneshot_board(comm, cfg.gather_bytes, &cfg);
     if (rc != gcollSuccess) return rc;

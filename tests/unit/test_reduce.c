@@ -328,20 +328,23 @@ static void test_misaligned_ranges(void **state) {
       }
 }
 
-/* The documented NaN rule on all floating types, both operand orders. */
+/* The documented NaN rule on all floating types, both operand orders.
+ * The grid of pairs repeats so that every type's call is past
+ * GCOLL_REDUCE_WIDE_BYTES and runs the vector loops. */
 static void test_minmax_nan(void **state) {
   const gcollDataType_t types[] = {gcollFloat16, gcollFloat32, gcollFloat64,
                                    gcollBfloat16};
   const double values[] = {-2.5, 0.0, 1.0, 3.75, INFINITY, -INFINITY, NAN};
-  const size_t nv = sizeof(values) / sizeof(values[0]);
+  const size_t nv = sizeof(values) / sizeof(values[0]), total = 8 * nv * nv;
   for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
     gcollDataType_t t = types[k];
     size_t es = elem_size(t);
-    char *a = xmalloc(nv * nv * es), *b = xmalloc(nv * nv * es);
-    char *mx = xmalloc(nv * nv * es), *mn = xmalloc(nv * nv * es);
-    for (size_t i = 0; i < nv; i++)
-      for (size_t j = 0; j < nv; j++) {
-        size_t e = i * nv + j;
+    assert_true(total * es >= GCOLL_REDUCE_WIDE_BYTES);
+    char *a = xmalloc(total * es), *b = xmalloc(total * es);
+    char *mx = xmalloc(total * es), *mn = xmalloc(total * es);
+    for (size_t e = 0; e < total; e++) {
+      size_t i = e / nv % nv, j = e % nv;
+      {
         float x = (float)values[i], y = (float)values[j];
         switch (t) {
         case gcollFloat16:
@@ -356,9 +359,10 @@ static void test_minmax_nan(void **state) {
         default: ((double *)a)[e] = values[i]; ((double *)b)[e] = values[j]; break;
         }
       }
-    gcoll_reduce(mx, a, b, nv * nv, t, gcollMax);
-    gcoll_reduce(mn, a, b, nv * nv, t, gcollMin);
-    for (size_t e = 0; e < nv * nv; e++) {
+    }
+    gcoll_reduce(mx, a, b, total, t, gcollMax);
+    gcoll_reduce(mn, a, b, total, t, gcollMin);
+    for (size_t e = 0; e < total; e++) {
       double x = get_float(t, a, e), y = get_float(t, b, e);
       double gmax = get_float(t, mx, e), gmin = get_float(t, mn, e);
       if (isnan(x) && isnan(y)) {
@@ -657,6 +661,23 @@ static void test_random_nearest(void **state) {
 
 /* ---- Names ------------------------------------------------------------------ */
 
+/* The ISA choice: names round-trip, and asking for more than the CPU has
+ * (or for nothing) gives the best it has. */
+static void test_isa_choice(void **state) {
+  const int best = gcoll_reduce_best_isa(), before = gcoll_reduce_isa();
+  for (int i = 0; i < GCOLL_REDUCE_NUM_ISAS; i++)
+    assert_int_equal(gcoll_reduce_isa_from_name(gcoll_reduce_isa_name(i)), i);
+  assert_null(gcoll_reduce_isa_name(-1));
+  assert_null(gcoll_reduce_isa_name(GCOLL_REDUCE_NUM_ISAS));
+  assert_int_equal(gcoll_reduce_isa_from_name("sse9"), -1);
+  assert_int_equal(gcoll_reduce_isa_from_name(NULL), -1);
+  assert_int_equal(gcoll_reduce_set_isa(-1), best);
+  assert_int_equal(gcoll_reduce_set_isa(GCOLL_REDUCE_NUM_ISAS + 5), best);
+  assert_int_equal(gcoll_reduce_isa(), best);
+  assert_int_equal(gcoll_reduce_set_isa(GCOLL_REDUCE_BASELINE), GCOLL_REDUCE_BASELINE);
+  assert_int_equal(gcoll_reduce_set_isa(before), before);
+}
+
 static void test_names(void **state) {
   const size_t sizes[] = {sizeof(int8_t), sizeof(uint8_t), sizeof(int32_t),
                           sizeof(uint32_t), sizeof(int64_t), sizeof(uint64_t),
@@ -806,9 +827,21 @@ int main(void) {
       cmocka_unit_test(test_bf16_rounding),
       cmocka_unit_test(test_random_nearest),
       cmocka_unit_test(test_names),
+      cmocka_unit_test(test_isa_choice),
       cmocka_unit_test(test_invalid_args_untouched),
       cmocka_unit_test(test_reference_matches_chain),
       cmocka_unit_test(test_reference_independent),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  /* Every loop the CPU can run, not only the one gcoll picks. */
+  int failed = 0, best = gcoll_reduce_best_isa();
+  for (int isa = GCOLL_REDUCE_BASELINE; isa <= best; isa++) {
+    char name[64];
+    snprintf(name, sizeof(name), "reduce loops: %s", gcoll_reduce_isa_name(isa));
+    if (gcoll_reduce_set_isa(isa) != isa) {
+      fprintf(stderr, "gcoll_reduce_set_isa(%s) did not take\n", gcoll_reduce_isa_name(isa));
+      return 1;
+    }
+    failed += cmocka_run_group_tests_name(name, tests, NULL, NULL);
+  }
+  return failed;
 }
