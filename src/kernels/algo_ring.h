@@ -54,38 +54,54 @@ GCOLL_KERNEL_FN int gcoll_ring_pos_of(const struct gcoll_ring_work *w, int rank)
 /* Seed 004: each loop covers nranks chunks; block c (ring position c) is
  * reduce-scattered then all-gathered around the ring. The last loop's chunk
  * shrinks to ceil(remaining / nranks) so all ranks get work; trailing blocks
- * may be empty, and every rank computes the same sizes. */
-GCOLL_KERNEL_FN gcollResult_t gcoll_ring_allreduce(struct gcoll_prims *p,
-                                                   const struct gcoll_ring_work *w) {
+ * may be empty, and every rank computes the same sizes. This is where
+ * block c of the loop at base lies (elements of the channel's share). */
+GCOLL_KERNEL_FN void gcoll_ring_allreduce_block(const struct gcoll_ring_work *w, size_t chunk_max,
+                                                size_t base, int c, size_t *off, size_t *len) {
+  const size_t k = (size_t)w->nranks, rem = w->count - base;
+  const size_t chunk = gcoll_min_size(chunk_max, (rem + k - 1) / k);
+  *off = w->offset + base + (size_t)c * chunk;
+  *len = (size_t)c * chunk >= rem ? 0 : gcoll_min_size(chunk, rem - (size_t)c * chunk);
+}
+
+/* The ring allreduce; with gather 0 only its reduce-scatter half: each
+ * loop's own block (position pos) is finished into recvbuf and not sent
+ * on, so that a single-copy allgather of those blocks (host_direct.h)
+ * ends the call with the ring's bits. */
+GCOLL_KERNEL_FN gcollResult_t gcoll_ring_allreduce_steps(struct gcoll_prims *p,
+                                                         const struct gcoll_ring_work *w,
+                                                         int gather) {
   const int k = w->nranks, pos = w->pos;
   gcoll_prims_bind(p, w->sendbuf, w->recvbuf);
   if (k == 1) return gcoll_prim_copy(p, w->offset, w->offset, w->count);
   const size_t chunk_max = gcoll_prims_chunk_elems(p);
+  size_t off, len;
   for (size_t base = 0; base < w->count; base += (size_t)k * chunk_max) {
-    const size_t rem = w->count - base;
-    const size_t chunk = gcoll_min_size(chunk_max, (rem + (size_t)k - 1) / (size_t)k);
-#define GCOLL_BLOCK_OFF(c) (w->offset + base + (size_t)(c) * chunk)
-#define GCOLL_BLOCK_LEN(c) \
-  ((size_t)(c) * chunk >= rem ? 0 : gcoll_min_size(chunk, rem - (size_t)(c) * chunk))
-    int c = gcoll_ring_mod(pos - 1, k);
-    GCOLL_ALGO_TRY(gcoll_prim_send(p, GCOLL_BLOCK_OFF(c), GCOLL_BLOCK_LEN(c)));
+    gcoll_ring_allreduce_block(w, chunk_max, base, gcoll_ring_mod(pos - 1, k), &off, &len);
+    GCOLL_ALGO_TRY(gcoll_prim_send(p, off, len));
     for (int s = 1; s < k - 1; s++) {
-      c = gcoll_ring_mod(pos - 1 - s, k);
-      GCOLL_ALGO_TRY(gcoll_prim_recvReduceSend(p, GCOLL_BLOCK_OFF(c), GCOLL_BLOCK_LEN(c)));
+      gcoll_ring_allreduce_block(w, chunk_max, base, gcoll_ring_mod(pos - 1 - s, k), &off, &len);
+      GCOLL_ALGO_TRY(gcoll_prim_recvReduceSend(p, off, len));
     }
-    c = pos;
-    GCOLL_ALGO_TRY(gcoll_prim_recvReduceCopySend(p, GCOLL_BLOCK_OFF(c), GCOLL_BLOCK_OFF(c),
-                                            GCOLL_BLOCK_LEN(c)));
+    gcoll_ring_allreduce_block(w, chunk_max, base, pos, &off, &len);
+    if (!gather) {
+      GCOLL_ALGO_TRY(gcoll_prim_recvReduceCopy(p, off, off, len));
+      continue;
+    }
+    GCOLL_ALGO_TRY(gcoll_prim_recvReduceCopySend(p, off, off, len));
     for (int s = 1; s < k - 1; s++) {
-      c = gcoll_ring_mod(pos - s, k);
-      GCOLL_ALGO_TRY(gcoll_prim_recvCopySend(p, GCOLL_BLOCK_OFF(c), GCOLL_BLOCK_LEN(c)));
+      gcoll_ring_allreduce_block(w, chunk_max, base, gcoll_ring_mod(pos - s, k), &off, &len);
+      GCOLL_ALGO_TRY(gcoll_prim_recvCopySend(p, off, len));
     }
-    c = gcoll_ring_mod(pos + 1, k);
-    GCOLL_ALGO_TRY(gcoll_prim_recv(p, GCOLL_BLOCK_OFF(c), GCOLL_BLOCK_LEN(c)));
-#undef GCOLL_BLOCK_OFF
-#undef GCOLL_BLOCK_LEN
+    gcoll_ring_allreduce_block(w, chunk_max, base, gcoll_ring_mod(pos + 1, k), &off, &len);
+    GCOLL_ALGO_TRY(gcoll_prim_recv(p, off, len));
   }
   return gcollSuccess;
+}
+
+GCOLL_KERNEL_FN gcollResult_t gcoll_ring_allreduce(struct gcoll_prims *p,
+                                                   const struct gcoll_ring_work *w) {
+  return gcoll_ring_allreduce_steps(p, w, 1);
 }
 
 /* Step s moves the block of ring position pos-s: own block first (copied

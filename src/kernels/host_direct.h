@@ -1,7 +1,7 @@
-/* The direct (single-copy) form of host allgather and broadcast between
- * ranks of one host: each rank reads its peers' input buffers straight
- * into its output, one copy, where the ring moves every byte twice
- * (into the FIFO, out of it).
+/* The direct (single-copy) form of host allgather and broadcast, and of
+ * the second half of allreduce, between ranks of one host: each rank
+ * reads its peers' buffers straight into its output, one copy, where the
+ * ring moves every byte twice (into the FIFO, out of it).
  *
  * A call takes it when its bytes reach peer_reads.min_bytes (the runtime
  * sets that only when every rank is on this host), the ring is not the
@@ -22,7 +22,8 @@
  *     readers at once instead of a chain of ring hops), the ring past
  *     them.
  * Then the ranks allgather a 64-byte descriptor each (this process's
- * identity, the input's address, flags) over channel 0's ring, and every
+ * identity, the address peers read: the input's, an allreduce's output's;
+ * flags) over channel 0's ring, and every
  * rank reads the same verdict from the same descriptors:
  *   - every rank has probed every peer (read a random word at a known
  *     address and found it) and can read them all, and
@@ -36,13 +37,21 @@
  * which is also the barrier that keeps every input alive until the last
  * reader is done; a failed read fails the call on every rank.
  *
- * Results are the ring's byte for byte: neither collective reduces.
- * Allreduce and reducescatter were built the same way (each rank reducing
- * the ring's blocks from its peers' inputs, in the ring's order, so with
- * the ring's bits) and measured 0.4-1.0x the ring at 2 ranks and 0.65-1.3x
+ * Allgather and broadcast results are the ring's byte for byte: neither
+ * reduces. Allreduce and reducescatter were first built the same way
+ * (each rank reducing the ring's blocks from its peers' inputs, in the
+ * ring's order) and measured 0.4-1.0x the ring at 2 ranks and 0.65-1.3x
  * at 4 on the 2-core VM: a reduction reads both operands anyway, the FIFO
  * copy it saves stays in cache, and a read of a peer's pages runs at
- * 40-50 GB/s against memcpy's 60-130, so they keep the ring. */
+ * 40-50 GB/s against memcpy's 60-130. What does pay is the allreduce's
+ * second half, which only copies: between 2 ranks whose vector fits in
+ * the caches and is at least twice min_bytes, on one channel, the ranks
+ * run the ring's reduce-scatter half (gcoll_ring_allreduce_steps, the
+ * same blocks and order, so the ring's bits), a first status exchange
+ * says every block is reduced, and each rank reads its peer's blocks from
+ * the peer's output in batches of ranges, one copy where the ring moves
+ * every byte twice. 2-8 MiB then took 0.80-0.89x the ring's time, in and
+ * out of place (in place was where Open MPI's single-copy ring led). */
 #ifndef GCOLL_KERNELS_HOST_DIRECT_H
 #define GCOLL_KERNELS_HOST_DIRECT_H
 
@@ -54,7 +63,7 @@
 
 struct gcoll_direct_desc {
   uint8_t id[GCOLL_PEER_ID_BYTES];  /* peer_reads.identity */
-  uint64_t src;                     /* this call's input */
+  uint64_t src;                     /* what peers read: the input, an allreduce's output */
   uint32_t flags;                   /* DIRECT_* (host_direct.c) */
   uint32_t unused;
   uint64_t reserved[2];
@@ -78,16 +87,28 @@ int gcoll_host_direct_init(struct gcoll_host_direct *d, const struct gcoll_exec_
 void gcoll_host_direct_free(struct gcoll_host_direct *d);
 
 /* Whether call c goes through the descriptor exchange; every rank
- * answers the same for the same calls (it counts the back-off down). */
-int gcoll_host_direct_candidate(struct gcoll_host_direct *d, const struct gcoll_host_coll *c);
+ * answers the same for the same calls (it counts the back-off down).
+ * one_channel: the ring would run c on one channel in this thread (an
+ * allreduce's first half keeps to that channel). */
+int gcoll_host_direct_candidate(struct gcoll_host_direct *d, const struct gcoll_host_coll *c,
+                                int one_channel);
 
-/* Runs a candidate over p (channel 0's ring prims, set up SIMPLE with
- * byte elements) and ring (its order and this rank's position): *taken
- * is 1 when the direct form ran the call, 0 when the ring must. A failed
- * read puts its line in err. */
-gcollResult_t gcoll_host_direct_run(struct gcoll_host_direct *d, struct gcoll_prims *p,
-                                    const struct gcoll_ring_work *ring,
-                                    const struct gcoll_host_coll *c, int *taken, char *err,
-                                    size_t errlen);
+/* A candidate's descriptor exchange over p (channel 0's ring prims, set
+ * up SIMPLE with byte elements) and ring (its order and this rank's
+ * position): *taken is 1 when the direct form runs the call, 0 when the
+ * ring must. */
+gcollResult_t gcoll_host_direct_begin(struct gcoll_host_direct *d, struct gcoll_prims *p,
+                                      const struct gcoll_ring_work *ring,
+                                      const struct gcoll_host_coll *c, int *taken);
+
+/* The reads of a call begin took, and the status exchange that ends it,
+ * over p as above. An allreduce comes here once the ring's reduce-scatter
+ * half (gcoll_ring_allreduce_steps with gather 0, chunk_max elements a
+ * block) ran on every rank: a first exchange says so. A failed read puts
+ * its line in err. */
+gcollResult_t gcoll_host_direct_finish(struct gcoll_host_direct *d, struct gcoll_prims *p,
+                                       const struct gcoll_ring_work *ring,
+                                       const struct gcoll_host_coll *c, size_t chunk_max,
+                                       char *err, size_t errlen);
 
 #endif

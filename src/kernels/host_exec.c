@@ -445,27 +445,48 @@ static gcollResult_t run_gather(struct channel *ch, const struct gcoll_host_coll
   return gcollSuccess;
 }
 
+/* Channel 0's ring prims as the direct form's exchanges use them. */
+static gcollResult_t setup_bytes(struct channel *ch) {
+  struct gcoll_fifo *recv[1] = {ch->conf.ring.recv_prev};
+  struct gcoll_fifo *send[1] = {ch->conf.ring.send_next};
+  return gcoll_prims_setup(&ch->ring, recv, 1, send, 1, GCOLL_PROTO_SIMPLE, gcollUint8, gcollSum,
+                           &ch->wait, ch->scratch, ch->scratch_bytes);
+}
+
 /* The direct form (host_direct.h) on channel 0's ring; *taken = 0: the
- * ring runs the call after all. */
+ * ring runs the call after all. An allreduce runs the ring's
+ * reduce-scatter half in between, on the whole vector (one channel). */
 static gcollResult_t run_direct(struct channel *ch, const struct gcoll_host_coll *c, int *taken,
                                 char *err, size_t errlen) {
   struct gcoll_host_exec *e = ch->exec;
-  struct gcoll_fifo *recv[1] = {ch->conf.ring.recv_prev};
-  struct gcoll_fifo *send[1] = {ch->conf.ring.send_next};
   ch->failed = NULL;
   ch->phase = "direct";
-  gcollResult_t r = gcoll_prims_setup(&ch->ring, recv, 1, send, 1, GCOLL_PROTO_SIMPLE, gcollUint8,
-                                      gcollSum, &ch->wait, ch->scratch, ch->scratch_bytes);
   *taken = 1;
-  if (r == gcollSuccess) {
-    struct gcoll_ring_work w = {
-        .nranks = e->frame.nranks, .pos = ch->conf.ring.pos, .root = c->root, .ranks = ch->ranks};
-    r = gcoll_host_direct_run(&e->direct, &ch->ring, &w, c, taken, err, errlen);
-    if (r != gcollSuccess && ch->ring.fail_what != NULL) {
-      ch->failed = &ch->ring;
-      if (errlen > 0) err[0] = '\0'; /* describe_failure names the step */
+  struct gcoll_ring_work w = {
+      .sendbuf = c->sendbuf, .recvbuf = c->recvbuf, .offset = 0, .count = c->count,
+      .stride = c->count, .nranks = e->frame.nranks, .pos = ch->conf.ring.pos, .root = c->root,
+      .ranks = ch->ranks};
+  size_t chunk_max = 0;
+  gcollResult_t r = setup_bytes(ch);
+  if (r == gcollSuccess) r = gcoll_host_direct_begin(&e->direct, &ch->ring, &w, c, taken);
+  if (r == gcollSuccess && *taken && c->coll == GCOLL_COLL_ALLREDUCE) {
+    r = setup_ring(ch, c);
+    if (r == gcollSuccess) {
+      ch->phase = "direct: reduce-scatter";
+      chunk_max = gcoll_prims_chunk_elems(&ch->ring);
+      r = gcoll_ring_allreduce_steps(&ch->ring, &w, 0);
+      if (r == gcollSuccess) r = setup_bytes(ch);
+      ch->phase = "direct";
     }
   }
+  if (r == gcollSuccess && *taken)
+    r = gcoll_host_direct_finish(&e->direct, &ch->ring, &w, c, chunk_max, err, errlen);
+  if (r != gcollSuccess && ch->ring.fail_what != NULL) {
+    ch->failed = &ch->ring;
+    if (errlen > 0) err[0] = '\0'; /* describe_failure names the step */
+  }
+  if (r == gcollSuccess && *taken && c->coll == GCOLL_COLL_ALLREDUCE && c->op == gcollAvg)
+    gcoll_avg_finish(c->recvbuf, c->count, c->dtype, e->frame.nranks);
   if (r != gcollSuccess) {
     int zero = 0;
     if (atomic_compare_exchange_strong(&e->local_abort, &zero, (int)r))
@@ -642,7 +663,8 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
   if (errlen > 0) err[0] = '\0';
   int taken = 0;
   /* run_direct records a failure as a channel's would be, or in err. */
-  if (gcoll_host_direct_candidate(&e->direct, c)) run_direct(&e->ch[0], c, &taken, err, errlen);
+  if (gcoll_host_direct_candidate(&e->direct, c, nch == 1 && form == FORM_CHANNELS))
+    run_direct(&e->ch[0], c, &taken, err, errlen);
   if (!taken) run_collective(e, c, nch, form);
 
   if (inline_poll && e->poll.end != NULL) e->poll.end(e->poll.arg);

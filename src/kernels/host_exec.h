@@ -97,6 +97,16 @@ struct gcoll_exec_poll {
  * time otherwise, which makes the read slower than two copies through a
  * FIFO). min_bytes == 0: never. */
 #define GCOLL_PEER_ID_BYTES 32
+/* A range of a peer's memory (addr, in its address space) to copy into
+ * this process's (dst). */
+struct gcoll_peer_range {
+  void *dst;
+  uint64_t addr;
+  size_t n;
+};
+/* The most ranges one read call takes. */
+#define GCOLL_PEER_RANGES_MAX 64
+
 struct gcoll_exec_peer_reads {
   uint64_t min_bytes;             /* direct form from this many bytes (the same on every rank) */
   /* Calls up to this many bytes fit in the host's caches (the same on
@@ -104,8 +114,9 @@ struct gcoll_exec_peer_reads {
   uint64_t cache_bytes;
   void (*identity)(void *arg, uint8_t id[GCOLL_PEER_ID_BYTES]);
   int (*probe)(void *arg, int peer, const uint8_t id[GCOLL_PEER_ID_BYTES]);
-  int (*read)(void *arg, const uint8_t id[GCOLL_PEER_ID_BYTES], void *dst, uint64_t addr,
-              size_t n);
+  /* Reads n ranges of the peer id names (0 or an errno value). */
+  int (*read)(void *arg, const uint8_t id[GCOLL_PEER_ID_BYTES], const struct gcoll_peer_range *r,
+              int n);
   int (*cheap)(void *arg, const void *p, size_t n);
   /* At destroy, when some call was a candidate: how many, and how many
    * read their peers (NULL: not told). */

@@ -392,10 +392,16 @@ static int peer_probe(void *comm, int peer, const uint8_t id[GCOLL_PEER_ID_BYTES
                    peer, rc == ENXIO ? "its pid names another process here" : strerror(rc));
   return rc;
 }
-static int peer_read(void *comm, const uint8_t id[GCOLL_PEER_ID_BYTES], void *dst, uint64_t addr,
-                     size_t n) {
+static int peer_read(void *comm, const uint8_t id[GCOLL_PEER_ID_BYTES],
+                     const struct gcoll_peer_range *r, int n) {
   (void)comm;
-  return gcoll_peer_memory_read(id, dst, addr, n);
+  struct iovec local[GCOLL_PEER_RANGES_MAX], remote[GCOLL_PEER_RANGES_MAX];
+  if (n < 0 || n > GCOLL_PEER_RANGES_MAX) return EINVAL;
+  for (int i = 0; i < n; i++) {
+    local[i] = (struct iovec){.iov_base = r[i].dst, .iov_len = r[i].n};
+    remote[i] = (struct iovec){.iov_base = (void *)(uintptr_t)r[i].addr, .iov_len = r[i].n};
+  }
+  return gcoll_peer_memory_readv(id, local, remote, (size_t)n);
 }
 static int peer_cheap(void *comm, const void *p, size_t n) {
   (void)comm;
@@ -552,9 +558,11 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
     if (rc == gcollSuccess) rc = oneshot_board(comm, cfg.gather_bytes, &cfg);
     if (rc != gcollSuccess) return rc;
     if (cfg.peer_reads.min_bytes > 0)
-      gcoll_log_info(comm, "host allgather and broadcast read peers' buffers from %llu B where "
-                           "that is the faster (in cache: up to %llu B; single copy, %s)",
+      gcoll_log_info(comm, "host allgather and broadcast from %llu B, and allreduce's second half "
+                           "from %llu B, read peers' buffers where that is the faster (in cache: "
+                           "up to %llu B; single copy, %s)",
                      (unsigned long long)cfg.peer_reads.min_bytes,
+                     2 * (unsigned long long)cfg.peer_reads.min_bytes,
                      (unsigned long long)cfg.peer_reads.cache_bytes,
                      cfg.peer_reads.cheap == peer_cheap ? "buffers in huge pages" : "any pages");
     gcoll_log_info(comm, "host allreduce gathers whole vectors up to %llu B (simple), %llu B (ll)",

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/types.h>
 #include <pthread.h>
 #include <string.h>
@@ -74,6 +75,30 @@ int gcoll_peer_memory_read(const uint8_t id[GCOLL_PEER_ID_BYTES], void *dst, uin
     out += got;
     addr += (uint64_t)got;
     n -= (size_t)got;
+  }
+  return 0;
+}
+
+int gcoll_peer_memory_readv(const uint8_t id[GCOLL_PEER_ID_BYTES], const struct iovec *local,
+                            const struct iovec *remote, size_t n) {
+  struct identity peer;
+  memcpy(&peer, id, sizeof(peer));
+  while (n > 0) {
+    size_t batch = n < IOV_MAX ? n : IOV_MAX, want = 0;
+    for (size_t i = 0; i < batch; i++) want += local[i].iov_len;
+    ssize_t got = process_vm_readv((pid_t)peer.pid, local, batch, remote, batch, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return errno;
+    if ((size_t)got != want)
+      /* Where it stopped is for gcoll_peer_memory_read to find. */
+      for (size_t i = 0; i < batch; i++) {
+        int rc = gcoll_peer_memory_read(id, local[i].iov_base,
+                                        (uint64_t)(uintptr_t)remote[i].iov_base, local[i].iov_len);
+        if (rc != 0) return rc;
+      }
+    local += batch;
+    remote += batch;
+    n -= batch;
   }
   return 0;
 }

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "kernels/host_exec.h"
 
@@ -29,6 +30,12 @@ int gcoll_peer_memory_probe(const uint8_t id[GCOLL_PEER_ID_BYTES]);
 /* Reads n bytes at addr in the process id names into dst: 0 or errno. */
 int gcoll_peer_memory_read(const uint8_t id[GCOLL_PEER_ID_BYTES], void *dst, uint64_t addr,
                            size_t n);
+
+/* Reads n ranges at once (remote[i] in the process id names into
+ * local[i], the same lengths): one system call where the kernel copies
+ * them whole, range by range otherwise (a fault, a signal). 0 or errno. */
+int gcoll_peer_memory_readv(const uint8_t id[GCOLL_PEER_ID_BYTES], const struct iovec *local,
+                            const struct iovec *remote, size_t n);
 
 /* 1 when at least 7/8 of [p, p+n) of this process is in huge pages (the
  * kernel's PAGEMAP_SCAN, Linux 6.7), so a peer's read of it pins a few

@@ -765,10 +765,10 @@ int main(int argc, char **argv) {
     status = matrix(comm, argc > 2 && strcmp(argv[2], "--full") == 0,
                     argc > 3 && strcmp(argv[2], "--sizes") == 0 ? argv[3] : NULL);
   else if (strcmp(argv[1], "die") == 0 && argc >= 4 && argc <= 6 &&
-           (argc < 6 || strcmp(argv[5], "reduce") == 0 || strcmp(argv[5], "allgather") == 0 ||
-            strcmp(argv[5], "broadcast") == 0))
+           (argc < 6 || strcmp(argv[5], "allreduce") == 0 || strcmp(argv[5], "reduce") == 0 ||
+            strcmp(argv[5], "allgather") == 0 || strcmp(argv[5], "broadcast") == 0))
     status = die(comm, atoi(argv[2]), atoi(argv[3]), argc >= 5 ? (size_t)atol(argv[4]) : 1024,
-                 argc < 6                                ? DIE_ALLREDUCE
+                 argc < 6 || strcmp(argv[5], "allreduce") == 0 ? DIE_ALLREDUCE
                  : strcmp(argv[5], "reduce") == 0        ? DIE_REDUCE
                  : strcmp(argv[5], "allgather") == 0     ? DIE_ALLGATHER
                                                          : DIE_BROADCAST);

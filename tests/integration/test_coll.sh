@@ -218,7 +218,8 @@ done
 # ranks, victim, collective, count, form (single-copy or one-shot).
 for spec in "3 1 broadcast 4096 single-copy" "4 2 broadcast 4096 single-copy" \
             "3 0 broadcast 4096 single-copy" "2 1 allgather 4096 single-copy" \
-            "2 0 allgather 4096 single-copy" "4 1 broadcast 16 one-shot" "4 0 broadcast 16 one-shot" \
+            "2 0 allgather 4096 single-copy" "2 1 allreduce 65536 single-copy" \
+            "4 1 broadcast 16 one-shot" "4 0 broadcast 16 one-shot" \
             "4 2 reduce 16 one-shot" "4 0 reduce 16 one-shot"; do
   set -- $spec
   n=$1 victim=$2 coll=$3 count=$4 form=$5

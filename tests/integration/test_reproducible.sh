@@ -94,6 +94,21 @@ for n in 3 4; do
   fi
 done
 
+# Between 2 ranks of one host, allreduces from 2 MiB (here every size:
+# GCOLL_SINGLE_COPY_BYTES=1) run the ring's reduce-scatter half and then
+# read the peer's reduced blocks (host_direct.h): the ring's bits, and
+# the INFO line says how many calls read.
+GCOLL_MAX_NCHANNELS=1 GCOLL_SINGLE_COPY_BYTES=0 digests "ring, -n 2" "$tmp/s0" -n 2 &&
+  GCOLL_MAX_NCHANNELS=1 GCOLL_SINGLE_COPY_BYTES=1 GCOLL_SINGLE_COPY_PAGES=any GCOLL_DEBUG=INFO \
+    digests "single copy, -n 2" "$tmp/s1" -n 2
+read_calls=$(grep -c "single copy: [1-9][0-9]* of [0-9]* candidate calls" "$tmp/s1.err")
+if cmp -s "$tmp/s0" "$tmp/s1" && [ "$read_calls" -eq 2 ]; then
+  ok "-n 2: allreduce reading the peer's reduced blocks gives the ring's bits: $(wc -l <"$tmp/s1") digests, $(grep -m1 -o "single copy: .*" "$tmp/s1.err")"
+else
+  bad "-n 2: single-copy allreduce: digests differ from the ring's, or $read_calls of 2 ranks read"
+  diff "$tmp/s0" "$tmp/s1" | head -6
+fi
+
 # The CUDA kernel (on the emulated GPU) adds in the host executor's order
 # on the same channels: host calls are capped by the CPUs, device calls
 # are not, so both are pinned to the same count here.

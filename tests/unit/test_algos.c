@@ -124,6 +124,7 @@ struct fake_peer {
   int cheap;           /* what cheap answers */
   int fail_read;       /* reads fail (EFAULT) */
   _Atomic int reads, probes;
+  _Atomic int ranges, most_ranges;  /* over all reads; the most in one */
 };
 static struct fake_peer g_fake[MAX_RANKS];
 /* The direct executors' cache_bytes (worlds made while it is set). */
@@ -141,13 +142,16 @@ static int fake_probe(void *arg, int peer, const uint8_t id[GCOLL_PEER_ID_BYTES]
   f->probes++;
   return f->refuse ? EPERM : who == peer ? 0 : ENXIO;
 }
-static int fake_read(void *arg, const uint8_t id[GCOLL_PEER_ID_BYTES], void *dst, uint64_t addr,
-                     size_t n) {
+static int fake_read(void *arg, const uint8_t id[GCOLL_PEER_ID_BYTES],
+                     const struct gcoll_peer_range *r, int n) {
   struct fake_peer *f = arg;
   (void)id;
   f->reads++;
+  f->ranges += n;
+  if (n > f->most_ranges) f->most_ranges = n;
+  if (n < 1 || n > GCOLL_PEER_RANGES_MAX) return EINVAL;
   if (f->fail_read) return EFAULT;
-  memcpy(dst, (const void *)(uintptr_t)addr, n);
+  for (int i = 0; i < n; i++) memcpy(r[i].dst, (const void *)(uintptr_t)r[i].addr, r[i].n);
   return 0;
 }
 static int fake_cheap(void *arg, const void *p, size_t n) {
@@ -162,6 +166,7 @@ static void reset_fakes(void) {
     g_fake[r].refuse = g_fake[r].fail_read = 0;
     g_fake[r].cheap = 1;
     g_fake[r].reads = g_fake[r].probes = 0;
+    g_fake[r].ranges = g_fake[r].most_ranges = 0;
   }
 }
 
@@ -923,9 +928,86 @@ static void test_direct_fallbacks(void **state) {
   world_free(w);
 }
 
+/* Allreduce through the direct form (the ring's reduce-scatter half, then
+ * reads of the peers' reduced blocks) against the ring on the same FIFOs:
+ * every type and op, odd counts, in and out of place, results checked
+ * against the serial reference and bitwise equal to the ring's. Calls
+ * on one channel take it (with no cache size set, 3 ranks too: which
+ * groups do is test_direct_cache_rules'); small slots make the largest
+ * count read its blocks in several batches of ranges. */
+static void test_direct_allreduce(void **state) {
+  (void)state;
+  static const size_t counts[] = {1, 7, 1023, 4097, MAX_COUNT};
+  const int ntypes = (int)(sizeof(k_types) / sizeof(k_types[0]));
+  const int nops = (int)(sizeof(k_ops) / sizeof(k_ops[0]));
+  const size_t max_bytes = (size_t)MAX_COUNT * 8;
+  for (int n = 2; n <= 3; n++)
+    for (int nch = 1; nch <= 2; nch++) {
+      reset_fakes();
+      struct world *w = world_new(n, nch, 512, 20ull * 1000000000ull);
+      int taken = nch == 1, first = 1;
+      for (int ti = 0; ti < ntypes; ti++)
+        for (int oi = 0; oi < nops; oi++)
+          for (int ci = 0; ci < 5; ci++) {
+            struct case_desc d = {.coll = GCOLL_COLL_ALLREDUCE, .algo = GCOLL_ALGO_RING,
+                                  .dtype = k_types[ti], .op = k_ops[oi],
+                                  .proto = GCOLL_PROTO_SIMPLE, .count = counts[ci], .nch = nch,
+                                  .in_place = (ti + oi + ci) % 2};
+            char what[160];
+            snprintf(what, sizeof(what), "direct allreduce %s %s count=%zu n=%d ch=%d %s",
+                     gcoll_dtype_name(d.dtype), gcoll_redop_name(d.op), d.count, n, nch,
+                     d.in_place ? "in place" : "out of place");
+            size_t bytes = d.count * gcoll_dtype_size(d.dtype);
+            unsigned char *saved[MAX_RANKS];
+            unsigned long long seed = g_seed;
+            struct rank_call calls[MAX_RANKS];
+            for (int r = 0; r < n; r++) prepare_rank(w, &d, r, &calls[r]);
+            run_ranks(calls, n, 0);
+            for (int r = 0; r < n; r++) {
+              if (calls[r].result != gcollSuccess) fail_msg("%s: ring: %s", what, calls[r].err);
+              saved[r] = malloc(max_bytes);
+              assert_non_null(saved[r]);
+              memcpy(saved[r], calls[r].coll.recvbuf, bytes);
+            }
+            g_seed = seed; /* the same inputs */
+            int reads_before = total_reads(n);
+            const void *in[MAX_RANKS];
+            for (int r = 0; r < n; r++) prepare_rank(w, &d, r, &calls[r]);
+            for (int r = 0; r < n; r++) in[r] = g_bufs[r].input;
+            gcoll_reduce_reference(g_ref, in, n, d.count, d.dtype, d.op);
+            struct gcoll_host_exec *ring_exec[MAX_RANKS];
+            memcpy(ring_exec, w->exec, sizeof(ring_exec));
+            memcpy(w->exec, w->direct_exec, sizeof(ring_exec));
+            run_ranks(calls, n, 0);
+            memcpy(w->exec, ring_exec, sizeof(ring_exec));
+            for (int r = 0; r < n; r++) {
+              if (calls[r].result != gcollSuccess) fail_msg("%s: direct: %s", what, calls[r].err);
+              check_rank(w, &d, r, &calls[r], what);
+              if (memcmp(saved[r], calls[r].coll.recvbuf, bytes) != 0)
+                fail_msg("%s: rank %d: not the ring's bits", what, r);
+              free(saved[r]);
+            }
+            /* The first candidate probes and takes the ring; then each
+             * rank reads its peer's blocks. */
+            int read_now = total_reads(n) > reads_before;
+            int candidate = taken && bytes >= 2; /* twice min_bytes */
+            if (read_now != (candidate && !first))
+              fail_msg("%s: %s", what, read_now ? "read its peers" : "did not read its peers");
+            if (candidate) first = 0;
+          }
+      if (taken) {
+        int most = 0;
+        for (int r = 0; r < n; r++)
+          if (g_fake[r].most_ranges > most) most = g_fake[r].most_ranges;
+        assert_int_equal(most, GCOLL_PEER_RANGES_MAX);
+      }
+      world_free(w);
+    }
+}
+
 /* Where the ring is the faster (host_direct.h), with a cache size set:
- * allgathers direct only between 2 ranks that fit, broadcasts between 2
- * ranks only past the cache, among 3 only within it. */
+ * allgathers and allreduces direct only between 2 ranks that fit,
+ * broadcasts between 2 ranks only past the cache, among 3 only within it. */
 static void test_direct_cache_rules(void **state) {
   (void)state;
   for (int n = 2; n <= 3; n++) {
@@ -957,6 +1039,15 @@ static void test_direct_cache_rules(void **state) {
     reads += pair ? 2 : 0;
     assert_int_equal(total_reads(n), reads);
     d.count = 4000 / (4 * (size_t)n) + 1;
+    run_direct_case(w, &d);
+    assert_int_equal(total_reads(n), reads);
+    /* An allreduce as its allgather half: pairs whose vector fits. */
+    d.coll = GCOLL_COLL_ALLREDUCE;
+    d.count = 1000;
+    run_direct_case(w, &d);
+    reads += pair ? 2 : 0;
+    assert_int_equal(total_reads(n), reads);
+    d.count = 1001;
     run_direct_case(w, &d);
     assert_int_equal(total_reads(n), reads);
     world_free(w);
@@ -1009,6 +1100,7 @@ int main(void) {
       cmocka_unit_test(test_gather_form),
       cmocka_unit_test(test_direct_form),
       cmocka_unit_test(test_direct_fallbacks),
+      cmocka_unit_test(test_direct_allreduce),
       cmocka_unit_test(test_direct_cache_rules),
       cmocka_unit_test(test_direct_read_failure),
   };
