@@ -401,6 +401,7 @@ static gcollResult_t run_board(struct channel *ch, const struct gcoll_host_coll 
     ch->ring.fail_what = "rank";
     ch->ring.fail_peer = waited_for;
     ch->ring.fail_step = call;
+    ch->ring.fail_unit = "call";
     ch->failed = &ch->ring;
     return r;
   }
@@ -615,9 +616,10 @@ static void describe_failure(const struct gcoll_host_exec *e, gcollResult_t r,
                reason_text(ch, r), (int)r, hint);
     return;
   }
-  gcoll_errf(err, errlen, "channel %d (%s): %s while waiting for %s %d at step %llu%s",
+  gcoll_errf(err, errlen, "channel %d (%s): %s while waiting for %s %d at %s %llu%s",
              idx, ch->phase, reason_text(ch, r), p->fail_what, p->fail_peer,
-             (unsigned long long)p->fail_step, hint);
+             p->fail_unit != NULL ? p->fail_unit : "step", (unsigned long long)p->fail_step,
+             hint);
 }
 
 /* ---- running ------------------------------------------------------------ */

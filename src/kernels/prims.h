@@ -81,6 +81,7 @@ struct gcoll_prims {
   const char *fail_what;
   int fail_peer;
   uint64_t fail_step;
+  const char *fail_unit;    /* what fail_step counts; NULL: FIFO steps */
 };
 
 /* Host: binds the connections (FIFOs of equal slot size), loads the step

@@ -67,6 +67,7 @@ static gcollResult_t failed(struct gcoll_prims *p, gcollResult_t r,
   p->fail_what = what;
   p->fail_peer = peer;
   p->fail_step = step;
+  p->fail_unit = NULL;
   return r;
 }
 
