@@ -12,16 +12,14 @@
  * executors must all take it or all not (a rank taking the ring while its
  * peers wait on the board would stall them until their deadline). */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kernels/host_oneshot.h"
 #include "runtime/comm.h"
+#include "runtime/shm_segment.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels say EINVAL, harmless */
@@ -39,22 +37,8 @@ static void board_key(char *key, size_t len, int rank) {
 
 static gcollResult_t create_board(struct gcollComm *comm, size_t bytes, char *err, size_t errlen) {
   if (gcoll_shm_random_name(comm->oneshot_name, err, errlen) != 0) return gcollSystemError;
-  int fd = shm_open(comm->oneshot_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    snprintf(err, errlen, "shm_open %s: %s", comm->oneshot_name, strerror(errno));
-    comm->oneshot_name[0] = '\0';
-    return gcollSystemError;
-  }
-  void *map = MAP_FAILED;
-  /* Peers refuse anything but 0600, whatever this process's umask. */
-  if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)bytes) != 0)
-    snprintf(err, errlen, "sizing %s to %zu bytes: %s", comm->oneshot_name, bytes,
-             strerror(errno));
-  else if ((map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
-    snprintf(err, errlen, "mmap %s (%zu bytes): %s", comm->oneshot_name, bytes, strerror(errno));
-  close(fd);
-  if (map == MAP_FAILED) {
-    shm_unlink(comm->oneshot_name);
+  void *map = gcoll_shm_create(comm->oneshot_name, bytes, err, errlen);
+  if (map == NULL) {
     comm->oneshot_name[0] = '\0';
     return gcollSystemError;
   }
@@ -68,31 +52,9 @@ static gcollResult_t create_board(struct gcollComm *comm, size_t bytes, char *er
 
 static gcollResult_t attach_board(struct gcollComm *comm, const struct board_addr *a, char *err,
                                   size_t errlen) {
-  int fd = shm_open(a->name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
-  if (fd < 0) {
-    snprintf(err, errlen, "shm_open %s: %s (did rank 0 close or die?)", a->name,
-             strerror(errno));
-    return gcollRemoteError;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-      (st.st_mode & 07777) != 0600 || (uint64_t)st.st_size != a->bytes) {
-    /* Not what rank 0 created: someone else's segment under that name.
-     * Not ours to remove. */
-    snprintf(err, errlen, "shm segment %s is owned by uid %u with mode %04o and %lld bytes, not "
-             "by us (uid %u) with 0600 and %llu: refusing a segment another user planted",
-             a->name, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (long long)st.st_size,
-             (unsigned)geteuid(), (unsigned long long)a->bytes);
-    close(fd);
-    return gcollSystemError;
-  }
-  void *map = mmap(NULL, (size_t)a->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int saved = errno;
-  close(fd);
-  if (map == MAP_FAILED) {
-    snprintf(err, errlen, "mmap %s: %s", a->name, strerror(saved));
-    return gcollSystemError;
-  }
+  int gone;
+  void *map = gcoll_shm_attach(a->name, (size_t)a->bytes, 0, "rank 0", &gone, err, errlen);
+  if (map == NULL) return gone ? gcollRemoteError : gcollSystemError;
   comm->oneshot_map = map;
   comm->oneshot_bytes = (size_t)a->bytes;
   if (gcoll_oneshot_check(map, comm->oneshot_bytes, comm->nranks, err, errlen) != 0)

@@ -3,7 +3,8 @@
 # new transport is one file plus one line in transport.c's table; a new net
 # device one file with its table (net.h).
 libgcoll_la_SOURCES += src/runtime/transport.h src/runtime/transport.c \
-	src/runtime/transport_shm.c src/runtime/fifo_devmem.c src/runtime/fifo_devmem.h \
+	src/runtime/transport_shm.c src/runtime/shm_segment.h src/runtime/shm_segment.c \
+	src/runtime/fifo_devmem.c src/runtime/fifo_devmem.h \
 	src/runtime/net.h src/runtime/net.c src/runtime/net_steps.c src/runtime/net_socket.c \
 	src/runtime/net_tcp.h src/runtime/net_tcp.c \
 	src/runtime/auth.h src/runtime/auth.c \
@@ -18,6 +19,11 @@ tests_unit_test_transport_SOURCES = tests/unit/test_transport.c
 tests_unit_test_transport_CFLAGS = $(UNIT_CFLAGS) \
 	-DGCOLL_TEST_NET_PLUGIN='"$(abs_builddir)/tests/net_plugin/.libs/libnccl-net-gcolltest.so"'
 tests_unit_test_transport_LDADD = $(UNIT_LDADD)
+check_PROGRAMS += tests/unit/test_shm_segment
+TESTS += tests/unit/test_shm_segment
+tests_unit_test_shm_segment_SOURCES = tests/unit/test_shm_segment.c
+tests_unit_test_shm_segment_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_shm_segment_LDADD = $(UNIT_LDADD)
 check_PROGRAMS += tests/unit/test_auth
 TESTS += tests/unit/test_auth
 tests_unit_test_auth_SOURCES = tests/unit/test_auth.c

@@ -42,7 +42,6 @@
  * runs device buffers only (comm_coll.c says so to a host-buffer call). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdint.h>
@@ -50,13 +49,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "runtime/fifo_devmem.h"
 #include "runtime/proxy.h"
+#include "runtime/shm_segment.h"
 #include "runtime/transport.h"
 
 #define SHM_ADDR_MAGIC 0x48534347u /* "GCSH" */
@@ -289,27 +288,9 @@ static void shm_conn_free(struct shm_conn *c) {
 static int create_segment(struct gcoll_transport *t, struct shm_conn *c, char *err,
                           size_t errlen) {
   size_t bytes = segment_bytes(t);
-  int fd = shm_open(c->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    snprintf(err, errlen, "shm_open %s: %s", c->name, strerror(errno));
-    return -1;
-  }
-  /* The sender refuses anything but 0600, whatever this process's umask. */
-  if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)bytes) != 0) {
-    snprintf(err, errlen, "sizing %s to %zu bytes: %s", c->name, bytes, strerror(errno));
-    close(fd);
-    shm_unlink(c->name);
-    return -1;
-  }
+  void *map = gcoll_shm_create(c->name, bytes, err, errlen);
+  if (map == NULL) return -1;
   /* Huge pages are requested before the first touch (gcoll_fifo_init). */
-  void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int saved = errno;
-  close(fd);
-  if (map == MAP_FAILED) {
-    snprintf(err, errlen, "mmap %s (%zu bytes): %s", c->name, bytes, strerror(saved));
-    shm_unlink(c->name);
-    return -1;
-  }
   (void)madvise(map, bytes, MADV_HUGEPAGE);
   c->map = map;
   c->map_bytes = bytes;
@@ -408,37 +389,10 @@ static int parse_addr(const struct gcoll_transport *t, int peer, uint32_t conn_i
 
 /* Maps the receiver's segment and unlinks its name (see the top comment). */
 static int map_segment(struct shm_conn *c, const struct shm_addr *a, char *err, size_t errlen) {
-  int fd = shm_open(a->name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
-  if (fd < 0) {
-    snprintf(err, errlen, "shm_open %s: %s (did the receiver close or die?)", a->name,
-             strerror(errno));
-    return -1;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-      (st.st_mode & 07777) != 0600) {
-    /* Not what our receiver created: someone else's segment under that
-     * name. Leave it linked (it is not ours to remove) and refuse it. */
-    snprintf(err, errlen, "shm segment %s is owned by uid %u with mode %04o, not by us (uid %u) "
-             "with 0600: refusing a segment another user planted", a->name,
-             (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
-    close(fd);
-    return -1;
-  }
-  shm_unlink(a->name);
-  if ((uint64_t)st.st_size != a->seg_bytes) {
-    snprintf(err, errlen, "shm segment %s has %lld bytes, expected %llu", a->name,
-             (long long)st.st_size, (unsigned long long)a->seg_bytes);
-    close(fd);
-    return -1;
-  }
-  void *map = mmap(NULL, a->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int saved = errno;
-  close(fd);
-  if (map == MAP_FAILED) {
-    snprintf(err, errlen, "mmap %s: %s", a->name, strerror(saved));
-    return -1;
-  }
+  int gone;
+  void *map = gcoll_shm_attach(a->name, (size_t)a->seg_bytes, 1, "the receiver", &gone, err,
+                               errlen);
+  if (map == NULL) return -1;
   /* The pages steps use are mapped now (as MAP_POPULATE would, read faults
    * that map 16 pages each): the header and SIMPLE slots, and the control
    * block. Not the LL region, which the receiver left uncommitted
