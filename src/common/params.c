@@ -87,6 +87,8 @@ static const struct gcoll_param gcoll_params[] = {
      NULL, "where the net transports' listeners and PMI2 rank 0's store listen"},
     {"GCOLL_SOCKET_IFNAME", USER, "prefix list", "as GCOLL_SOCKET_IFADDR's default",
      "NCCL_SOCKET_IFNAME", "interfaces the listeners may use, as NCCL_SOCKET_IFNAME"},
+    {"GCOLL_TEST_ONESHOT_LATE_MS", TEST, "ms", "0", NULL,
+     "ranks but 0 open the one-shot board this much later, to test that rank 0 waits for them"},
     {"GCOLL_TIMEOUT", USER, "seconds", "60", NULL,
      "the longest any wait may last before the call fails"},
     {"GCOLL_TOPO", USER, "name|file|auto", "cpu-only", NULL,

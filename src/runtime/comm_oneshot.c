@@ -10,9 +10,14 @@
  *
  * Every rank maps the board or init fails on the rank that could not: the
  * executors must all take it or all not (a rank taking the ring while its
- * peers wait on the board would stall them until their deadline). */
+ * peers wait on the board would stall them until their deadline). Each
+ * rank tells rank 0 whether it mapped it, and rank 0's init ends only then
+ * (failing, naming the rank, if one could not): otherwise a root that
+ * broadcast at once and destroyed the communicator removed the name before
+ * a slower rank opened it (seen in CI under load). */
 #define _GNU_SOURCE
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -33,6 +38,11 @@ struct board_addr {
 
 static void board_key(char *key, size_t len, int rank) {
   snprintf(key, len, "oneshot/%d", rank);
+}
+
+/* Rank `rank` to rank 0: it mapped the board (1) or not (0). */
+static void ack_key(char *key, size_t len, int rank) {
+  snprintf(key, len, "oneshot-ack/%d", rank);
 }
 
 static gcollResult_t create_board(struct gcollComm *comm, size_t bytes, char *err, size_t errlen) {
@@ -124,12 +134,46 @@ gcollResult_t gcoll_comm_oneshot_open(struct gcollComm *comm, uint64_t slot_byte
   }
   if (comm->rank != 0 && rc == gcollSuccess) {
     size_t len = 0;
+    /* Tests only: a rank that comes late to the board (test_coll.sh). */
+    const char *late = getenv("GCOLL_TEST_ONESHOT_LATE_MS");
+    if (late != NULL) usleep((useconds_t)strtoul(late, NULL, 10) * 1000u);
     board_key(key, sizeof(key), comm->rank);
     if (gcoll_bootstrap_get_from(comm->bs, 0, key, &a, sizeof(a), &len, deadline, err,
                                  sizeof(err)) != 0)
       rc = gcollRemoteError;
     else if ((rc = check_addr(&a, len, err, sizeof(err))) == gcollSuccess)
       rc = attach_board(comm, &a, err, sizeof(err));
+  }
+  /* Rank 0 finishes only once every rank has mapped the board (or said it
+   * could not): a broadcast's root returns at once, and its
+   * gcollCommDestroy right after (a program sharing an NCCL id that way)
+   * removed the name before a slower rank had opened it. Every rank acks
+   * and fences whatever happened, so none waits for a deadline. */
+  if (comm->rank != 0) {
+    uint8_t mapped = rc == gcollSuccess;
+    char aerr[256];
+    ack_key(key, sizeof(key), comm->rank);
+    if (gcoll_bootstrap_put_to(comm->bs, 0, key, &mapped, sizeof(mapped), aerr, sizeof(aerr)) != 0 &&
+        rc == gcollSuccess) {
+      snprintf(err, sizeof(err), "telling rank 0 it mapped the board: %s", aerr);
+      rc = gcollRemoteError;
+    }
+  }
+  if (gcoll_bootstrap_fence(comm->bs, deadline, ferr, sizeof(ferr)) != 0 && rc == gcollSuccess) {
+    snprintf(err, sizeof(err), "%s", ferr);
+    rc = gcollRemoteError;
+  }
+  for (int r = 1; comm->rank == 0 && rc == gcollSuccess && r < comm->nranks; r++) {
+    uint8_t mapped = 0;
+    size_t len = 0;
+    ack_key(key, sizeof(key), r);
+    if (gcoll_bootstrap_get_from(comm->bs, r, key, &mapped, sizeof(mapped), &len, deadline, err,
+                                 sizeof(err)) != 0) {
+      rc = gcollRemoteError;
+    } else if (len != sizeof(mapped) || mapped != 1) {
+      snprintf(err, sizeof(err), "rank %d could not map it", r);
+      rc = gcollRemoteError;
+    }
   }
   if (rc != gcollSuccess) {
     gcoll_comm_oneshot_close(comm);

@@ -641,6 +641,24 @@ static int digest(gcollComm_t comm) {
   return 0;
 }
 
+/* A program's start as nccl_host_check's launcher_id makes it: rank 0
+ * broadcasts 128 bytes (an NCCL id), and every rank destroys the
+ * communicator right away (main), the root first: its broadcast returns
+ * at once. The others must still get the bytes. */
+static int bcast_destroy(gcollComm_t comm) {
+  unsigned char id[128];
+  for (int i = 0; i < 128; i++) id[i] = rank == 0 ? (unsigned char)(i * 7 + 3) : 0;
+  gcollResult_t rc = gcollBroadcast(id, id, sizeof(id), gcollUint8, 0, comm, NULL);
+  if (check_gcoll(rc, "broadcast")) return 1;
+  for (int i = 0; i < 128; i++)
+    if (id[i] != (unsigned char)(i * 7 + 3)) {
+      printf("rank %d: byte %d of the broadcast is %u: WRONG\n", rank, i, id[i]);
+      return 1;
+    }
+  printf("rank %d: broadcast right\n", rank);
+  return 0;
+}
+
 static int expect_invalid(gcollResult_t rc, const char *what) {
   if (rc == gcollInvalidArgument || rc == gcollInvalidUsage) {
     printf("rank %d: %s refused: %s\n", rank, what, gcollGetLastError(NULL));
@@ -744,7 +762,7 @@ int main(int argc, char **argv) {
   }
   if (argc < 2) {
     fprintf(stderr, "usage: coll_check [--uid FILE NRANKS RANK] [--device] matrix [--full | --sizes N,N,...] | "
-                    "die RANK ITER [COUNT] | abort | badargs | init | hostcall\n");
+                    "die RANK ITER [COUNT] | abort | badargs | init | bcast-destroy | hostcall\n");
     return 2;
   }
   gcollComm_t comm;
@@ -781,6 +799,7 @@ int main(int argc, char **argv) {
     status = graph_test(comm, atoi(argv[2]));
 #endif
   else if (strcmp(argv[1], "init") == 0) status = 0, printf("rank %d: initialised\n", rank);
+  else if (strcmp(argv[1], "bcast-destroy") == 0) status = bcast_destroy(comm);
   else if (strcmp(argv[1], "digest") == 0) status = digest(comm);
   else if (strcmp(argv[1], "hostcall") == 0) status = host_call(comm);
   else {

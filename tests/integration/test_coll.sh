@@ -240,6 +240,22 @@ for spec in "3 1 broadcast 4096 single-copy" "4 2 broadcast 4096 single-copy" \
   fi
 done
 
+# A program's start as nccl_host_check's launcher_id makes it: rank 0
+# broadcasts 128 bytes on the one-shot board (the root returns at once) and
+# destroys the communicator, while the other ranks come late to the board
+# (GCOLL_TEST_ONESHOT_LATE_MS): rank 0's init waits until they mapped it,
+# so its destroy cannot remove the name before they open it.
+for n in 2 3; do
+  GCOLL_TEST_ONESHOT_LATE_MS=300 timeout 60 "$RUN" -n "$n" "$CHECK" bcast-destroy >"$tmp/out" 2>&1
+  rc=$?
+  right=$(grep -c "broadcast right" "$tmp/out")
+  if [ "$rc" -eq 0 ] && [ "$right" -eq "$n" ]; then
+    ok; echo "ok: n=$n: the root destroys right after its broadcast, ranks late to the board still get it"
+  else
+    bad "n=$n: broadcast then destroy with late ranks: rc $rc, $right of $n right"; tail -4 "$tmp/out"
+  fi
+done
+
 # A setting that decides the steps, different on one rank (here single
 # copy on rank 0 only): every rank fails in one line that names the likely
 # cause, within the timeout, instead of hanging.
