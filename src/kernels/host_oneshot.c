@@ -13,7 +13,7 @@ static size_t small_areas_offset(int nranks) {
 }
 static size_t areas_offset(int nranks) {
   return small_areas_offset(nranks) +
-         (size_t)GCOLL_ONESHOT_AREAS * (size_t)nranks * GCOLL_ONESHOT_SMALL_SLOT;
+         (size_t)gcoll_oneshot_small_areas(nranks) * (size_t)nranks * GCOLL_ONESHOT_SMALL_SLOT;
 }
 
 size_t gcoll_oneshot_bytes(int nranks, uint64_t slot_bytes) {
@@ -100,19 +100,20 @@ gcollResult_t gcoll_oneshot_run(struct gcoll_oneshot *o, struct gcoll_wait *w,
                                 size_t *stride, int *waited_for, uint64_t *call) {
   const uint64_t k = ++o->calls;
   /* Small and large calls have areas of their own, each reused only by
-   * calls AREAS apart or more: the guard below covers both. */
+   * calls as many apart as its set has areas: the guard below covers
+   * both. */
   const int small = part->need <= GCOLL_ONESHOT_SMALL_SLOT;
   const size_t step = small ? GCOLL_ONESHOT_SMALL_SLOT : (size_t)o->slot_bytes;
-  char *a = (small ? o->small_areas : o->areas) +
-            (size_t)(k % GCOLL_ONESHOT_AREAS) * (size_t)o->nranks * step;
+  const uint64_t depth = small ? gcoll_oneshot_small_areas(o->nranks) : GCOLL_ONESHOT_AREAS;
+  char *a = (small ? o->small_areas : o->areas) + (size_t)(k % depth) * (size_t)o->nranks * step;
   *call = k;
   if (part->nbytes > 0) {
     /* Everybody done with the area's last use: arrived there or beyond.
      * Ranks that this rank waited for in the last calls are known to be. */
-    if (k > GCOLL_ONESHOT_AREAS)
+    if (k > depth)
       for (int i = 1; i < o->nranks; i++) {
         int r = (o->rank + i) % o->nranks;
-        gcollResult_t rc = wait_arrived(o, w, r, k - GCOLL_ONESHOT_AREAS + 1);
+        gcollResult_t rc = wait_arrived(o, w, r, k - depth + 1);
         if (rc != gcollSuccess) {
           *waited_for = r;
           return rc;

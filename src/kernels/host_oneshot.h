@@ -10,16 +10,21 @@
  *
  * Layout (pinned below; every rank checks it on attach): a 64-byte header,
  * one 64-byte line per rank with its arrival counter and sleep flag, then
- * GCOLL_ONESHOT_AREAS areas of nranks slots of GCOLL_ONESHOT_SMALL_SLOT
- * bytes, then GCOLL_ONESHOT_AREAS areas of nranks slots of slot_bytes.
- * Calls of up to a small slot a rank take the small areas, so that 16
- * areas of 4 ranks' tiny calls touch 8 pages in turn, as the two areas
- * of the first board did, instead of 64 (one per 16 KiB slot); alternating
- * runs of 2, 4, 8 and 16 areas could not tell them apart in this VM's
- * noise (+-30% between runs of one build).
+ * gcoll_oneshot_small_areas(nranks) areas of nranks slots of
+ * GCOLL_ONESHOT_SMALL_SLOT bytes, then GCOLL_ONESHOT_AREAS areas of nranks
+ * slots of slot_bytes. Calls of up to a small slot a rank take the small
+ * areas, which stay compact (64 areas of 4 ranks' tiny calls span 32
+ * pages, where slots of 16 KiB would span 1024). Among 3 or more ranks
+ * they are 64, not 16: a broadcast's root or a reduce's leaves then run
+ * up to 63 calls ahead, and with 4 ranks on 2 cores 8-512 B broadcasts
+ * took 0.74-0.81x the time of 16 areas, reduces 0.52-0.60x, allreduces
+ * 0.88-0.99x (3 ranks: broadcasts 0.76-0.99x). Between 2 ranks both run
+ * and nobody gets far ahead: 64 areas made allreduces 1.05-1.17x slower
+ * (each call's lines were colder), so pairs keep 16.
  *
  * Call k (k = 1, 2, ...; every rank counts the same calls, since what
- * decides them is the same on every rank) uses area k % AREAS. A rank
+ * decides them is the same on every rank) uses area k % AREAS (of its
+ * size's set). A rank
  * copies its input (if the collective has it write one) into its slot
  * there, publishes arrived = k, and waits for the ranks whose slots it
  * reads: all of them (allreduce, allgather, reducescatter, a reduce's
@@ -48,10 +53,12 @@
 #include "kernels/wait.h"
 
 #define GCOLL_ONESHOT_MAGIC 0x484f4347u /* "GCOH" */
-#define GCOLL_ONESHOT_VERSION 3u
+#define GCOLL_ONESHOT_VERSION 4u
 /* Areas calls rotate through: how far ahead a rank that waits for nobody
  * may run (see above). */
 #define GCOLL_ONESHOT_AREAS 16
+/* Small calls among 3 or more ranks rotate through more (see above). */
+#define GCOLL_ONESHOT_SMALL_AREAS 64
 #define GCOLL_ONESHOT_SMALL_SLOT 512
 #define GCOLL_ONESHOT_MAX_RANKS 4096
 
@@ -78,6 +85,11 @@ struct gcoll_oneshot_line {
 };
 _Static_assert(sizeof(struct gcoll_oneshot_line) == 64, "one cache line per rank");
 _Static_assert(offsetof(struct gcoll_oneshot_line, asleep) == 8, "board layout");
+
+/* The areas small calls rotate through on a board of nranks ranks. */
+static inline uint64_t gcoll_oneshot_small_areas(int nranks) {
+  return nranks <= 2 ? GCOLL_ONESHOT_AREAS : GCOLL_ONESHOT_SMALL_AREAS;
+}
 
 /* Bytes of a board for nranks ranks and slots of slot_bytes (a multiple
  * of 64); 0 when that overflows or nranks is out of range. */

@@ -569,11 +569,12 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
                    (unsigned long long)cfg.gather_bytes[GCOLL_PROTO_SIMPLE],
                    (unsigned long long)cfg.gather_bytes[GCOLL_PROTO_LL]);
     if (cfg.oneshot_board != NULL)
-      gcoll_log_info(comm, "small host collectives on a one-shot board: up to %llu B a rank, %d "
-                           "calls deep (%zu B of shared memory)",
+      gcoll_log_info(comm, "small host collectives on a one-shot board: up to %llu B a rank, "
+                           "%llu calls deep up to %d B, %d beyond (%zu B of shared memory)",
                      (unsigned long long)((const struct gcoll_oneshot_header *)cfg.oneshot_board)
                          ->slot_bytes,
-                     GCOLL_ONESHOT_AREAS, cfg.oneshot_bytes);
+                     (unsigned long long)gcoll_oneshot_small_areas(comm->nranks),
+                     GCOLL_ONESHOT_SMALL_SLOT, GCOLL_ONESHOT_AREAS, cfg.oneshot_bytes);
   }
   comm->exec[kind].e = ops->create(&cfg, err, sizeof(err));
   if (comm->exec[kind].e == NULL)

@@ -8,8 +8,8 @@
  *     ranks drift apart and roots run ahead: after each call every slot a
  *     rank reads holds that call's vector, never one of the call before or
  *     after (which would show an area reused while a peer still reads it).
- *   - A rank that waits for nobody runs exactly AREAS calls ahead of ranks
- *     that have not come, then waits for them.
+ *   - A rank that waits for nobody runs exactly as many calls ahead of
+ *     ranks that have not come as its size has areas, then waits for them.
  *   - A rank that does not come: the others fail at their deadline naming
  *     it, and an abort word ends a wait with its value.
  *   - The layout checks refuse a board of another rank count, size or
@@ -128,31 +128,39 @@ static void test_exchange_3(void **state) { (void)state; exchange_ranks(3); }
 static void test_exchange_5(void **state) { (void)state; exchange_ranks(5); }
 
 /* A broadcast's root waits for nobody: with its readers inside call 1
- * (arrived there, still reading) it runs exactly AREAS calls, and the
- * next one waits for them: it would overwrite call 1's area. */
-static void test_root_runs_ahead(void **state) {
-  (void)state;
+ * (arrived there, still reading) it runs exactly as many calls as the
+ * areas of its size (small calls have more), and the next one waits for
+ * them: it would overwrite call 1's area. */
+static void root_runs_ahead(int nranks, size_t need, int depth) {
   size_t bytes;
-  void *mem = map_board(3, &bytes);
+  void *mem = map_board(nranks, &bytes);
   struct gcoll_oneshot o;
   assert_int_equal(gcoll_oneshot_bind(&o, mem, 0), 0);
   struct gcoll_wait w;
   gcoll_wait_init(&w, NULL, NULL, NS / 5);
-  atomic_store(&o.lines[1].arrived, 1);
-  atomic_store(&o.lines[2].arrived, 1);
+  for (int r = 1; r < nranks; r++) atomic_store(&o.lines[r].arrived, 1);
+  static char input[SLOT];
   struct gcoll_oneshot_part part = {
-      .src = "r", .nbytes = 1, .sources = GCOLL_ONESHOT_NONE, .need = 1};
+      .src = input, .nbytes = need, .sources = GCOLL_ONESHOT_NONE, .need = need};
   const char *area = NULL;
   size_t stride = 0;
   int waited = -1;
   uint64_t call = 0;
-  for (int k = 1; k <= GCOLL_ONESHOT_AREAS; k++)
+  for (int k = 1; k <= depth; k++)
     assert_int_equal(gcoll_oneshot_run(&o, &w, &part, &area, &stride, &waited, &call), gcollSuccess);
   assert_int_equal(gcoll_oneshot_run(&o, &w, &part, &area, &stride, &waited, &call), gcollSystemError);
-  assert_int_equal(call, GCOLL_ONESHOT_AREAS + 1);
-  assert_true(waited == 1 || waited == 2);
+  assert_int_equal(call, (uint64_t)depth + 1);
+  assert_true(waited >= 1 && waited < nranks);
   gcoll_oneshot_unbind(&o);
   munmap(mem, bytes);
+}
+
+static void test_root_runs_ahead(void **state) {
+  (void)state;
+  root_runs_ahead(3, 1, GCOLL_ONESHOT_SMALL_AREAS);
+  root_runs_ahead(3, GCOLL_ONESHOT_SMALL_SLOT, GCOLL_ONESHOT_SMALL_AREAS);
+  root_runs_ahead(3, GCOLL_ONESHOT_SMALL_SLOT + 1, GCOLL_ONESHOT_AREAS);
+  root_runs_ahead(2, 1, GCOLL_ONESHOT_AREAS); /* pairs keep 16 */
 }
 
 static double now_s(void) {
@@ -297,6 +305,9 @@ static void test_layout_checks(void **state) {
   assert_int_equal(gcoll_oneshot_bytes(4, (uint64_t)1 << 41), 0);
   assert_int_equal(gcoll_oneshot_bytes(2, 64),
                    64 + 2 * 64 + GCOLL_ONESHOT_AREAS * 2 * (GCOLL_ONESHOT_SMALL_SLOT + 64));
+  assert_int_equal(gcoll_oneshot_bytes(3, 64),
+                   64 + 3 * 64 + GCOLL_ONESHOT_SMALL_AREAS * 3 * GCOLL_ONESHOT_SMALL_SLOT +
+                       GCOLL_ONESHOT_AREAS * 3 * 64);
 }
 
 int main(void) {
