@@ -446,6 +446,15 @@ static gcollResult_t run_gather(struct channel *ch, const struct gcoll_host_coll
   return gcollSuccess;
 }
 
+static void finish_avg(struct channel *ch, const struct gcoll_host_coll *c) {
+  struct gcoll_host_exec *e = ch->exec;
+  if (c->op != gcollAvg || ch->n == 0) return;
+  if (c->coll == GCOLL_COLL_ALLGATHER || c->coll == GCOLL_COLL_BROADCAST) return;
+  if (c->coll == GCOLL_COLL_REDUCE && e->frame.rank != c->root) return;
+  char *buf = (char *)c->recvbuf + ch->lo * gcoll_dtype_size(c->dtype);
+  gcoll_avg_finish(buf, ch->n, c->dtype, e->frame.nranks);
+}
+
 /* Channel 0's ring prims as the direct form's exchanges use them. */
 static gcollResult_t setup_bytes(struct channel *ch) {
   struct gcoll_fifo *recv[1] = {ch->conf.ring.recv_prev};
@@ -486,23 +495,14 @@ static gcollResult_t run_direct(struct channel *ch, const struct gcoll_host_coll
     ch->failed = &ch->ring;
     if (errlen > 0) err[0] = '\0'; /* describe_failure names the step */
   }
-  if (r == gcollSuccess && *taken && c->coll == GCOLL_COLL_ALLREDUCE && c->op == gcollAvg)
-    gcoll_avg_finish(c->recvbuf, c->count, c->dtype, e->frame.nranks);
+  /* The whole vector: an allreduce takes this form on one channel only. */
+  if (r == gcollSuccess && *taken) finish_avg(ch, c);
   if (r != gcollSuccess) {
     int zero = 0;
     if (atomic_compare_exchange_strong(&e->local_abort, &zero, (int)r))
       atomic_store(&e->first_failed, 0);
   }
   return r;
-}
-
-static void finish_avg(struct channel *ch, const struct gcoll_host_coll *c) {
-  struct gcoll_host_exec *e = ch->exec;
-  if (c->op != gcollAvg || ch->n == 0) return;
-  if (c->coll == GCOLL_COLL_ALLGATHER || c->coll == GCOLL_COLL_BROADCAST) return;
-  if (c->coll == GCOLL_COLL_REDUCE && e->frame.rank != c->root) return;
-  char *buf = (char *)c->recvbuf + ch->lo * gcoll_dtype_size(c->dtype);
-  gcoll_avg_finish(buf, ch->n, c->dtype, e->frame.nranks);
 }
 
 static gcollResult_t run_channel(struct channel *ch) {
