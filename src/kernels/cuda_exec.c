@@ -69,6 +69,8 @@ struct gcoll_cuda_exec {
   struct gcoll_cuda_coll graph_job; /* the widest captured launch, for messages */
   gcollResult_t failed;             /* the first failed launch's result, sticky */
   char failed_msg[256];
+  int stalled;                      /* failed at a channel's deadline on a FIFO: stall */
+  struct gcoll_cuda_stall stall;
   _Atomic int *extern_abort;
   gcoll_cu_deviceptr channels;      /* struct gcoll_cuda_channel[nchannels] */
   gcoll_cu_deviceptr ranks;         /* int32_t[nchannels][nranks] */
@@ -678,7 +680,8 @@ static int slot_done(const struct gcoll_cuda_exec *e, unsigned slot) {
 /* The result a finished launch reported in `row` (its channels' status):
  * the first channel that failed by itself (not stopped by a sibling). */
 static gcollResult_t collect_row(const struct gcoll_cuda_coll *job, int p2p_ops,
-                                 const volatile struct gcoll_cuda_status *row, char *err,
+                                 const volatile struct gcoll_cuda_status *row,
+                                 struct gcoll_cuda_stall *stall, int *stalled, char *err,
                                  size_t errlen) {
   int first = -1;
   for (int c = 0; c < job->nchannels; c++) {
@@ -696,6 +699,11 @@ static gcollResult_t collect_row(const struct gcoll_cuda_coll *job, int p2p_ops,
   const volatile struct gcoll_cuda_status *st = &row[first];
   gcollResult_t r = (gcollResult_t)st->result;
   int what = st->what >= 0 && st->what < GCOLL_CUDA_FAIL_NFAILS ? st->what : 0;
+  *stalled = p2p_ops == 0 && st->reason == GCOLL_CUDA_REASON_DEADLINE &&
+             (what == GCOLL_CUDA_FAIL_RECV_DATA || what == GCOLL_CUDA_FAIL_SEND_SLOT);
+  if (*stalled)
+    *stall = (struct gcoll_cuda_stall){.channel = first, .algo = job->algo, .what = what,
+                                       .peer = st->peer, .step = st->step};
   if (p2p_ops > 0 && what == GCOLL_CUDA_FAIL_SIZE)
     gcoll_errf(err, errlen, "send/recv on the GPU: a receive from rank %d met a send of %llu bytes "
                "of another size: counts and types must agree", st->peer,
@@ -711,8 +719,23 @@ static gcollResult_t collect_row(const struct gcoll_cuda_coll *job, int p2p_ops,
   return r;
 }
 
+/* A finished launch's result; its stall, if it is the first failure. */
 static gcollResult_t collect(struct gcoll_cuda_exec *e, unsigned slot, char *err, size_t errlen) {
-  return collect_row(&e->jobs[slot], e->p2p_ops[slot], e->host->status[slot], err, errlen);
+  struct gcoll_cuda_stall stall = {0};
+  int stalled = 0;
+  gcollResult_t r = collect_row(&e->jobs[slot], e->p2p_ops[slot], e->host->status[slot], &stall,
+                                &stalled, err, errlen);
+  if (r != gcollSuccess && e->failed == gcollSuccess && stalled) {
+    e->stall = stall;
+    e->stalled = 1;
+  }
+  return r;
+}
+
+int gcoll_cuda_exec_stall(const struct gcoll_cuda_exec *e, struct gcoll_cuda_stall *out) {
+  if (e == NULL || e->failed == gcollSuccess || !e->stalled) return 0;
+  *out = e->stall;
+  return 1;
 }
 
 /* The oldest slot is known: its send/recv entries are free again. */
@@ -729,13 +752,18 @@ static gcollResult_t graph_failure(struct gcoll_cuda_exec *e) {
       atomic_load_explicit((_Atomic int32_t *)&e->host->graph_abort, memory_order_acquire) == 0)
     return e->failed;
   char why[200];
-  gcollResult_t r = collect_row(&e->graph_job, 0, e->host->graph_status, why, sizeof(why));
+  struct gcoll_cuda_stall stall = {0};
+  int stalled = 0;
+  gcollResult_t r = collect_row(&e->graph_job, 0, e->host->graph_status, &stall, &stalled, why,
+                                sizeof(why));
   if (r == gcollSuccess || r == gcollInternalError) {
     /* The reports of the failing replay may still be on their way. */
     r = (gcollResult_t)atomic_load((_Atomic int32_t *)&e->host->graph_abort);
     snprintf(why, sizeof(why), "result %d", (int)r);
   }
   e->failed = r;
+  e->stall = stall;
+  e->stalled = stalled;
   snprintf(e->failed_msg, sizeof(e->failed_msg), "a collective replayed from a CUDA graph: %s",
            why);
   return r;

@@ -140,6 +140,22 @@ gcollResult_t gcoll_cuda_exec_wait(struct gcoll_cuda_exec *e, char *err, size_t 
 gcollResult_t gcoll_cuda_exec_wait_until(struct gcoll_cuda_exec *e, uint64_t reaped, char *err,
                                          size_t errlen);
 
+/* Where the first failed collective stopped, when a channel of it passed
+ * its deadline waiting on a FIFO: the host can then say what those FIFOs
+ * hold now (exec_cuda.c), which tells a step that never came from one the
+ * GPU did not see. */
+struct gcoll_cuda_stall {
+  int channel;                         /* the launch's channel (block) */
+  enum gcoll_algo algo;
+  int what;                            /* GCOLL_CUDA_FAIL_RECV_DATA or _SEND_SLOT */
+  int peer;                            /* the index among the channel's receive/send peers */
+  uint64_t step;                       /* the FIFO step it waited for */
+};
+
+/* 1 with *out filled when the executor's sticky failure is a collective
+ * whose channel passed its deadline on a FIFO, else 0. */
+int gcoll_cuda_exec_stall(const struct gcoll_cuda_exec *e, struct gcoll_cuda_stall *out);
+
 /* Makes a running kernel stop at its next check (within microseconds) with
  * result `why` (non-zero). Safe from any thread. Sticky: the FIFO counters
  * are out of step after an abort, so later launches fail with `why`. */

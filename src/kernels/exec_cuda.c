@@ -35,6 +35,11 @@ struct gcoll_exec {
     void *host;
     gcoll_cu_deviceptr dev;
   } *fifos;
+  /* The channels' FIFOs as the host maps them and the ring neighbours'
+   * ranks, for the message of a kernel that stalled on one (stall_note). */
+  int nchannels;
+  struct gcoll_host_channel chan[GCOLL_CUDA_MAX_CHANNELS];
+  int ring_prev[GCOLL_CUDA_MAX_CHANNELS], ring_next[GCOLL_CUDA_MAX_CHANNELS];
 };
 
 static void destroy(struct gcoll_exec *e);
@@ -154,11 +159,18 @@ static struct gcoll_exec *create(const struct gcoll_exec_config *cfg, char *err,
   char why[384];
   if (gcoll_cuda_use_device(e->cu, cfg->device, &e->dev, &e->ctx, err, errlen) != 0) goto fail;
   e->ctx_retained = 1;
-  for (int c = 0; c < cfg->nchannels; c++)
+  for (int c = 0; c < cfg->nchannels; c++) {
     if (channel_view(e, &cfg->channels[c], cfg->slot_bytes, &ch[c], why, sizeof(why)) != 0) {
       snprintf(err, errlen, "channel %d: %s", c, why);
       goto fail;
     }
+    const struct gcoll_host_ring *ring = &cfg->channels[c].ring;
+    e->chan[c] = cfg->channels[c];
+    e->chan[c].ring.ranks = NULL; /* the caller's array: the two that matter are kept */
+    e->ring_prev[c] = ring->ranks[(ring->pos + cfg->nranks - 1) % cfg->nranks];
+    e->ring_next[c] = ring->ranks[(ring->pos + 1) % cfg->nranks];
+  }
+  e->nchannels = cfg->nchannels;
   struct gcoll_cuda_exec_config cc = {.device = cfg->device, .rank = cfg->rank,
                                       .nranks = cfg->nranks, .nchannels = cfg->nchannels,
                                       .channels = ch, .timeout_ns = cfg->timeout_ns,
@@ -192,14 +204,69 @@ static gcollResult_t cuda_launch(struct gcoll_exec *e, const struct gcoll_host_c
   return gcoll_cuda_exec_launch(e->cuda, &cc, stream, err, errlen);
 }
 
+/* Appends "name [rank R] tail/head" for a FIFO the host can read (not
+ * GPU memory), after a comma from the second on (*notes counts them). */
+static void fifo_note(struct gcoll_exec *e, const char *name, int rank,
+                      struct gcoll_fifo *f, int *notes, char *err, size_t errlen) {
+  size_t n = strlen(err);
+  if (f == NULL || n + 1 >= errlen) return;
+  const char *sep = (*notes)++ ? ", " : " ";
+  char who[24] = "";
+  if (rank >= 0) snprintf(who, sizeof(who), " rank %d", rank);
+  if (in_gpu_memory(e, f)) {
+    snprintf(err + n, errlen - n, "%s%s%s in GPU memory", sep, name, who);
+    return;
+  }
+  snprintf(err + n, errlen - n, "%s%s%s %llu/%llu", sep, name, who,
+           (unsigned long long)atomic_load_explicit(&f->tail, memory_order_acquire),
+           (unsigned long long)atomic_load_explicit(&f->head, memory_order_acquire));
+}
+
+/* A kernel that passed its deadline waiting on a FIFO: says what the FIFOs
+ * it waited on hold now, as the host sees them. tail > step on a receive
+ * FIFO means the step had come and the GPU did not see it; tail == step,
+ * that it never came (a stalled peer, or a proxy that did not move it). */
+static void stall_note(struct gcoll_exec *e, char *err, size_t errlen) {
+  struct gcoll_cuda_stall st;
+  if (!gcoll_cuda_exec_stall(e->cuda, &st) || st.channel < 0 || st.channel >= e->nchannels)
+    return;
+  const struct gcoll_host_channel *ch = &e->chan[st.channel];
+  const int recv = st.what == GCOLL_CUDA_FAIL_RECV_DATA;
+  int notes = 0;
+  size_t n = strlen(err);
+  if (n + 1 < errlen)
+    snprintf(err + n, errlen - n, "; channel %d's %s FIFOs now (tail/head):", st.channel,
+             recv ? "receive" : "send");
+  if (st.algo != GCOLL_ALGO_TREE) {
+    fifo_note(e, recv ? "from ring prev" : "to ring next",
+              recv ? e->ring_prev[st.channel] : e->ring_next[st.channel],
+              recv ? ch->ring.recv_prev : ch->ring.send_next, &notes, err, errlen);
+    return;
+  }
+  if (!ch->has_tree) return;
+  if (ch->tree.parent >= 0)
+    fifo_note(e, recv ? "from tree parent" : "to tree parent", ch->tree.parent,
+              recv ? ch->tree.recv_parent : ch->tree.send_parent, &notes, err, errlen);
+  for (int k = 0; k < ch->tree.nchildren && k < GCOLL_PRIMS_MAX_PEERS; k++) {
+    char name[32];
+    snprintf(name, sizeof(name), "%s child %d", recv ? "from" : "to", k);
+    fifo_note(e, name, -1, recv ? ch->tree.recv_child[k] : ch->tree.send_child[k], &notes, err,
+              errlen);
+  }
+}
+
 static gcollResult_t cuda_poll(struct gcoll_exec *e, char *err, size_t errlen) {
   e->cu->ctx_set_current(e->ctx);
-  return gcoll_cuda_exec_poll(e->cuda, err, errlen);
+  gcollResult_t r = gcoll_cuda_exec_poll(e->cuda, err, errlen);
+  if (r != gcollSuccess && r != gcollInProgress) stall_note(e, err, errlen);
+  return r;
 }
 
 static gcollResult_t cuda_wait(struct gcoll_exec *e, char *err, size_t errlen) {
   e->cu->ctx_set_current(e->ctx);
-  return gcoll_cuda_exec_wait(e->cuda, err, errlen);
+  gcollResult_t r = gcoll_cuda_exec_wait(e->cuda, err, errlen);
+  if (r != gcollSuccess) stall_note(e, err, errlen);
+  return r;
 }
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;

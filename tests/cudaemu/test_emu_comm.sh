@@ -125,6 +125,26 @@ else
   cat "$tmp/out"
 fi
 
+# A kernel whose peers join only after its deadline (three calls in): it
+# fails with the deadline, and the message says what the FIFOs it waited
+# on hold now: one of them has tail == head == the step it waited for (the
+# step never came), over shm and net/socket.
+for algo in ring tree; do
+  GCOLL_ALGO=$algo GCOLL_TIMEOUT=1 timeout 120 "$RUN" -n 4 --nodes 2 "$CHECK" --device stall \
+    >"$tmp/out" 2>&1
+  line=$(grep '^rank 0: allreduce: ' "$tmp/out")
+  re="deadline passed while waiting for data from receive peer [0-9]+ at step ([0-9]+); channel [0-9]+'s receive FIFOs now \(tail/head\): (.*)$"
+  step=-1 fifos=""
+  if [[ $line =~ $re ]]; then step=${BASH_REMATCH[1]} fifos=${BASH_REMATCH[2]}; fi
+  if [ "$(grep -c '^rank [1-3]: done' "$tmp/out")" -eq 3 ] && [ "$step" -gt 0 ] &&
+     [[ ", $fifos" =~ ,\ from\ [a-z0-9\ ]+\ $step/$step(,|$) ]]; then
+    ok "$algo: a kernel past its deadline names its FIFOs' state: ${line#*GPU): }"
+  else
+    bad "$algo: a kernel past its deadline (coll_check --device stall)"
+    cat "$tmp/out"
+  fi
+done
+
 # Refusals, device buffers included: one line each, nothing moved.
 timeout 120 "$RUN" -n 2 "$CHECK" --device badargs >"$tmp/out" 2>&1
 if [ $? -eq 0 ] && [ "$(grep -c 'device sendbuff with host recvbuff refused: .*device memory and recvbuff host memory' "$tmp/out")" -eq 2 ]; then

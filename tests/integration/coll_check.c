@@ -11,6 +11,9 @@
  *                                must fail with gcollRemoteError naming RANK
  *   coll_check abort             a thread aborts the communicator while rank
  *                                0 waits in a collective its peers never join
+ *   coll_check stall             rank 0 waits in an allreduce its peers join
+ *                                only after its deadline (set GCOLL_TIMEOUT
+ *                                short): it must fail with the deadline
  *   coll_check badargs           invalid arguments are refused, and the
  *                                communicator still works afterwards
  *   coll_check init              only initialise (for plan mismatch tests)
@@ -35,10 +38,10 @@
  *                                and an eager allreduce between replays;
  *                                every result checked
  *
- * `coll_check --device MODE` runs die and abort on device buffers (CUDA
+ * `coll_check --device MODE` runs die, abort and stall on device buffers (CUDA
  * device memory of the driver $GCOLL_CUDA_DRIVER names, e.g. the emulator):
- * the kernel, not the host threads, must then stop on the dead peer or the
- * abort (tests/cudaemu/test_emu_comm.sh).
+ * the kernel, not the host threads, must then stop on the dead peer, the
+ * abort or its deadline (tests/cudaemu/test_emu_comm.sh).
  *
  * Without a launcher, `coll_check --uid FILE NRANKS RANK MODE...` joins
  * through gcollGetUniqueId (rank 0 writes the id to FILE) and
@@ -360,6 +363,35 @@ static int die(gcollComm_t comm, int victim, int iter, size_t count, enum die_co
       return 1;
     }
   }
+}
+
+/* Rank 0 enters an allreduce the others join only after its deadline
+ * (GCOLL_TIMEOUT, set short by the caller) has passed: it must fail with a
+ * deadline and, on device buffers, say what the FIFO it waited on holds
+ * (the step it waited for never came: tail == head). */
+static int stall_test(gcollComm_t comm) {
+  float *buf = test_buffer(256 * sizeof(float));
+  /* A few calls first, so that the FIFOs' counters are past 0. */
+  for (int i = 0; i < 3; i++)
+    if (gcollAllReduce(buf, buf, 256, gcollFloat, gcollSum, comm, NULL) != gcollSuccess) {
+      printf("rank %d: allreduce %d before the stall: %s\n", rank, i, gcollGetLastError(comm));
+      return 1;
+    }
+  device_sync();
+  if (rank != 0) {
+    free_buffer();
+    sleep(4);
+    gcollCommDestroy(comm);
+    printf("rank %d: done\n", rank);
+    return 0;
+  }
+  gcollResult_t rc = gcollAllReduce(buf, buf, 256, gcollFloat, gcollSum, comm, NULL);
+  device_sync();
+  if (rc == gcollSuccess && gcollCommGetAsyncError(comm, &rc) != gcollSuccess) rc = gcollSuccess;
+  printf("rank 0: allreduce: %s: %s\n", gcollGetErrorString(rc),
+         rc == gcollSuccess ? "" : gcollGetLastError(comm));
+  free_buffer();
+  return rc == gcollSystemError ? 0 : 1;
 }
 
 static int abort_test(gcollComm_t comm) {
@@ -762,7 +794,7 @@ int main(int argc, char **argv) {
   }
   if (argc < 2) {
     fprintf(stderr, "usage: coll_check [--uid FILE NRANKS RANK] [--device] matrix [--full | --sizes N,N,...] | "
-                    "die RANK ITER [COUNT] | abort | badargs | init | bcast-destroy | hostcall\n");
+                    "die RANK ITER [COUNT] | abort | stall | badargs | init | bcast-destroy | hostcall\n");
     return 2;
   }
   gcollComm_t comm;
@@ -791,6 +823,7 @@ int main(int argc, char **argv) {
                  : strcmp(argv[5], "allgather") == 0     ? DIE_ALLGATHER
                                                          : DIE_BROADCAST);
   else if (strcmp(argv[1], "abort") == 0) return abort_test(comm);
+  else if (strcmp(argv[1], "stall") == 0) return stall_test(comm);
   else if (strcmp(argv[1], "badargs") == 0) status = badargs(comm);
 #ifdef HAVE_CUDA
   else if (strcmp(argv[1], "queue") == 0 && argc == 3 && on_device)
