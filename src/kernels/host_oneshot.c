@@ -8,8 +8,12 @@
 #include "kernels/fifo.h"
 
 static size_t lines_offset(void) { return sizeof(struct gcoll_oneshot_header); }
-static size_t small_areas_offset(int nranks) {
+static size_t tiny_offset(int nranks) {
   return lines_offset() + (size_t)nranks * sizeof(struct gcoll_oneshot_line);
+}
+static size_t small_areas_offset(int nranks) {
+  return tiny_offset(nranks) + (size_t)gcoll_oneshot_small_areas(nranks) * (size_t)nranks *
+                                   sizeof(struct gcoll_oneshot_tiny);
 }
 static size_t areas_offset(int nranks) {
   return small_areas_offset(nranks) +
@@ -71,6 +75,7 @@ int gcoll_oneshot_bind(struct gcoll_oneshot *o, void *mem, int rank) {
   o->nranks = (int)h->nranks;
   o->slot_bytes = h->slot_bytes;
   o->lines = (void *)((char *)mem + lines_offset());
+  o->tiny = (void *)((char *)mem + tiny_offset(o->nranks));
   o->small_areas = (char *)mem + small_areas_offset(o->nranks);
   o->areas = (char *)mem + areas_offset(o->nranks);
   o->rank = rank;
@@ -95,17 +100,36 @@ static gcollResult_t wait_arrived(struct gcoll_oneshot *o, struct gcoll_wait *w,
   return rc;
 }
 
+/* The same through rank r's tiny line of call k (t: the call's area of
+ * them): its input comes with it. A rank writes it in call k only once
+ * done with call k-1, so it has arrived at k. */
+static gcollResult_t wait_tiny(struct gcoll_oneshot *o, struct gcoll_wait *w, int r,
+                               struct gcoll_oneshot_tiny *t, uint64_t k) {
+  /* Known from its counter (loaded with acquire, stored after the line):
+   * the line is call k's until this rank arrives at k + 1. */
+  if (o->known[r] >= k) return gcollSuccess;
+  gcollResult_t rc = gcoll_wait_counter_shared(w, &t[r].call, k, &o->lines[r].asleep);
+  if (rc == gcollSuccess && o->known[r] < k) o->known[r] = k;
+  return rc;
+}
+
 gcollResult_t gcoll_oneshot_run(struct gcoll_oneshot *o, struct gcoll_wait *w,
                                 const struct gcoll_oneshot_part *part, const char **area,
                                 size_t *stride, int *waited_for, uint64_t *call) {
   const uint64_t k = ++o->calls;
   /* Small and large calls have areas of their own, each reused only by
    * calls as many apart as its set has areas: the guard below covers
-   * both. */
+   * both. Tiny calls take the small set's turn with their lines. */
   const int small = part->need <= GCOLL_ONESHOT_SMALL_SLOT;
-  const size_t step = small ? GCOLL_ONESHOT_SMALL_SLOT : (size_t)o->slot_bytes;
+  const int tiny = part->need <= GCOLL_ONESHOT_TINY_BYTES;
+  const size_t step = tiny    ? sizeof(struct gcoll_oneshot_tiny)
+                      : small ? GCOLL_ONESHOT_SMALL_SLOT
+                              : (size_t)o->slot_bytes;
   const uint64_t depth = small ? gcoll_oneshot_small_areas(o->nranks) : GCOLL_ONESHOT_AREAS;
-  char *a = (small ? o->small_areas : o->areas) + (size_t)(k % depth) * (size_t)o->nranks * step;
+  struct gcoll_oneshot_tiny *t = o->tiny + (size_t)(k % depth) * (size_t)o->nranks;
+  char *a = tiny    ? (char *)t
+            : small ? o->small_areas + (size_t)(k % depth) * (size_t)o->nranks * step
+                    : o->areas + (size_t)(k % depth) * (size_t)o->nranks * step;
   *call = k;
   if (part->nbytes > 0) {
     /* Everybody done with the area's last use: arrived there or beyond.
@@ -122,15 +146,21 @@ gcollResult_t gcoll_oneshot_run(struct gcoll_oneshot *o, struct gcoll_wait *w,
     memcpy(a + (size_t)o->rank * step, part->src, part->nbytes);
   }
   struct gcoll_oneshot_line *mine = &o->lines[o->rank];
+  if (tiny) atomic_store_explicit(&t[o->rank].call, k, memory_order_release);
   atomic_store_explicit(&mine->arrived, k, memory_order_release);
   gcoll_fifo_fence();
-  gcoll_fifo_wake_if_asleep(&mine->arrived, &mine->asleep);
+  /* One flag for both counters: whoever sleeps on either is woken. */
+  if (atomic_load_explicit(&mine->asleep, memory_order_relaxed) != 0 &&
+      atomic_exchange_explicit(&mine->asleep, 0, memory_order_relaxed) != 0) {
+    gcoll_wait_wake(&mine->arrived);
+    if (tiny) gcoll_wait_wake(&t[o->rank].call);
+  }
   /* Ranks after this one first: they are the likelier to still be on
    * their way, and the order changes only where this rank waits. */
   for (int i = 1; i < o->nranks; i++) {
     int r = (o->rank + i) % o->nranks;
     if (part->sources != GCOLL_ONESHOT_ALL && part->sources != r) continue;
-    gcollResult_t rc = wait_arrived(o, w, r, k);
+    gcollResult_t rc = tiny ? wait_tiny(o, w, r, t, k) : wait_arrived(o, w, r, k);
     if (rc != gcollSuccess) {
       *waited_for = r;
       return rc;

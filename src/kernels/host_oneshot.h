@@ -10,11 +10,19 @@
  *
  * Layout (pinned below; every rank checks it on attach): a 64-byte header,
  * one 64-byte line per rank with its arrival counter and sleep flag, then
- * gcoll_oneshot_small_areas(nranks) areas of nranks slots of
- * GCOLL_ONESHOT_SMALL_SLOT bytes, then GCOLL_ONESHOT_AREAS areas of nranks
- * slots of slot_bytes. Calls of up to a small slot a rank take the small
- * areas, which stay compact (64 areas of 4 ranks' tiny calls span 32
- * pages, where slots of 16 KiB would span 1024). Among 3 or more ranks
+ * gcoll_oneshot_small_areas(nranks) areas of nranks tiny lines, as many of
+ * nranks slots of GCOLL_ONESHOT_SMALL_SLOT bytes, then GCOLL_ONESHOT_AREAS
+ * areas of nranks slots of slot_bytes. Calls of up to a small slot a rank
+ * take the small areas, which stay compact (64 areas of 4 ranks' tiny
+ * calls span 32 pages, where slots of 16 KiB would span 1024).
+ *
+ * Calls of up to GCOLL_ONESHOT_TINY_BYTES a rank take the tiny lines: a
+ * rank's input and the call's number in one cache line, which its readers
+ * wait on instead of its arrival counter. A reader then fetches one line
+ * from the writer's core per call, not two (counter, then slot), and the
+ * writer's counter line stays in its own cache: between 2 ranks, where a
+ * tiny broadcast or reduce costs about two such transfers, Open MPI's
+ * eager fastbox pays one (README, issue 17). Among 3 or more ranks
  * they are 64, not 16: a broadcast's root or a reduce's leaves then run
  * up to 63 calls ahead, and with 4 ranks on 2 cores 8-512 B broadcasts
  * took 0.74-0.81x the time of 16 areas, reduces 0.52-0.60x, allreduces
@@ -53,13 +61,15 @@
 #include "kernels/wait.h"
 
 #define GCOLL_ONESHOT_MAGIC 0x484f4347u /* "GCOH" */
-#define GCOLL_ONESHOT_VERSION 4u
+#define GCOLL_ONESHOT_VERSION 5u
 /* Areas calls rotate through: how far ahead a rank that waits for nobody
  * may run (see above). */
 #define GCOLL_ONESHOT_AREAS 16
 /* Small calls among 3 or more ranks rotate through more (see above). */
 #define GCOLL_ONESHOT_SMALL_AREAS 64
 #define GCOLL_ONESHOT_SMALL_SLOT 512
+/* The input a tiny line holds: the rest of the line is the call number. */
+#define GCOLL_ONESHOT_TINY_BYTES 56
 #define GCOLL_ONESHOT_MAX_RANKS 4096
 
 struct gcoll_oneshot_header {
@@ -86,6 +96,17 @@ struct gcoll_oneshot_line {
 _Static_assert(sizeof(struct gcoll_oneshot_line) == 64, "one cache line per rank");
 _Static_assert(offsetof(struct gcoll_oneshot_line, asleep) == 8, "board layout");
 
+/* A rank's tiny line in an area: written by that rank only, its input
+ * first, then (release) the number of the call it belongs to; every rank
+ * writes it in a tiny call, input or not, so any rank can be waited on
+ * through it. */
+struct gcoll_oneshot_tiny {
+  unsigned char data[GCOLL_ONESHOT_TINY_BYTES];
+  _Atomic uint64_t call;
+};
+_Static_assert(sizeof(struct gcoll_oneshot_tiny) == 64, "one cache line");
+_Static_assert(offsetof(struct gcoll_oneshot_tiny, call) == 56, "board layout");
+
 /* The areas small calls rotate through on a board of nranks ranks. */
 static inline uint64_t gcoll_oneshot_small_areas(int nranks) {
   return nranks <= 2 ? GCOLL_ONESHOT_AREAS : GCOLL_ONESHOT_SMALL_AREAS;
@@ -108,6 +129,7 @@ int gcoll_oneshot_check(const void *mem, size_t bytes, int nranks, char *err, si
 struct gcoll_oneshot {
   struct gcoll_oneshot_header *hdr;  /* NULL: no board */
   struct gcoll_oneshot_line *lines;
+  struct gcoll_oneshot_tiny *tiny;
   char *small_areas, *areas;
   uint64_t slot_bytes;
   int rank, nranks;
@@ -137,7 +159,8 @@ struct gcoll_oneshot_part {
 
 /* Call k: copies the input into this rank's slot (once every rank is done
  * with the area's last use), publishes, and waits (w) for the sources. On
- * success *area is the call's area (rank r's slot at r * *stride); on
+ * success *area is the call's area (rank r's slot at r * *stride: a tiny
+ * line's input when need <= GCOLL_ONESHOT_TINY_BYTES); on
  * failure *waited_for is the rank it was waiting for. *call is the call's
  * number either way. */
 gcollResult_t gcoll_oneshot_run(struct gcoll_oneshot *o, struct gcoll_wait *w,

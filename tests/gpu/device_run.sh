@@ -39,6 +39,9 @@
 #   emu      the emulated-GPU suites (tests/cudaemu) on the real driver
 #   streamorder p2p_check --device exchange on 3 and 4 ranks, 6 runs each,
 #            on the GPU path (the stream-order case failed now and then)
+#   stall    coll_check --device stall over shm and p2p, ring and tree: a
+#            kernel past its deadline names the FIFOs it waited on (tail/
+#            head read from registered host memory; "in GPU memory" for p2p)
 #   mps      starts the CUDA MPS daemon for the steps after it: without it
 #            the kernels of several processes on one GPU take turns in time
 #            slices, and a collective between them waits a slice per step
@@ -176,6 +179,24 @@ torchrun_compare() {  # torchrun as people launch it: env rendezvous, new_group
   python3 "$src/tests/gpu/torch_ddp_check.py" compare "$d/gcoll.pt" "$d/nccl.pt"
 }
 
+stall_notes() {  # a kernel past its deadline: its message names its FIFOs' state
+  local transport algo line rc=0
+  for transport in shm p2p; do
+    for algo in ring tree; do
+      line=$(GCOLL_TRANSPORT=$transport GCOLL_ALGO=$algo GCOLL_TIMEOUT=1 timeout 60 \
+             "$B/gcollrun" -n 3 "$B/tests/integration/coll_check" --device stall 2>&1 |
+             grep '^rank 0: allreduce: ')
+      echo "$transport/$algo: ${line:-no line from rank 0}"
+      case $transport:$line in
+        shm:*"receive FIFOs now (tail/head): from "*/*) ;;
+        p2p:*"in GPU memory"*) ;;
+        *) rc=1 ;;
+      esac
+    done
+  done
+  return $rc
+}
+
 nccl_device() {  # nccl_host_check's device matrix (premul ops included) on the GPU
   local spec
   for spec in 1 2 3; do
@@ -196,7 +217,7 @@ groups_device() {  # PyTorch's calls replayed on device buffers: 2-D mesh from f
   "$B/gcollrun" -n 4 --plan "$d/plan.yaml" "$B/tests/nccl/nccl_groups_check" "$d" 2 --device
 }
 
-export -f nccl_device groups_device torchrun_compare real_nccl perf_sweeps sendrecv_sweeps stream_order nccl_compare graph_replays nccl_tests ddp_compare emu_suites
+export -f stall_notes nccl_device groups_device torchrun_compare real_nccl perf_sweeps sendrecv_sweeps stream_order nccl_compare graph_replays nccl_tests ddp_compare emu_suites
 export B src
 for s in $steps; do
   case $s in
@@ -214,6 +235,7 @@ for s in $steps; do
            step torch 100 env LD_PRELOAD="$B/lib/libnccl.so.2" PYTHONUNBUFFERED=1 \
              python3 "$src/tests/gpu/torch_check.py" 2 ;;
     graph) step graph 60 graph_replays ;;
+    stall) step stall 120 stall_notes ;;
     nccltests) step nccltests 120 nccl_tests ;;
     ddp) step ddp 150 env PYTHONUNBUFFERED=1 bash -c ddp_compare ;;
     nccldevice) step nccldevice 200 nccl_device ;;

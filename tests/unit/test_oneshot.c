@@ -50,9 +50,10 @@ static unsigned char pattern(int r, uint64_t k, size_t i) {
   return (unsigned char)(r * 71 + k * 13 + i * 7 + 1);
 }
 
-/* The size of call k, the same on every rank: 0, 1, primes, up to SLOT. */
+/* The size of call k, the same on every rank: 0, 1, primes, a tiny line's
+ * input and one byte more, up to SLOT. */
 static size_t call_bytes(uint64_t k) {
-  static const size_t sizes[] = {0, 1, 2, 3, 13, 31, 61, 127, 509, 1021, SLOT};
+  static const size_t sizes[] = {0, 1, 2, 3, 13, 31, 56, 57, 61, 127, 509, 1021, SLOT};
   return sizes[(k * 7) % (sizeof(sizes) / sizeof(sizes[0]))];
 }
 
@@ -93,7 +94,10 @@ static int run_rank(void *mem, int rank, int nranks, uint64_t calls) {
     if (gcoll_oneshot_run(&o, &w, &part, &area, &stride, &waited, &call) != gcollSuccess)
       return 1;
     if (call != k) return 2;
-    if (stride != (n <= GCOLL_ONESHOT_SMALL_SLOT ? GCOLL_ONESHOT_SMALL_SLOT : SLOT)) return 4;
+    if (stride != (n <= GCOLL_ONESHOT_TINY_BYTES   ? sizeof(struct gcoll_oneshot_tiny)
+                   : n <= GCOLL_ONESHOT_SMALL_SLOT ? GCOLL_ONESHOT_SMALL_SLOT
+                                                   : SLOT))
+      return 4;
     for (int r = 0; r < nranks; r++) {
       int reads = part.sources == GCOLL_ONESHOT_ALL || part.sources == r;
       for (size_t i = 0; reads && i < n; i++)
@@ -158,6 +162,7 @@ static void root_runs_ahead(int nranks, size_t need, int depth) {
 static void test_root_runs_ahead(void **state) {
   (void)state;
   root_runs_ahead(3, 1, GCOLL_ONESHOT_SMALL_AREAS);
+  root_runs_ahead(3, GCOLL_ONESHOT_TINY_BYTES + 1, GCOLL_ONESHOT_SMALL_AREAS);
   root_runs_ahead(3, GCOLL_ONESHOT_SMALL_SLOT, GCOLL_ONESHOT_SMALL_AREAS);
   root_runs_ahead(3, GCOLL_ONESHOT_SMALL_SLOT + 1, GCOLL_ONESHOT_AREAS);
   root_runs_ahead(2, 1, GCOLL_ONESHOT_AREAS); /* pairs keep 16 */
@@ -304,9 +309,9 @@ static void test_layout_checks(void **state) {
   assert_int_equal(gcoll_oneshot_bytes(4, 0), 0);
   assert_int_equal(gcoll_oneshot_bytes(4, (uint64_t)1 << 41), 0);
   assert_int_equal(gcoll_oneshot_bytes(2, 64),
-                   64 + 2 * 64 + GCOLL_ONESHOT_AREAS * 2 * (GCOLL_ONESHOT_SMALL_SLOT + 64));
+                   64 + 2 * 64 + GCOLL_ONESHOT_AREAS * 2 * (64 + GCOLL_ONESHOT_SMALL_SLOT + 64));
   assert_int_equal(gcoll_oneshot_bytes(3, 64),
-                   64 + 3 * 64 + GCOLL_ONESHOT_SMALL_AREAS * 3 * GCOLL_ONESHOT_SMALL_SLOT +
+                   64 + 3 * 64 + GCOLL_ONESHOT_SMALL_AREAS * 3 * (64 + GCOLL_ONESHOT_SMALL_SLOT) +
                        GCOLL_ONESHOT_AREAS * 3 * 64);
 }
 
