@@ -380,7 +380,15 @@ static int stall_test(gcollComm_t comm) {
   device_sync();
   if (rank != 0) {
     free_buffer();
-    sleep(4);
+    /* Well past rank 0's deadline (twice it, and 2 s more), so that the
+     * deadline and not this rank's arrival ends its wait. */
+    const char *t = getenv("GCOLL_TIMEOUT");
+    double timeout_s = t != NULL ? atof(t) : 0;
+    if (timeout_s <= 0 || timeout_s > 10) {
+      printf("rank %d: stall needs GCOLL_TIMEOUT of at most 10 s\n", rank);
+      return 2;
+    }
+    usleep((useconds_t)((2 * timeout_s + 2) * 1e6));
     gcollCommDestroy(comm);
     printf("rank %d: done\n", rank);
     return 0;
