@@ -203,11 +203,14 @@ static inline void gcoll_fifo_fence(void) {
  * that and one load of a line this side just wrote. Taking the flag
  * (exchange to 0) makes one wake-up per sleep: a producer that publishes
  * several steps while its waiter is still off the CPU (ranks > cores) would
- * otherwise pay a system call for each. */
+ * otherwise pay a system call for each. take_asleep is that step alone,
+ * for a publisher with several counters under one flag (host_oneshot.c). */
+static inline int gcoll_fifo_take_asleep(_Atomic uint32_t *asleep) {
+  return atomic_load_explicit(asleep, memory_order_relaxed) != 0 &&
+         atomic_exchange_explicit(asleep, 0, memory_order_relaxed) != 0;
+}
 static inline void gcoll_fifo_wake_if_asleep(_Atomic uint64_t *ctr, _Atomic uint32_t *asleep) {
-  if (atomic_load_explicit(asleep, memory_order_relaxed) != 0 &&
-      atomic_exchange_explicit(asleep, 0, memory_order_relaxed) != 0)
-    gcoll_wait_wake(ctr);
+  if (gcoll_fifo_take_asleep(asleep)) gcoll_wait_wake(ctr);
 }
 
 /* The producer publishes steps 0..tail-1; the consumer frees 0..head-1. */

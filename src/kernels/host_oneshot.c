@@ -109,7 +109,7 @@ static gcollResult_t wait_tiny(struct gcoll_oneshot *o, struct gcoll_wait *w, in
    * the line is call k's until this rank arrives at k + 1. */
   if (o->known[r] >= k) return gcollSuccess;
   gcollResult_t rc = gcoll_wait_counter_shared(w, &t[r].call, k, &o->lines[r].asleep);
-  if (rc == gcollSuccess && o->known[r] < k) o->known[r] = k;
+  if (rc == gcollSuccess) o->known[r] = k;
   return rc;
 }
 
@@ -127,9 +127,9 @@ gcollResult_t gcoll_oneshot_run(struct gcoll_oneshot *o, struct gcoll_wait *w,
                               : (size_t)o->slot_bytes;
   const uint64_t depth = small ? gcoll_oneshot_small_areas(o->nranks) : GCOLL_ONESHOT_AREAS;
   struct gcoll_oneshot_tiny *t = o->tiny + (size_t)(k % depth) * (size_t)o->nranks;
-  char *a = tiny    ? (char *)t
-            : small ? o->small_areas + (size_t)(k % depth) * (size_t)o->nranks * step
-                    : o->areas + (size_t)(k % depth) * (size_t)o->nranks * step;
+  char *a = tiny ? (char *)t
+                 : (small ? o->small_areas : o->areas) +
+                       (size_t)(k % depth) * (size_t)o->nranks * step;
   *call = k;
   if (part->nbytes > 0) {
     /* Everybody done with the area's last use: arrived there or beyond.
@@ -150,8 +150,7 @@ gcollResult_t gcoll_oneshot_run(struct gcoll_oneshot *o, struct gcoll_wait *w,
   atomic_store_explicit(&mine->arrived, k, memory_order_release);
   gcoll_fifo_fence();
   /* One flag for both counters: whoever sleeps on either is woken. */
-  if (atomic_load_explicit(&mine->asleep, memory_order_relaxed) != 0 &&
-      atomic_exchange_explicit(&mine->asleep, 0, memory_order_relaxed) != 0) {
+  if (gcoll_fifo_take_asleep(&mine->asleep)) {
     gcoll_wait_wake(&mine->arrived);
     if (tiny) gcoll_wait_wake(&t[o->rank].call);
   }
