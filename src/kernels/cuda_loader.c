@@ -23,6 +23,7 @@
   X(ctx_get_current, "cuCtxGetCurrent")                         \
   X(ctx_get_device, "cuCtxGetDevice")                           \
   X(pointer_get_attribute, "cuPointerGetAttribute")             \
+  X(pointer_get_attributes, "cuPointerGetAttributes")           \
   X(mem_host_register, "cuMemHostRegister_v2")                  \
   X(mem_host_unregister, "cuMemHostUnregister")                 \
   X(module_load_data, "cuModuleLoadData")                       \

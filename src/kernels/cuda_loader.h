@@ -74,6 +74,10 @@ struct gcoll_cuda_api {
   gcoll_cu_result (*ctx_get_current)(gcoll_cu_context *ctx);
   gcoll_cu_result (*ctx_get_device)(gcoll_cu_device *dev);
   gcoll_cu_result (*pointer_get_attribute)(void *data, int attribute, gcoll_cu_deviceptr ptr);
+  /* Several attributes in one call; memory the driver does not know reads
+   * as type 0 and succeeds, where the single form fails. */
+  gcoll_cu_result (*pointer_get_attributes)(unsigned count, int *attributes, void **data,
+                                            gcoll_cu_deviceptr ptr);
   gcoll_cu_result (*mem_host_register)(void *ptr, size_t bytes, unsigned flags);
   gcoll_cu_result (*mem_host_unregister)(void *ptr);
   gcoll_cu_result (*module_load_data)(gcoll_cu_module *mod, const void *image);

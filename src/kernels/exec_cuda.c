@@ -279,21 +279,24 @@ static void probe_driver(void) {
 }
 
 /* Device (or managed) memory by the driver's account; plain host memory is
- * unknown to it (CUDA_ERROR_INVALID_VALUE), pinned host memory is HOST. */
+ * unknown to it (type 0), pinned host memory is HOST. One driver call for
+ * both answers: every collective asks this of each buffer, and each call
+ * into the driver is ~0.1-0.2 us on an H100 (nccl-tests in place on one
+ * GPU: 2.0 us a call against NCCL's 0.4 us, with two calls per buffer). */
 static int cuda_owns(const void *ptr, int *device) {
   pthread_once(&probe_once, probe_driver);
   *device = -1;
   if (probed == NULL || ptr == NULL) return 0;
   unsigned int type = 0;
   int ordinal = -1;
-  gcoll_cu_deviceptr p = (gcoll_cu_deviceptr)(uintptr_t)ptr;
-  if (probed->pointer_get_attribute(&type, GCOLL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) !=
+  int attributes[2] = {GCOLL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                       GCOLL_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void *data[2] = {&type, &ordinal};
+  if (probed->pointer_get_attributes(2, attributes, data, (gcoll_cu_deviceptr)(uintptr_t)ptr) !=
           GCOLL_CU_SUCCESS ||
       (type != GCOLL_CU_MEMORYTYPE_DEVICE && type != GCOLL_CU_MEMORYTYPE_UNIFIED))
     return 0;
-  if (probed->pointer_get_attribute(&ordinal, GCOLL_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) ==
-      GCOLL_CU_SUCCESS)
-    *device = ordinal;
+  *device = ordinal >= 0 ? ordinal : -1;
   return 1;
 }
 

@@ -1440,6 +1440,37 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUd
   return CUDA_SUCCESS;
 }
 
+/* The driver's plural form differs from the single one on memory it does
+ * not know: every attribute reads as its empty value (0, an ordinal of
+ * -2) and the call succeeds. */
+CUresult CUDAAPI cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data,
+                                        CUdeviceptr p) {
+  if (n > 0 && (attrs == NULL || data == NULL)) return CUDA_ERROR_INVALID_VALUE;
+  REQUIRE_CTX();
+  for (unsigned i = 0; i < n; i++) {
+    if (data[i] == NULL) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuPointerGetAttribute(data[i], attrs[i], p);
+    if (r != CUDA_ERROR_INVALID_VALUE) {
+      if (r != CUDA_SUCCESS) return r;
+      continue;
+    }
+    pthread_mutex_lock(&mem_lock);
+    const int known = find_range((uintptr_t)p, 1) != NULL;
+    pthread_mutex_unlock(&mem_lock);
+    if (known) return r; /* a real refusal, e.g. the host address of device memory */
+    switch (attrs[i]) {
+      case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data[i] = -2; break;
+      case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data[i] = NULL; break;
+      case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data[i] = 0; break;
+      case CU_POINTER_ATTRIBUTE_HOST_POINTER: *(void **)data[i] = NULL; break;
+      case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data[i] = 0; break;
+      default: *(unsigned *)data[i] = 0; break;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
 /* ---- copies and memsets --------------------------------------------------------- */
 
 static struct op *copy_op(void *dst, int dst_dev, const void *src, int src_dev, size_t n) {

@@ -58,6 +58,7 @@ static int failures;
   X(cuMemFreeHost) X(cuMemHostGetDevicePointer) X(cuMemHostRegister) X(cuMemHostUnregister) \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) \
   X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async) X(cuPointerGetAttribute)           \
+  X(cuPointerGetAttributes)                                                                 \
   X(cuMemGetAddressRange) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) \
   X(cuGetErrorName) X(cuGetErrorString) X(cuStreamBeginCapture) X(cuStreamEndCapture)     \
   X(cuStreamIsCapturing) X(cuThreadExchangeStreamCaptureMode) X(cuGraphInstantiate)         \
@@ -298,6 +299,22 @@ static void test_memory(void) {
            CUDA_ERROR_NOT_SUPPORTED);
   CHECK_RC(p_cuPointerGetAttribute(&type, (CUpointer_attribute)1000, d),
            CUDA_ERROR_INVALID_VALUE);
+  /* The plural form: one call for both, and unknown memory is type 0. */
+  CUpointer_attribute both[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void *answers[2] = {&type, &ordinal};
+  type = 7, ordinal = 7;
+  OK(p_cuPointerGetAttributes(2, both, answers, d + 999));
+  CHECK(type == CU_MEMORYTYPE_DEVICE && ordinal == 0);
+  OK(p_cuPointerGetAttributes(2, both, answers, (CUdeviceptr)(uintptr_t)plain));
+  CHECK(type == 0 && ordinal == -2);
+  OK(p_cuPointerGetAttributes(2, both, answers, d + 1000));
+  CHECK(type == 0 && ordinal == -2);
+  OK(p_cuPointerGetAttributes(1, both, answers, pinned_dev));
+  CHECK(type == CU_MEMORYTYPE_HOST);
+  CUpointer_attribute host_view = CU_POINTER_ATTRIBUTE_HOST_POINTER;
+  CHECK_RC(p_cuPointerGetAttributes(1, &host_view, (void *[]){&dev_view}, d),
+           CUDA_ERROR_INVALID_VALUE); /* known memory's refusals stay */
   OK(p_cuMemGetAddressRange(&base, &size, d + 999));
   CHECK(base == d && size == 1000);
   CHECK_RC(p_cuMemGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)plain),
