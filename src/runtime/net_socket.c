@@ -4,10 +4,11 @@
  * 16-byte header {step, nbytes, proto} (net_tcp.h, little-endian), then
  * nbytes of data. Sends are queued by isend and written by test, as many
  * steps as the kernel takes in one sendmsg; a step is done once its last
- * byte is in the kernel. The receiver reads a header whenever it can (so a
- * goodbye, a blame or an EOF is seen even while the FIFO is full) and a
- * payload only into a posted receive, together with the next header: one
- * system call per step when data streams.
+ * byte is in the kernel. The receiver reads whenever its cache is empty
+ * (so a goodbye, a blame or an EOF is seen even while the FIFO is full)
+ * and moves a payload only into a posted receive: a large payload in one
+ * read straight into its slot, with what follows it into the cache, small
+ * steps as many per system call as the cache holds.
  *
  * Failures: EOF, ECONNRESET, EPIPE or a malformed header mark the peer
  * failed, unless it said goodbye first (net_steps.c). */
@@ -20,6 +21,14 @@
 
 #include "runtime/net.h"
 
+/* Small steps are read SOCK_CACHE_BYTES at a time and copied out of the
+ * cache, so a receiver that fell behind a stream of small calls takes
+ * many of them per system call (as Open MPI's TCP endpoint cache does);
+ * a payload of SOCK_DIRECT_BYTES or more still to come is read straight
+ * into its slot. */
+#define SOCK_CACHE_BYTES 8192
+#define SOCK_DIRECT_BYTES 1024
+
 struct sock_conn {
   /* Send side: steps [done, queued) wait for the kernel; `off` bytes of
    * step `done` are in it already. */
@@ -28,12 +37,14 @@ struct sock_conn {
   unsigned char shdr[GCOLL_STEPS][GCOLL_TCP_HDR_BYTES];
   const char *sdata[GCOLL_STEPS];
   uint32_t snb[GCOLL_STEPS];
-  /* Receive side: the header of step `done`, its payload, and the next
-   * header's bytes read behind it. */
+  /* Receive side: the header of step `done` and its payload, and the
+   * bytes read behind them, not yet moved: [cache_off, cache_len). */
   char *rbuf[GCOLL_STEPS];
-  unsigned char rhdr[GCOLL_TCP_HDR_BYTES], ahead[GCOLL_TCP_HDR_BYTES];
+  unsigned char rhdr[GCOLL_TCP_HDR_BYTES];
   size_t rhdr_got, pay_got;
   uint32_t rnb, rproto;
+  size_t cache_off, cache_len;
+  unsigned char cache[SOCK_CACHE_BYTES];
 };
 
 static struct sock_conn *sock_of(struct gcoll_net_conn *c) { return c->dev_conn; }
@@ -130,34 +141,54 @@ static int parse_rhdr(struct gcoll_net_conn *c) {
   return gcoll_net_step_valid(c, s->rnb, s->rproto) ? 0 : -1;
 }
 
-/* One read: the rest of the header, or the rest of the payload plus the
- * next header. Returns 1 when bytes arrived, 0 when none were there, -1
- * when the connection ended, -2 on a bad header. */
-static int recv_some(struct gcoll_net_conn *c, size_t *ahead) {
+/* Moves bytes already read into the cache to where they belong: the rest
+ * of the header, or the payload of step `done` (whose slot recv_test saw
+ * posted). Returns 0, or -2 on a bad header. */
+static int take_cached(struct gcoll_net_conn *c) {
+  struct sock_conn *s = sock_of(c);
+  size_t avail = s->cache_len - s->cache_off;
+  const unsigned char *from = s->cache + s->cache_off;
+  if (s->rhdr_got < GCOLL_TCP_HDR_BYTES) {
+    size_t n = GCOLL_TCP_HDR_BYTES - s->rhdr_got < avail ? GCOLL_TCP_HDR_BYTES - s->rhdr_got
+                                                           : avail;
+    memcpy(s->rhdr + s->rhdr_got, from, n);
+    s->rhdr_got += n;
+    s->cache_off += n;
+    return s->rhdr_got == GCOLL_TCP_HDR_BYTES && parse_rhdr(c) != 0 ? -2 : 0;
+  }
+  size_t n = s->rnb - s->pay_got < avail ? s->rnb - s->pay_got : avail;
+  memcpy(s->rbuf[gcoll_fifo_slot(c->done)] + s->pay_got, from, n);
+  s->pay_got += n;
+  s->cache_off += n;
+  return 0;
+}
+
+/* One read, with the cache empty (and step `done`'s slot posted once its
+ * header is in, as recv_test checks): a payload of at least
+ * SOCK_DIRECT_BYTES still to come goes straight into its slot and the
+ * next header into the cache; otherwise (a header, a small payload) as
+ * much as the cache holds. Returns 1 when bytes arrived, 0 when none were there, -1
+ * when the connection ended. */
+static int recv_some(struct gcoll_net_conn *c) {
   struct sock_conn *s = sock_of(c);
   struct iovec iov[2];
   int n = 0;
-  *ahead = 0;
-  if (s->rhdr_got < GCOLL_TCP_HDR_BYTES) {
-    iov[n++] = (struct iovec){s->rhdr + s->rhdr_got, GCOLL_TCP_HDR_BYTES - s->rhdr_got};
-  } else {
-    if (s->pay_got < s->rnb)
-      iov[n++] =
-          (struct iovec){s->rbuf[gcoll_fifo_slot(c->done)] + s->pay_got, s->rnb - s->pay_got};
-    iov[n++] = (struct iovec){s->ahead, GCOLL_TCP_HDR_BYTES};
+  size_t direct = 0;
+  if (s->rhdr_got == GCOLL_TCP_HDR_BYTES && s->rnb - s->pay_got >= SOCK_DIRECT_BYTES) {
+    direct = s->rnb - s->pay_got;
+    iov[n++] = (struct iovec){s->rbuf[gcoll_fifo_slot(c->done)] + s->pay_got, direct};
   }
+  /* Behind a large payload only the next header: a copy out of the cache
+   * costs more than it saves once steps are that large. */
+  iov[n++] = (struct iovec){s->cache, direct > 0 ? GCOLL_TCP_HDR_BYTES : sizeof(s->cache)};
   struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
   ssize_t r = recvmsg(c->fd, &msg, MSG_DONTWAIT);
   if (r < 0 && gcoll_tcp_transient(errno)) return 0;
   if (r <= 0) return -1;
-  size_t got = (size_t)r;
-  if (s->rhdr_got < GCOLL_TCP_HDR_BYTES) {
-    s->rhdr_got += got;
-    return s->rhdr_got == GCOLL_TCP_HDR_BYTES && parse_rhdr(c) != 0 ? -2 : 1;
-  }
-  size_t pay = s->rnb - s->pay_got < got ? s->rnb - s->pay_got : got;
+  size_t got = (size_t)r, pay = got < direct ? got : direct;
   s->pay_got += pay;
-  *ahead = got - pay;
+  s->cache_off = 0;
+  s->cache_len = got - pay;
   return 1;
 }
 
@@ -175,41 +206,32 @@ static int recv_test(struct gcoll_net_conn *c, short revents) {
       s->rhdr_got = 0;
       continue;
     }
-    /* A payload lands in its slot, so the slot must be free first. */
-    if (header_done && c->done >= c->posted) {
-      c->wait_slot = 1;
-      return moved;
-    }
-    if (header_done && s->pay_got == s->rnb) {
+    if (header_done && s->pay_got == s->rnb && c->done < c->posted) {
       if (gcoll_net_recv_done(c, c->done, s->rnb, s->rproto) != 0) return 1;
       s->rhdr_got = 0;
       moved = 1;
       continue;
     }
-    if (!may_read) return moved;
-    size_t ahead;
-    int r = recv_some(c, &ahead);
-    if (r == 0) return moved;
-    if (r == -2) {
-      gcoll_net_conn_failed(c);
-      return 1;
+    /* A payload lands in its slot, so the slot must be free first. */
+    if (header_done && c->done >= c->posted) {
+      c->wait_slot = 1;
+      return moved;
     }
+    if (s->cache_off < s->cache_len) {
+      if (take_cached(c) == -2) {
+        gcoll_net_conn_failed(c);
+        return 1;
+      }
+      continue;
+    }
+    if (!may_read) return moved;
+    int r = recv_some(c);
+    if (r == 0) return moved;
     if (r < 0) {
       gcoll_net_peer_word(c, GCOLL_TCP_CLOSED, 0);
       return 1;
     }
     moved = 1;
-    if (ahead > 0) {
-      /* The payload is complete: publish before the next header takes the
-       * header buffer. */
-      if (gcoll_net_recv_done(c, c->done, s->rnb, s->rproto) != 0) return 1;
-      memcpy(s->rhdr, s->ahead, ahead);
-      s->rhdr_got = ahead;
-      if (ahead == GCOLL_TCP_HDR_BYTES && parse_rhdr(c) != 0) {
-        gcoll_net_conn_failed(c);
-        return 1;
-      }
-    }
   }
 }
 

@@ -386,6 +386,13 @@ static void test_socket_stream(void **state) {
   stream_both_ways(&gcoll_transport_socket_ops, STREAM_SLOT, STREAM_STEPS);
 }
 
+/* Small steps: many of them per read on the socket's receive side, held
+ * in its cache while the FIFO is full. */
+static void test_socket_small_steps(void **state) {
+  (void)state;
+  stream_both_ways(&gcoll_transport_socket_ops, 256, 30000);
+}
+
 /* Big slots: partial sends and receives, payloads of many packets. */
 static void test_big_slots(void **state) {
   (void)state;
@@ -1195,6 +1202,7 @@ int main(void) {
       cmocka_unit_test(test_default_interface),
       cmocka_unit_test(test_shm_stream),
       cmocka_unit_test(test_socket_stream),
+      cmocka_unit_test(test_socket_small_steps),
       cmocka_unit_test(test_big_slots),
       cmocka_unit_test(test_shm_dead_sender),
       cmocka_unit_test(test_shm_dead_receiver),
