@@ -141,7 +141,9 @@ gcollResult_t gcoll_exec_frame_check_buffers(const struct gcoll_exec_frame *f,
                                              enum gcoll_coll coll, size_t count, size_t esize,
                                              int root, uint64_t send, uint64_t recv, char *err,
                                              size_t errlen) {
-  if (count > SIZE_MAX / esize / (size_t)f->nranks) {
+  size_t bytes;
+  if (__builtin_mul_overflow(count, esize, &bytes) ||
+      __builtin_mul_overflow(bytes, (size_t)f->nranks, &bytes)) {
     gcoll_errf(err, errlen, "count %zu overflows the buffer size", count);
     return gcollInvalidArgument;
   }

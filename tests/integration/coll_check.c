@@ -718,6 +718,13 @@ static int badargs(gcollComm_t comm) {
   bad += expect_invalid(gcollBroadcast(buf, buf, 16, gcollFloat, nranks, comm, NULL), "root out of range");
   bad += expect_invalid(gcollReduce(buf, buf, 16, gcollFloat, gcollSum, -1, comm, NULL), "negative root");
   bad += expect_invalid(gcollAllGather(buf, buf, SIZE_MAX / 2, gcollFloat, comm, NULL), "count overflow");
+  bad += expect_invalid(gcollAllReduce(buf, buf, SIZE_MAX / 2, gcollFloat, gcollSum, comm, NULL),
+                        "allreduce count overflow");
+  /* count * size fits, times the ranks does not. */
+  if (nranks > 1)
+    bad += expect_invalid(gcollReduceScatter(buf, buf, SIZE_MAX / sizeof(float) / nranks + 1,
+                                             gcollFloat, gcollSum, comm, NULL),
+                          "reducescatter count overflow across ranks");
   bad += expect_invalid(gcollAllReduce(buf, buf, 16, gcollFloat, gcollSum, NULL, NULL), "NULL comm");
   bad += expect_invalid(gcollAllReduce(buf, buf, 16, gcollFloat, gcollSum, comm, (void *)buf), "a stream");
   if (on_device) {
