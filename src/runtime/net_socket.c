@@ -7,8 +7,8 @@
  * byte is in the kernel. The receiver reads whenever its cache is empty
  * (so a goodbye, a blame or an EOF is seen even while the FIFO is full)
  * and moves a payload only into a posted receive: a large payload in one
- * read straight into its slot, with what follows it into the cache, small
- * steps as many per system call as the cache holds.
+ * read straight into its slot with the next header behind it, small steps
+ * as many per system call as the cache holds.
  *
  * Failures: EOF, ECONNRESET, EPIPE or a malformed header mark the peer
  * failed, unless it said goodbye first (net_steps.c). */
@@ -167,8 +167,8 @@ static int take_cached(struct gcoll_net_conn *c) {
  * header is in, as recv_test checks): a payload of at least
  * SOCK_DIRECT_BYTES still to come goes straight into its slot and the
  * next header into the cache; otherwise (a header, a small payload) as
- * much as the cache holds. Returns 1 when bytes arrived, 0 when none were there, -1
- * when the connection ended. */
+ * much as the cache holds. Returns 1 when bytes arrived, 0 when none were
+ * there, -1 when the connection ended. */
 static int recv_some(struct gcoll_net_conn *c) {
   struct sock_conn *s = sock_of(c);
   struct iovec iov[2];
