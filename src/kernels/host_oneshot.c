@@ -113,6 +113,32 @@ static gcollResult_t wait_tiny(struct gcoll_oneshot *o, struct gcoll_wait *w, in
   return rc;
 }
 
+/* Before call k writes its area, rank r must be done with the area's
+ * last use, call k - depth: arrived at need = k - depth + 1. A rank that
+ * waits for nobody (a broadcast's root, a reduce's leaves) meets that
+ * limit on every call once it is depth - 1 calls ahead, and looking at
+ * r's counter each call moved that line between the cores twice a call
+ * (r's store, our load) on top of the data: a third of a 2-rank 8 B
+ * broadcast's time went to r loading its own sleep flag. So a rank that
+ * must wait waits for half the areas more (target <= k - 1: r needs
+ * nothing from this rank's call k to get there), and the next depth / 2
+ * calls pass on known[]. And where the target call was tiny it waits on
+ * r's tiny line of that call, which r writes once for it, instead of
+ * r's counter, which r writes every call: r's counter line then stays
+ * in r's cache. A tiny line of that area holding a later call means r
+ * went further still. */
+static gcollResult_t wait_reusable(struct gcoll_oneshot *o, struct gcoll_wait *w, int r,
+                                   uint64_t k, uint64_t depth) {
+  if (o->known[r] >= k - depth + 1) return gcollSuccess;
+  const uint64_t target = k - depth / 2;
+  if (!(o->tiny_calls >> (target % 64) & 1)) return wait_arrived(o, w, r, target);
+  const uint64_t areas = gcoll_oneshot_small_areas(o->nranks);
+  struct gcoll_oneshot_tiny *t = o->tiny + (size_t)(target % areas) * (size_t)o->nranks;
+  gcollResult_t rc = gcoll_wait_counter_shared(w, &t[r].call, target, &o->lines[r].asleep);
+  if (rc == gcollSuccess && o->known[r] < target) o->known[r] = target;
+  return rc;
+}
+
 gcollResult_t gcoll_oneshot_run(struct gcoll_oneshot *o, struct gcoll_wait *w,
                                 const struct gcoll_oneshot_part *part, const char **area,
                                 size_t *stride, int *waited_for, uint64_t *call) {
@@ -131,13 +157,16 @@ gcollResult_t gcoll_oneshot_run(struct gcoll_oneshot *o, struct gcoll_wait *w,
                  : (small ? o->small_areas : o->areas) +
                        (size_t)(k % depth) * (size_t)o->nranks * step;
   *call = k;
+  /* Which of the last 64 calls were tiny: the same on every rank. */
+  const uint64_t bit = (uint64_t)1 << (k % 64);
+  o->tiny_calls = tiny ? o->tiny_calls | bit : o->tiny_calls & ~bit;
   if (part->nbytes > 0) {
     /* Everybody done with the area's last use: arrived there or beyond.
      * Ranks that this rank waited for in the last calls are known to be. */
     if (k > depth)
       for (int i = 1; i < o->nranks; i++) {
         int r = (o->rank + i) % o->nranks;
-        gcollResult_t rc = wait_arrived(o, w, r, k - depth + 1);
+        gcollResult_t rc = wait_reusable(o, w, r, k, depth);
         if (rc != gcollSuccess) {
           *waited_for = r;
           return rc;

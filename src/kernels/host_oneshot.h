@@ -134,6 +134,7 @@ struct gcoll_oneshot {
   uint64_t slot_bytes;
   int rank, nranks;
   uint64_t calls;
+  uint64_t tiny_calls;               /* bit k % 64: call k was tiny */
   uint64_t *known;                   /* nranks */
 };
 

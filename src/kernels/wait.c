@@ -122,6 +122,14 @@ static void sleep_ns(uint64_t ns) {
   nanosleep(&ts, NULL);
 }
 
+void gcoll_wait_remote_fence(void) {
+  atomic_thread_fence(memory_order_seq_cst);
+  if (g_membarrier_ok && syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0) == 0) return;
+  /* Registered, yet the command failed: no barrier reaches the other
+   * threads, but a store leaves a store buffer within microseconds. */
+  if (atomic_load_explicit(&gcoll_wait_fast, memory_order_relaxed)) sleep_ns(1000000);
+}
+
 /* One sleep on the counter's futex, at most ns (wait.h: the ordering).
  * 0, or -1 when the futex call failed for good (then the wait nanosleeps
  * from now on). */

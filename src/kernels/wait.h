@@ -196,6 +196,13 @@ gcollResult_t gcoll_wait_counter_shared(struct gcoll_wait *w, _Atomic uint64_t *
  * (relaxed): a thread that still reads 0 fences, which is always safe. */
 extern _Atomic int gcoll_wait_fast;
 
+/* The other half of a fence-free publish, for a thread that must see
+ * the stores of threads of this process that did not fence (they used
+ * gcoll_fifo_fence while gcoll_wait_fast was set): membarrier's global
+ * expedited command, a full barrier on every thread that runs. Rare
+ * callers only (an abort): it is a system call. */
+void gcoll_wait_remote_fence(void);
+
 /* The producer's half: wakes every waiter asleep on ctr. Called only when
  * the sleep flag was raised after the publish (fifo.h). */
 void gcoll_wait_wake(_Atomic uint64_t *ctr);

@@ -69,8 +69,11 @@ struct gcollComm {
   _Atomic int abort_word;
   _Atomic int failed_peer;
   /* Held by a collective while it runs, so an abort from another thread
-   * frees nothing under it. */
+   * frees nothing under it; host collectives on a communicator with no
+   * CUDA executor raise in_call instead (gcoll_coll_run_op says why), and
+   * gcoll_comm_wait_calls waits for both. */
   pthread_mutex_t busy;
+  _Atomic int in_call;
   /* Forced choices from GCOLL_ALGO / GCOLL_PROTO, -1 when free. */
   int force_algo, force_proto;
   int trace;                           /* GCOLL_DEBUG=TRACE at init: a line per collective */
@@ -197,6 +200,10 @@ struct gcoll_coll_op {
 };
 /* Runs one such collective to its end (comm_coll.c). */
 gcollResult_t gcoll_coll_run_op(const struct gcoll_coll_op *op);
+
+/* Returns once no collective or send/recv runs on comm in another thread
+ * (after an abort word was set, which makes them return). */
+void gcoll_comm_wait_calls(struct gcollComm *comm);
 /* Adds a collective to this thread's open group (comm_group.c). */
 gcollResult_t gcoll_group_enqueue_coll(const struct gcoll_coll_op *op);
 

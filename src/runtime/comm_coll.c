@@ -3,7 +3,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
+#include "kernels/fifo.h"
 #include "kernels/reduce.h"
 #include "runtime/comm.h"
 #include "runtime/proxy.h"
@@ -264,8 +266,54 @@ gcollResult_t gcoll_comm_explain(struct gcollComm *comm, const char *what, gcoll
   return gcoll_fail(rc, "%s: %s", what, err);
 }
 
+/* A host collective on a communicator that has a host executor and no
+ * CUDA executor runs without comm->busy: it only has to keep an abort
+ * from freeing comm under it, which in_call does. A mutex's lock and
+ * unlock are locked instructions, and each waits for the call's stores
+ * to reach the cache: the last of them, a small call's line of the
+ * one-shot board, waits for the line to come back from the core that
+ * read it (a third of a 2-rank 8 B broadcast's root's time). The raise
+ * is a plain store; gcoll_comm_wait_calls pairs the fence below with a
+ * barrier on every thread (wait.h), as the FIFOs' publishes do. Calls on
+ * one communicator never overlap (gcoll.h), so nothing else needs the
+ * lock; a CUDA executor keeps it, because gcollCommGetAsyncError polls
+ * that executor from the watchdog thread frameworks run. */
+static int runs_unlocked(const struct gcollComm *comm, const struct gcoll_coll_op *op) {
+  return op->exec == GCOLL_EXEC_HOST && comm->exec[GCOLL_EXEC_HOST].e != NULL &&
+         comm->exec[GCOLL_EXEC_CUDA].e == NULL;
+}
+
+void gcoll_comm_wait_calls(struct gcollComm *comm) {
+  pthread_mutex_lock(&comm->busy);
+  pthread_mutex_unlock(&comm->busy);
+  gcoll_wait_remote_fence();
+  /* A call in progress sees the abort word in its next wait round. */
+  while (atomic_load_explicit(&comm->in_call, memory_order_acquire) != 0) {
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = 20000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static gcollResult_t run_unlocked(const struct gcoll_coll_op *op) {
+  struct gcollComm *comm = op->comm;
+  const struct gcoll_exec_ops *ops = comm->exec[GCOLL_EXEC_HOST].ops;
+  struct gcoll_exec *e = comm->exec[GCOLL_EXEC_HOST].e;
+  char err[512];
+  atomic_store_explicit(&comm->in_call, 1, memory_order_relaxed);
+  gcoll_fifo_fence();
+  if (comm->has_net && !op->hc.poll_inline) gcoll_proxy_wake(comm->proxy);
+  gcollResult_t rc = ops->launch(e, &op->hc, op->stream, err, sizeof(err));
+  if (rc == gcollSuccess) rc = ops->poll(e, err, sizeof(err));
+  if (rc == gcollInProgress) rc = gcollSuccess;
+  if (rc != gcollSuccess) rc = gcoll_comm_explain(comm, op->name, rc, err);
+  /* The last touch of comm: an abort may free it from here on. */
+  atomic_store_explicit(&comm->in_call, 0, memory_order_release);
+  return rc;
+}
+
 gcollResult_t gcoll_coll_run_op(const struct gcoll_coll_op *op) {
   struct gcollComm *comm = op->comm;
+  if (runs_unlocked(comm, op)) return run_unlocked(op);
   char err[512];
   /* Held until the result is formed: an abort from another thread frees
    * comm as soon as it gets the lock. */

@@ -629,6 +629,7 @@ gcollResult_t gcoll_comm_init_with(gcollComm_t *out, const struct gcoll_comm_ini
   }
   pthread_mutex_init(&comm->busy, NULL);
   atomic_init(&comm->abort_word, 0);
+  atomic_init(&comm->in_call, 0);
   atomic_init(&comm->failed_peer, -1);
   comm->tree_root = -1;
   comm->rank = a->rank;
@@ -769,8 +770,7 @@ gcollResult_t gcollCommAbort(gcollComm_t comm) {
   atomic_compare_exchange_strong(&comm->abort_word, &expected, (int)gcollInvalidUsage);
   /* A collective in another thread sees the abort word in its next wait
    * round and returns; only then is it safe to free. */
-  pthread_mutex_lock(&comm->busy);
-  pthread_mutex_unlock(&comm->busy);
+  gcoll_comm_wait_calls(comm);
   comm_free(comm);
   return gcollSuccess;
 }

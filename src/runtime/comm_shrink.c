@@ -71,8 +71,9 @@ static uint32_t set_hash(const int *sorted, int n) {
 static void stop_calls(struct gcollComm *comm) {
   int expected = 0;
   atomic_compare_exchange_strong(&comm->abort_word, &expected, (int)gcollInvalidUsage);
-  /* Collectives and sends hold busy until their result is formed (the
-   * host executor's waits poll the abort word). */
+  /* Collectives and sends run until their result is formed (the host
+   * executor's waits poll the abort word). */
+  gcoll_comm_wait_calls(comm);
   pthread_mutex_lock(&comm->busy);
   struct gcoll_exec *cuda = comm->exec[GCOLL_EXEC_CUDA].e;
   if (cuda != NULL) {
