@@ -9,7 +9,9 @@
  *     rank reads holds that call's vector, never one of the call before or
  *     after (which would show an area reused while a peer still reads it).
  *   - A rank that waits for nobody runs exactly as many calls ahead of
- *     ranks that have not come as its size has areas, then waits for them.
+ *     ranks that have not come as its size has areas, then waits for them;
+ *     once it had to wait, it runs on as far as what it waited for
+ *     allows (half the areas more than it needed), not one call further.
  *   - A rank that does not come: the others fail at their deadline naming
  *     it, and an abort word ends a wait with its value.
  *   - The layout checks refuse a board of another rank count, size or
@@ -159,6 +161,43 @@ static void root_runs_ahead(int nranks, size_t need, int depth) {
   munmap(mem, bytes);
 }
 
+/* Its readers further on, inside call c (arrived there, and in tiny calls
+ * their tiny lines written up to it, as the executor's ranks write them):
+ * the root's first wait, at call depth + 1, asks for call depth / 2 + 1
+ * (host_oneshot.c: half the areas more than the area's reuse needs) and
+ * learns from a tiny line that much, from a counter all of c. So it
+ * completes exactly `expect` calls and waits at the next, naming a
+ * reader; a guard off by one, or a tiny line taken for a later call than
+ * it holds, completes another. */
+static void root_runs_on_after_wait(int nranks, size_t need, uint64_t c, uint64_t expect) {
+  size_t bytes;
+  void *mem = map_board(nranks, &bytes);
+  struct gcoll_oneshot o;
+  assert_int_equal(gcoll_oneshot_bind(&o, mem, 0), 0);
+  struct gcoll_wait w;
+  gcoll_wait_init(&w, NULL, NULL, NS / 5);
+  const uint64_t areas = gcoll_oneshot_small_areas(nranks);
+  for (int r = 1; r < nranks; r++) {
+    atomic_store(&o.lines[r].arrived, c);
+    for (uint64_t k = 1; need <= GCOLL_ONESHOT_TINY_BYTES && k <= c; k++)
+      atomic_store(&o.tiny[(k % areas) * (uint64_t)nranks + (uint64_t)r].call, k);
+  }
+  static char input[SLOT];
+  struct gcoll_oneshot_part part = {
+      .src = input, .nbytes = need, .sources = GCOLL_ONESHOT_NONE, .need = need};
+  const char *area = NULL;
+  size_t stride = 0;
+  int waited = -1;
+  uint64_t call = 0;
+  for (uint64_t k = 1; k <= expect; k++)
+    assert_int_equal(gcoll_oneshot_run(&o, &w, &part, &area, &stride, &waited, &call), gcollSuccess);
+  assert_int_equal(gcoll_oneshot_run(&o, &w, &part, &area, &stride, &waited, &call), gcollSystemError);
+  assert_int_equal(call, expect + 1);
+  assert_true(waited >= 1 && waited < nranks);
+  gcoll_oneshot_unbind(&o);
+  munmap(mem, bytes);
+}
+
 static void test_root_runs_ahead(void **state) {
   (void)state;
   root_runs_ahead(3, 1, GCOLL_ONESHOT_SMALL_AREAS);
@@ -166,6 +205,15 @@ static void test_root_runs_ahead(void **state) {
   root_runs_ahead(3, GCOLL_ONESHOT_SMALL_SLOT, GCOLL_ONESHOT_SMALL_AREAS);
   root_runs_ahead(3, GCOLL_ONESHOT_SMALL_SLOT + 1, GCOLL_ONESHOT_AREAS);
   root_runs_ahead(2, 1, GCOLL_ONESHOT_AREAS); /* pairs keep 16 */
+  /* Tiny: it learns call depth / 2 + 1 and stops at 3 * depth / 2. */
+  root_runs_on_after_wait(2, 1, GCOLL_ONESHOT_AREAS / 2 + 3, 3 * GCOLL_ONESHOT_AREAS / 2);
+  root_runs_on_after_wait(3, 8, GCOLL_ONESHOT_SMALL_AREAS / 2 + 8,
+                          3 * GCOLL_ONESHOT_SMALL_AREAS / 2);
+  /* Not tiny: it learns c from the counter and stops at c + depth - 1. */
+  root_runs_on_after_wait(3, GCOLL_ONESHOT_TINY_BYTES + 1, GCOLL_ONESHOT_SMALL_AREAS / 2 + 8,
+                          3 * GCOLL_ONESHOT_SMALL_AREAS / 2 + 7);
+  root_runs_on_after_wait(2, GCOLL_ONESHOT_SMALL_SLOT + 1, GCOLL_ONESHOT_AREAS / 2 + 3,
+                          3 * GCOLL_ONESHOT_AREAS / 2 + 2);
 }
 
 static double now_s(void) {
