@@ -61,10 +61,17 @@ static size_t call_bytes(uint64_t k) {
 
 enum shape { EVERYONE, BROADCAST, REDUCE };
 
+/* Calls in a row of one shape and root (set before forking): 1 mixes
+ * them call by call, so every rank waits for everyone every third call;
+ * long runs let roots and leaves run ahead into the reuse guard, where
+ * they wait on a peer's tiny line or counter. */
+static uint64_t g_run_length = 1;
+
 /* Call k's shape and root, the same on every rank. */
 static enum shape call_shape(uint64_t k, int nranks, int *root) {
-  *root = (int)((k / 3) % (uint64_t)nranks);
-  return (enum shape)(k % 3);
+  uint64_t run = k / g_run_length;
+  *root = (int)((run / 3) % (uint64_t)nranks);
+  return (enum shape)(run % 3);
 }
 
 static int run_rank(void *mem, int rank, int nranks, uint64_t calls) {
@@ -132,6 +139,14 @@ static void exchange_ranks(int nranks) {
 static void test_exchange_2(void **state) { (void)state; exchange_ranks(2); }
 static void test_exchange_3(void **state) { (void)state; exchange_ranks(3); }
 static void test_exchange_5(void **state) { (void)state; exchange_ranks(5); }
+
+static void test_exchange_runs(void **state) {
+  (void)state;
+  g_run_length = 150;
+  exchange_ranks(2);
+  exchange_ranks(3);
+  g_run_length = 1;
+}
 
 /* A broadcast's root waits for nobody: with its readers inside call 1
  * (arrived there, still reading) it runs exactly as many calls as the
@@ -368,6 +383,7 @@ int main(void) {
       cmocka_unit_test(test_exchange_2),
       cmocka_unit_test(test_exchange_3),
       cmocka_unit_test(test_exchange_5),
+      cmocka_unit_test(test_exchange_runs),
       cmocka_unit_test(test_root_runs_ahead),
       cmocka_unit_test(test_two_sleepers),
       cmocka_unit_test(test_absent_rank),
