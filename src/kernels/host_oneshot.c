@@ -88,6 +88,16 @@ void gcoll_oneshot_unbind(struct gcoll_oneshot *o) {
   memset(o, 0, sizeof(*o));
 }
 
+/* Asks for p's line in a state this core may write (PREFETCHW; older x86
+ * cores run it as a no-op). */
+static inline void prefetch_for_write(const void *p) {
+#if defined(__x86_64__)
+  __asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#else
+  __builtin_prefetch(p, 1, 3);
+#endif
+}
+
 /* Waits until rank r has arrived at target (acquire), noting it. */
 static gcollResult_t wait_arrived(struct gcoll_oneshot *o, struct gcoll_wait *w, int r,
                                   uint64_t target) {
@@ -183,6 +193,16 @@ gcollResult_t gcoll_oneshot_run(struct gcoll_oneshot *o, struct gcoll_wait *w,
     gcoll_wait_wake(&mine->arrived);
     if (tiny) gcoll_wait_wake(&t[o->rank].call);
   }
+  /* A rank that waits for nobody (a broadcast's root, a reduce's leaves)
+   * runs ahead of its readers, and its next call's line is in the cache
+   * of the core that read it depth calls ago: each call's store then
+   * waited for that line, and with the call's other stores queued behind
+   * it the root stalled (a third of its time in a 2-rank 8 B broadcast).
+   * Asked for now, the line travels while this call returns. A rank that
+   * waits for others does not: they poll its next line already, and
+   * taking it from them measured 1.02-1.04x slower 2-rank allreduces. */
+  if (tiny && part->nbytes > 0 && part->sources == GCOLL_ONESHOT_NONE)
+    prefetch_for_write(&o->tiny[(size_t)((k + 1) % depth) * (size_t)o->nranks + (size_t)o->rank]);
   /* Ranks after this one first: they are the likelier to still be on
    * their way, and the order changes only where this rank waits. */
   for (int i = 1; i < o->nranks; i++) {
