@@ -55,13 +55,7 @@ struct gcoll_host_exec {
   int pending;                      /* workers still running it */
   int stop;
 
-  /* The caller's, not a copy: it lives until the call returns, which is
-   * after every channel finished (run_collective). A copy read the
-   * caller's stores back with wider loads, which cannot take them from
-   * the store buffer and wait until every store before them is in the
-   * cache: in a small call, one waiting for a line of the one-shot board
-   * from another core. */
-  const struct gcoll_host_coll *job;
+  struct gcoll_host_coll job;
   int job_channels;
   enum job_form {
     FORM_CHANNELS = 0,              /* ring or tree over the channels */
@@ -513,7 +507,7 @@ static gcollResult_t run_direct(struct channel *ch, const struct gcoll_host_coll
 
 static gcollResult_t run_channel(struct channel *ch) {
   struct gcoll_host_exec *e = ch->exec;
-  const struct gcoll_host_coll *c = e->job;
+  const struct gcoll_host_coll *c = &e->job;
   ch->failed = NULL;
   ch->phase = "setup";
   gcollResult_t r = e->job_form == FORM_BOARD    ? run_board(ch, c)
@@ -672,19 +666,16 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
   enum job_form form = job_form(e, c, nch);
   if (form != FORM_CHANNELS) nch = 1; /* in this thread, the whole range */
   partition(e, c->count, gcoll_dtype_size(c->dtype), nch);
+  struct gcoll_wait w;
+  gcoll_wait_init(&w, e->abort_word, &e->local_abort, e->frame.timeout_ns);
+  if (e->spin_rounds > 0) w.spins = e->spin_rounds;
   int inline_poll = c->poll_inline && e->poll.poll != NULL;
-  /* Each channel's wait set up in place, not copied from one on the stack
-   * (see job above: the copy's loads waited for the store buffer). */
-  for (int i = 0; i < nch; i++) {
-    struct gcoll_wait *w = &e->ch[i].wait;
-    gcoll_wait_init(w, e->abort_word, &e->local_abort, e->frame.timeout_ns);
-    if (e->spin_rounds > 0) w->spins = e->spin_rounds;
-    if (inline_poll) {
-      w->poll = e->poll.poll;
-      w->poll_arg = e->poll.arg;
-    }
+  if (inline_poll) {
+    w.poll = e->poll.poll;
+    w.poll_arg = e->poll.arg;
+    if (e->poll.begin != NULL) e->poll.begin(e->poll.arg);
   }
-  if (inline_poll && e->poll.begin != NULL) e->poll.begin(e->poll.arg);
+  for (int i = 0; i < nch; i++) e->ch[i].wait = w;
   /* Reset only after a failure, and without a locked instruction: a
    * seq_cst store is an xchg, which waits for every store before it to
    * reach the cache, and a small call's last store (its line of the
@@ -716,12 +707,12 @@ static void run_collective(struct gcoll_host_exec *e, const struct gcoll_host_co
   if (nch == 1) {
     /* Channel 0 is this thread's: no worker takes part, and none reads
      * the job (the last call waited for all of them), so no hand-off. */
-    e->job = c;
+    e->job = *c;
     e->job_form = form;
     run_channel(&e->ch[0]);
   } else {
     pthread_mutex_lock(&e->mu);
-    e->job = c;
+    e->job = *c;
     e->job_form = FORM_CHANNELS;
     e->job_channels = nch;
     e->pending = nch - 1;

@@ -345,15 +345,8 @@ gcollResult_t gcoll_coll_run_op(const struct gcoll_coll_op *op) {
 }
 
 /* Checks and chooses now, so a refused call inside a group poisons the
- * group at once; runs now, or at gcollGroupEnd when grouped. Inlined into
- * each API function, so the call's fields stay in registers: passed in a
- * struct on the stack, they were read back with 16-byte loads spanning
- * two of the caller's 8-byte stores, which cannot be forwarded and wait
- * for every store before them to reach the cache (in a small call, the
- * last call's line of the one-shot board, still on its way). */
-static inline __attribute__((always_inline)) gcollResult_t run(struct gcollComm *comm,
-                                                                const struct call *c,
-                                                                void *stream) {
+ * group at once; runs now, or at gcollGroupEnd when grouped. */
+static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *stream) {
   size_t bytes = 0;
   enum gcoll_exec_kind kind = GCOLL_EXEC_HOST;
   /* Every field by name, no initializer: zero-filling the struct first was
