@@ -271,11 +271,15 @@ static gcollResult_t cuda_wait(struct gcoll_exec *e, char *err, size_t errlen) {
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static const struct gcoll_cuda_api *probed;
+/* Set once probed: every call asks cuda_owns twice, and pthread_once is a
+ * call through the PLT each time. */
+static _Atomic int probe_done;
 
 static void probe_driver(void) {
   char msg[256];
   if (gcoll_cuda_probe(NULL, msg, sizeof(msg)) == GCOLL_CUDA_AVAILABLE)
     probed = gcoll_cuda_api_get(NULL, 0);
+  atomic_store_explicit(&probe_done, 1, memory_order_release);
 }
 
 /* Device (or managed) memory by the driver's account; plain host memory is
@@ -284,7 +288,8 @@ static void probe_driver(void) {
  * into the driver is ~0.1-0.2 us on an H100 (nccl-tests in place on one
  * GPU: 2.0 us a call against NCCL's 0.4 us, with two calls per buffer). */
 static int cuda_owns(const void *ptr, int *device) {
-  pthread_once(&probe_once, probe_driver);
+  if (!atomic_load_explicit(&probe_done, memory_order_acquire))
+    pthread_once(&probe_once, probe_driver);
   *device = -1;
   if (probed == NULL || ptr == NULL) return 0;
   unsigned int type = 0;

@@ -41,8 +41,14 @@ static void register_membarrier(void) {
   pthread_atfork(NULL, NULL, register_self);
 }
 
+/* Set once registered (or found unable to): gcoll_wait_init runs per
+ * call, and pthread_once is a call through the PLT each time. */
+static _Atomic int g_setup_done;
+
 void gcoll_wait_setup(void) {
+  if (atomic_load_explicit(&g_setup_done, memory_order_acquire)) return;
   pthread_once(&g_register_once, register_membarrier);
+  atomic_store_explicit(&g_setup_done, 1, memory_order_release);
 }
 
 /* At load, while a program that links gcoll still has one thread, the
