@@ -680,8 +680,8 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
    * seq_cst store is an xchg, which waits for every store before it to
    * reach the cache, and a small call's last store (its line of the
    * one-shot board) waits for the line to come back from the reader's
-   * core: 26% of a 2-rank 8 B broadcast. The workers see these through
-   * the hand-off's lock. */
+   * core: a quarter of this function's time in a 2-rank 8 B broadcast.
+   * The workers see these through the hand-off's lock. */
   if (atomic_load_explicit(&e->local_abort, memory_order_relaxed) != 0)
     atomic_store_explicit(&e->local_abort, 0, memory_order_relaxed);
   if (atomic_load_explicit(&e->first_failed, memory_order_relaxed) != -1)

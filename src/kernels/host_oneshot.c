@@ -128,8 +128,9 @@ static gcollResult_t wait_tiny(struct gcoll_oneshot *o, struct gcoll_wait *w, in
  * waits for nobody (a broadcast's root, a reduce's leaves) meets that
  * limit on every call once it is depth - 1 calls ahead, and looking at
  * r's counter each call moved that line between the cores twice a call
- * (r's store, our load) on top of the data: a third of a 2-rank 8 B
- * broadcast's time went to r loading its own sleep flag. So a rank that
+ * (r's store, our load) on top of the data: in a 2-rank 8 B broadcast,
+ * r's load of its own sleep flag on that line was most of r's time on
+ * the board. So a rank that
  * must wait waits for half the areas more (target <= k - 1: r needs
  * nothing from this rank's call k to get there), and the next depth / 2
  * calls pass on known[]. And where the target call was tiny it waits on
