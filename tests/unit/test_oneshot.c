@@ -148,36 +148,12 @@ static void test_exchange_runs(void **state) {
   g_run_length = 1;
 }
 
-/* A broadcast's root waits for nobody: with its readers inside call 1
- * (arrived there, still reading) it runs exactly as many calls as the
- * areas of its size (small calls have more), and the next one waits for
- * them: it would overwrite call 1's area. */
-static void root_runs_ahead(int nranks, size_t need, int depth) {
-  size_t bytes;
-  void *mem = map_board(nranks, &bytes);
-  struct gcoll_oneshot o;
-  assert_int_equal(gcoll_oneshot_bind(&o, mem, 0), 0);
-  struct gcoll_wait w;
-  gcoll_wait_init(&w, NULL, NULL, NS / 5);
-  for (int r = 1; r < nranks; r++) atomic_store(&o.lines[r].arrived, 1);
-  static char input[SLOT];
-  struct gcoll_oneshot_part part = {
-      .src = input, .nbytes = need, .sources = GCOLL_ONESHOT_NONE, .need = need};
-  const char *area = NULL;
-  size_t stride = 0;
-  int waited = -1;
-  uint64_t call = 0;
-  for (int k = 1; k <= depth; k++)
-    assert_int_equal(gcoll_oneshot_run(&o, &w, &part, &area, &stride, &waited, &call), gcollSuccess);
-  assert_int_equal(gcoll_oneshot_run(&o, &w, &part, &area, &stride, &waited, &call), gcollSystemError);
-  assert_int_equal(call, (uint64_t)depth + 1);
-  assert_true(waited >= 1 && waited < nranks);
-  gcoll_oneshot_unbind(&o);
-  munmap(mem, bytes);
-}
-
-/* Its readers further on, inside call c (arrived there, and in tiny calls
- * their tiny lines written up to it, as the executor's ranks write them):
+/* A broadcast's root waits for nobody. Its readers inside call c (arrived
+ * there, and in tiny calls their tiny lines written up to it, as the
+ * executor's ranks write them); with c = 1 (still reading call 1) the
+ * root runs exactly as many calls as the areas of its size (small calls
+ * have more), and the next one waits for them: it would overwrite call
+ * 1's area. Further on:
  * the root's first wait, at call depth + 1, asks for call depth / 2 + 1
  * (host_oneshot.c: half the areas more than the area's reuse needs) and
  * learns from a tiny line that much, from a counter all of c. So it
@@ -215,11 +191,11 @@ static void root_runs_on_after_wait(int nranks, size_t need, uint64_t c, uint64_
 
 static void test_root_runs_ahead(void **state) {
   (void)state;
-  root_runs_ahead(3, 1, GCOLL_ONESHOT_SMALL_AREAS);
-  root_runs_ahead(3, GCOLL_ONESHOT_TINY_BYTES + 1, GCOLL_ONESHOT_SMALL_AREAS);
-  root_runs_ahead(3, GCOLL_ONESHOT_SMALL_SLOT, GCOLL_ONESHOT_SMALL_AREAS);
-  root_runs_ahead(3, GCOLL_ONESHOT_SMALL_SLOT + 1, GCOLL_ONESHOT_AREAS);
-  root_runs_ahead(2, 1, GCOLL_ONESHOT_AREAS); /* pairs keep 16 */
+  root_runs_on_after_wait(3, 1, 1, GCOLL_ONESHOT_SMALL_AREAS);
+  root_runs_on_after_wait(3, GCOLL_ONESHOT_TINY_BYTES + 1, 1, GCOLL_ONESHOT_SMALL_AREAS);
+  root_runs_on_after_wait(3, GCOLL_ONESHOT_SMALL_SLOT, 1, GCOLL_ONESHOT_SMALL_AREAS);
+  root_runs_on_after_wait(3, GCOLL_ONESHOT_SMALL_SLOT + 1, 1, GCOLL_ONESHOT_AREAS);
+  root_runs_on_after_wait(2, 1, 1, GCOLL_ONESHOT_AREAS); /* pairs keep 16 */
   /* Tiny: it learns call depth / 2 + 1 and stops at 3 * depth / 2. */
   root_runs_on_after_wait(2, 1, GCOLL_ONESHOT_AREAS / 2 + 3, 3 * GCOLL_ONESHOT_AREAS / 2);
   root_runs_on_after_wait(3, 8, GCOLL_ONESHOT_SMALL_AREAS / 2 + 8,
