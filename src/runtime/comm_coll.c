@@ -294,37 +294,27 @@ void gcoll_comm_wait_calls(struct gcollComm *comm) {
   }
 }
 
-static gcollResult_t run_unlocked(const struct gcoll_coll_op *op) {
-  struct gcollComm *comm = op->comm;
-  const struct gcoll_exec_ops *ops = comm->exec[GCOLL_EXEC_HOST].ops;
-  struct gcoll_exec *e = comm->exec[GCOLL_EXEC_HOST].e;
-  char err[512];
-  atomic_store_explicit(&comm->in_call, 1, memory_order_relaxed);
-  gcoll_fifo_fence();
-  if (comm->has_net && !op->hc.poll_inline) gcoll_proxy_wake(comm->proxy);
-  gcollResult_t rc = ops->launch(e, &op->hc, op->stream, err, sizeof(err));
-  if (rc == gcollSuccess) rc = ops->poll(e, err, sizeof(err));
-  if (rc == gcollInProgress) rc = gcollSuccess;
-  if (rc != gcollSuccess) rc = gcoll_comm_explain(comm, op->name, rc, err);
-  /* The last touch of comm: an abort may free it from here on. */
-  atomic_store_explicit(&comm->in_call, 0, memory_order_release);
-  return rc;
-}
-
 gcollResult_t gcoll_coll_run_op(const struct gcoll_coll_op *op) {
   struct gcollComm *comm = op->comm;
-  if (runs_unlocked(comm, op)) return run_unlocked(op);
+  const int unlocked = runs_unlocked(comm, op);
   char err[512];
-  /* Held until the result is formed: an abort from another thread frees
-   * comm as soon as it gets the lock. */
-  pthread_mutex_lock(&comm->busy);
+  /* Until the result is formed: an abort from another thread frees comm
+   * as soon as it gets the lock, or sees in_call fall. */
+  if (unlocked) {
+    atomic_store_explicit(&comm->in_call, 1, memory_order_relaxed);
+    gcoll_fifo_fence();
+  } else {
+    pthread_mutex_lock(&comm->busy);
+  }
   /* A proxy asleep after an idle spell would add up to its poll timeout to
    * the first network step. */
   if (comm->has_net && !op->hc.poll_inline) gcoll_proxy_wake(comm->proxy);
-  gcollResult_t rc = gcoll_comm_executor(comm, op->exec);
+  /* Made at the first call of its kind; an unlocked call has its own. */
+  gcollResult_t rc =
+      comm->exec[op->exec].e != NULL ? gcollSuccess : gcoll_comm_executor(comm, op->exec);
   if (rc != gcollSuccess) {
-    pthread_mutex_unlock(&comm->busy);
-    return gcoll_fail(rc, "%s: %s", op->name, gcollGetLastError(NULL));
+    rc = gcoll_fail(rc, "%s: %s", op->name, gcollGetLastError(NULL));
+    goto out;
   }
   const struct gcoll_exec_ops *ops = comm->exec[op->exec].ops;
   struct gcoll_exec *e = comm->exec[op->exec].e;
@@ -340,7 +330,12 @@ gcollResult_t gcoll_coll_run_op(const struct gcoll_coll_op *op) {
   if (rc == gcollSuccess) rc = ops->poll(e, err, sizeof(err));
   if (rc == gcollInProgress) rc = gcollSuccess;
   if (rc != gcollSuccess) rc = gcoll_comm_explain(comm, op->name, rc, err);
-  pthread_mutex_unlock(&comm->busy);
+out:
+  /* The last touch of comm: an abort may free it from here on. */
+  if (unlocked)
+    atomic_store_explicit(&comm->in_call, 0, memory_order_release);
+  else
+    pthread_mutex_unlock(&comm->busy);
   return rc;
 }
 
