@@ -77,7 +77,7 @@ static const struct gcoll_param gcoll_params[] = {
      "force the protocol of every collective"},
     {"GCOLL_RANK", LAUNCHER, "N", "none (PMI2's under srun --mpi=pmi2)", NULL,
      "the process's rank in the job"},
-    {"GCOLL_SINGLE_COPY_BYTES", USER, "bytes", "1048576", NULL,
+    {"GCOLL_SINGLE_COPY_BYTES", USER, "bytes", "131072", NULL,
      "one-host allgather/broadcast from this size read peers' buffers (0: never; same on all ranks)"},
     {"GCOLL_SINGLE_COPY_PAGES", USER, "huge|any", "huge", NULL,
      "read peers' buffers only in huge pages, or in any pages (kernels before 6.7 cannot tell)"},

@@ -58,7 +58,7 @@ static int ring_faster(const struct gcoll_host_direct *d, const struct gcoll_hos
   int fits = bytes <= d->ops.cache_bytes, pair = d->nranks == 2;
   /* An allreduce's second half is an allgather of the reduced blocks. */
   if (c->coll == GCOLL_COLL_ALLGATHER || c->coll == GCOLL_COLL_ALLREDUCE) return !(pair && fits);
-  return pair == fits; /* broadcast: pairs past the cache, larger groups within it */
+  return !pair && !fits; /* broadcast: pairs always, larger groups within it */
 }
 
 int gcoll_host_direct_candidate(struct gcoll_host_direct *d, const struct gcoll_host_coll *c,
@@ -70,10 +70,8 @@ int gcoll_host_direct_candidate(struct gcoll_host_direct *d, const struct gcoll_
     return 0;
   }
   size_t bytes = call_bytes(d, c);
-  /* An allreduce between 2 ranks reads half its vector: from twice the
-   * size (at 1 MiB it measured 0.93x the ring's time out of place but
-   * 1.12x in place, 10 alternating runs; 0.80-0.89x from 2 MiB). */
-  if (c->coll == GCOLL_COLL_ALLREDUCE ? bytes / 2 < d->ops.min_bytes : bytes < d->ops.min_bytes)
+  if (bytes < (c->coll == GCOLL_COLL_ALLREDUCE ? GCOLL_DIRECT_ALLREDUCE_FACTOR : 1) *
+                  d->ops.min_bytes)
     return 0;
   if (ring_faster(d, c, bytes)) return 0;
   if (d->skip > 0) {
@@ -100,6 +98,28 @@ static void probe_peers(struct gcoll_host_direct *d) {
   d->probed = 1;
   for (int q = 0; q < d->nranks; q++)
     if (q != d->rank && d->ops.probe(d->ops.arg, q, d->descs[q].id) != 0) d->probed = -1;
+}
+
+/* Whether peers read [p, p + n) of this rank fast (host_direct.h: asked
+ * once, remembered a while). */
+static int cheap(struct gcoll_host_direct *d, const void *p, size_t n) {
+  const uint64_t start = (uint64_t)(uintptr_t)p, end = start + n;
+  for (int i = 0; i < GCOLL_DIRECT_CHEAP_RANGES; i++) {
+    struct gcoll_direct_cheap_range *r = &d->cheap[i];
+    if (r->end != 0 && r->start <= start && end <= r->end) {
+      if (r->reuses < GCOLL_DIRECT_CHEAP_REUSES) {
+        r->reuses++;
+        return 1;
+      }
+      r->end = 0; /* asked again below */
+    }
+  }
+  if (!d->ops.cheap(d->ops.arg, p, n)) return 0;
+  if (n > 0) {
+    d->cheap[d->cheap_next] = (struct gcoll_direct_cheap_range){.start = start, .end = end};
+    d->cheap_next = (d->cheap_next + 1) % GCOLL_DIRECT_CHEAP_RANGES;
+  }
+  return 1;
 }
 
 /* The verdict every rank reaches from the same descriptors: 1 direct,
@@ -211,7 +231,7 @@ gcollResult_t gcoll_host_direct_begin(struct gcoll_host_direct *d, struct gcoll_
   if (d->probed > 0) mine.flags |= DIRECT_READS;
   size_t bytes = c->count * gcoll_dtype_size(c->dtype);
   if ((c->coll != GCOLL_COLL_BROADCAST || d->rank == c->root) &&
-      d->ops.cheap(d->ops.arg, readable, bytes))
+      cheap(d, readable, bytes))
     mine.flags |= DIRECT_CHEAP;
   gcollResult_t r = exchange(p, ring, &mine, d->descs, sizeof(mine));
   if (r != gcollSuccess) return r;

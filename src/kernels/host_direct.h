@@ -4,7 +4,10 @@
  * ring moves every byte twice (into the FIFO, out of it).
  *
  * A call takes it when its bytes reach peer_reads.min_bytes (the runtime
- * sets that only when every rank is on this host), the ring is not the
+ * sets that only when every rank is on this host; 128 KiB by default: at
+ * 64 KiB 2-rank broadcasts and allgathers took 1.0-1.4x the ring's time,
+ * the descriptors' and the status's round trips costing what the copy
+ * saves, at 128 KiB 0.45-0.95x), the ring is not the
  * faster, and a back-off says to try. Where the ring is the faster was
  * measured on the 2-core VM (README, issue 17), by whether the call fits
  * in the host's caches (peer_reads.cache_bytes):
@@ -13,14 +16,15 @@
  *     against 24-32 GB/s), and every rank writes its whole output
  *     through it. With 3 or more ranks each input has several readers at
  *     once (0.76-0.89x at 4 ranks).
- *   - broadcast, 2 ranks: direct past the caches (1.3-1.9x: the ring's
- *     root copies twice from memory); within them the ring copies once
- *     on each side in parallel, in cache, and the descriptors' round trip
- *     alone costs in-place calls (PyTorch's) 10-15%, as it ends the
- *     overlap of consecutive calls.
- *   - broadcast, 3 or more ranks: direct within the caches (1.1-1.7x:
- *     readers at once instead of a chain of ring hops), the ring past
- *     them.
+ *   - broadcast, 2 ranks: direct. Past the caches the ring's root copies
+ *     twice from memory (1.3-1.9x); within them the reader's one copy
+ *     of 128 KiB - 16 MiB took 0.36-0.53x the ring's time out of place,
+ *     0.47-0.98x in place (3-4 alternating runs; Open MPI's broadcast
+ *     reads its peer the same way from 64 KiB). An earlier measurement
+ *     had the ring ahead in place within the caches; it no longer is.
+ *   - broadcast, 3 or more ranks: direct within the caches (readers at
+ *     once instead of a chain of ring hops: 0.32-0.84x from 128 KiB on
+ *     3 ranks and on 4 sharing 2 cores), the ring past them.
  * Then the ranks allgather a 64-byte descriptor each (this process's
  * identity, the address peers read: the input's, an allreduce's output's;
  * flags) over channel 0's ring, and every
@@ -45,7 +49,9 @@
  * copy it saves stays in cache, and a read of a peer's pages runs at
  * 40-50 GB/s against memcpy's 60-130. What does pay is the allreduce's
  * second half, which only copies: between 2 ranks whose vector fits in
- * the caches and is at least twice min_bytes, on one channel, the ranks
+ * the caches and is at least GCOLL_DIRECT_ALLREDUCE_FACTOR (16) times
+ * min_bytes (256 KiB - 1 MiB measured 0.80-1.28x the ring), on one
+ * channel, the ranks
  * run the ring's reduce-scatter half (gcoll_ring_allreduce_steps, the
  * same blocks and order, so the ring's bits), a first status exchange
  * says every block is reduced, and each rank reads its peer's blocks from
@@ -70,8 +76,24 @@ struct gcoll_direct_desc {
 };
 _Static_assert(sizeof(struct gcoll_direct_desc) == 64, "one cache line per rank");
 
+/* Buffers this rank found in huge pages: peer_reads.cheap asks the
+ * kernel (PAGEMAP_SCAN, about 1 us), and the root's answer is on every
+ * reader's path before its copy (128-256 KiB 2-rank broadcasts: 0.67-0.93x
+ * the time without the question). A range inside a remembered one is
+ * taken as cheap without asking, GCOLL_DIRECT_CHEAP_REUSES times, then
+ * asked again: memory freed and mapped again at the same address in
+ * small pages costs at most that many slower reads, never a wrong one. */
+#define GCOLL_DIRECT_CHEAP_RANGES 8
+#define GCOLL_DIRECT_CHEAP_REUSES 256
+struct gcoll_direct_cheap_range {
+  uint64_t start, end;              /* [start, end) of this process; end 0: empty */
+  uint32_t reuses;
+};
+
 struct gcoll_host_direct {
   struct gcoll_exec_peer_reads ops;
+  struct gcoll_direct_cheap_range cheap[GCOLL_DIRECT_CHEAP_RANGES];
+  unsigned cheap_next;              /* the entry the next new range replaces */
   int rank, nranks;
   int probed;                       /* 0: not yet; 1: can read every peer; -1: cannot */
   int off;                          /* every rank saw a rank that cannot read */

@@ -106,6 +106,10 @@ struct gcoll_peer_range {
 };
 /* The most ranges one read call takes. */
 #define GCOLL_PEER_RANGES_MAX 64
+/* A 2-rank allreduce reads its peer's half from this many times
+ * min_bytes (2 MiB at the default 128 KiB): a reduction reads both
+ * operands anyway, so only a large second half gains (host_direct.h). */
+#define GCOLL_DIRECT_ALLREDUCE_FACTOR 16
 
 struct gcoll_exec_peer_reads {
   uint64_t min_bytes;             /* direct form from this many bytes (the same on every rank) */

@@ -374,7 +374,7 @@ static gcollResult_t gather_limits(const struct gcollComm *comm, uint64_t *limit
  * ring's two copies on the 2-core VM (README, issue 17): below it the
  * descriptor exchange and the closing barrier cost more than the copy
  * saves. Every rank must use the same value (it decides the steps). */
-#define SINGLE_COPY_DEFAULT_BYTES (1u << 20)
+#define SINGLE_COPY_DEFAULT_BYTES (128u << 10)
 /* What fits in cache, for host_direct.h's verdict: a quarter of the
  * last-level cache (the caller's buffers, its peers' and the FIFOs share
  * it); measured here, 32 MiB of L3: allgathers gained up to 8 MiB and
@@ -562,7 +562,7 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
                            "from %llu B, read peers' buffers where that is the faster (in cache: "
                            "up to %llu B; single copy, %s)",
                      (unsigned long long)cfg.peer_reads.min_bytes,
-                     2 * (unsigned long long)cfg.peer_reads.min_bytes,
+                     GCOLL_DIRECT_ALLREDUCE_FACTOR * (unsigned long long)cfg.peer_reads.min_bytes,
                      (unsigned long long)cfg.peer_reads.cache_bytes,
                      cfg.peer_reads.cheap == peer_cheap ? "buffers in huge pages" : "any pages");
     gcoll_log_info(comm, "host allreduce gathers whole vectors up to %llu B (simple), %llu B (ll)",

@@ -34,6 +34,7 @@
 #include "kernels/exec.h"
 #include "kernels/fifo.h"
 #include "kernels/half.h"
+#include "kernels/host_direct.h"
 #include "kernels/host_exec.h"
 #include "kernels/reduce.h"
 #include "kernels/wait.h"
@@ -122,6 +123,7 @@ struct fake_peer {
   int rank;
   int refuse;          /* probes fail (EPERM) */
   int cheap;           /* what cheap answers */
+  _Atomic int cheap_asks;
   int fail_read;       /* reads fail (EFAULT) */
   _Atomic int reads, probes;
   _Atomic int ranges, most_ranges;  /* over all reads; the most in one */
@@ -157,7 +159,9 @@ static int fake_read(void *arg, const uint8_t id[GCOLL_PEER_ID_BYTES],
 static int fake_cheap(void *arg, const void *p, size_t n) {
   (void)p;
   (void)n;
-  return ((const struct fake_peer *)arg)->cheap;
+  struct fake_peer *f = arg;
+  f->cheap_asks++;
+  return f->cheap;
 }
 
 static void reset_fakes(void) {
@@ -165,7 +169,7 @@ static void reset_fakes(void) {
     g_fake[r].rank = r;
     g_fake[r].refuse = g_fake[r].fail_read = 0;
     g_fake[r].cheap = 1;
-    g_fake[r].reads = g_fake[r].probes = 0;
+    g_fake[r].reads = g_fake[r].probes = g_fake[r].cheap_asks = 0;
     g_fake[r].ranges = g_fake[r].most_ranges = 0;
   }
 }
@@ -928,6 +932,45 @@ static void test_direct_fallbacks(void **state) {
   world_free(w);
 }
 
+/* The root asks whether its buffer is in huge pages once, then takes the
+ * answer for GCOLL_DIRECT_CHEAP_REUSES calls on that buffer or inside it,
+ * then asks again (host_direct.h); an answer of small pages is not
+ * remembered. So pages that changed cost a bounded run of slower reads. */
+static void test_direct_cheap_remembered(void **state) {
+  (void)state;
+  reset_fakes();
+  struct world *w = world_new(2, 1, 4096, 20ull * 1000000000ull);
+  struct case_desc d = {.coll = GCOLL_COLL_BROADCAST, .algo = GCOLL_ALGO_RING,
+                        .dtype = gcollFloat, .op = gcollSum, .proto = GCOLL_PROTO_SIMPLE,
+                        .count = 1000, .nch = 1};
+  run_direct_case(w, &d); /* probes, and asks */
+  assert_int_equal(g_fake[0].cheap_asks, 1);
+  assert_int_equal(total_reads(2), 0);
+  d.count = 500; /* inside the range asked about */
+  run_direct_case(w, &d);
+  d.count = 1000;
+  for (int i = 1; i < GCOLL_DIRECT_CHEAP_REUSES; i++) run_direct_case(w, &d);
+  assert_int_equal(g_fake[0].cheap_asks, 1);
+  assert_int_equal(g_fake[1].cheap_asks, 0); /* a broadcast's reader is not read */
+  assert_int_equal(total_reads(2), GCOLL_DIRECT_CHEAP_REUSES);
+  run_direct_case(w, &d);
+  assert_int_equal(g_fake[0].cheap_asks, 2);
+  /* Now in small pages: read as remembered, at most the reuses, then the
+   * ring. */
+  g_fake[0].cheap = 0;
+  for (int i = 0; i < GCOLL_DIRECT_CHEAP_REUSES; i++) run_direct_case(w, &d);
+  assert_int_equal(g_fake[0].cheap_asks, 2);
+  assert_int_equal(total_reads(2), 2 * GCOLL_DIRECT_CHEAP_REUSES + 1);
+  run_direct_case(w, &d);
+  assert_int_equal(g_fake[0].cheap_asks, 3);
+  assert_int_equal(total_reads(2), 2 * GCOLL_DIRECT_CHEAP_REUSES + 1);
+  /* Not remembered: the next candidate after the back-off asks again. */
+  for (int i = 0; i < 3; i++) run_direct_case(w, &d);
+  assert_int_equal(g_fake[0].cheap_asks, 4);
+  assert_int_equal(total_reads(2), 2 * GCOLL_DIRECT_CHEAP_REUSES + 1);
+  world_free(w);
+}
+
 /* Allreduce through the direct form (the ring's reduce-scatter half, then
  * reads of the peers' reduced blocks) against the ring on the same FIFOs:
  * every type and op, odd counts, in and out of place, results checked
@@ -990,7 +1033,7 @@ static void test_direct_allreduce(void **state) {
             /* The first candidate probes and takes the ring; then each
              * rank reads its peer's blocks. */
             int read_now = total_reads(n) > reads_before;
-            int candidate = taken && bytes >= 2; /* twice min_bytes */
+            int candidate = taken && bytes >= GCOLL_DIRECT_ALLREDUCE_FACTOR; /* x min_bytes */
             if (read_now != (candidate && !first))
               fail_msg("%s: %s", what, read_now ? "read its peers" : "did not read its peers");
             if (candidate) first = 0;
@@ -1007,7 +1050,7 @@ static void test_direct_allreduce(void **state) {
 
 /* Where the ring is the faster (host_direct.h), with a cache size set:
  * allgathers and allreduces direct only between 2 ranks that fit,
- * broadcasts between 2 ranks only past the cache, among 3 only within it. */
+ * broadcasts between 2 ranks always, among 3 only within the cache. */
 static void test_direct_cache_rules(void **state) {
   (void)state;
   for (int n = 2; n <= 3; n++) {
@@ -1018,15 +1061,13 @@ static void test_direct_cache_rules(void **state) {
     int pair = n == 2, reads = 0;
     struct case_desc d = {.coll = GCOLL_COLL_BROADCAST, .algo = GCOLL_ALGO_RING,
                           .dtype = gcollInt32, .op = gcollSum, .proto = GCOLL_PROTO_SIMPLE,
-                          .count = 1001, .nch = 1};
-    if (pair) run_direct_case(w, &d); /* probes: the first direct candidate */
-    d.count = 1000;                    /* 4000 bytes: fits */
+                          .count = 1000, .nch = 1}; /* 4000 bytes: fits */
     for (int i = 0; i < 4; i++) {
       d.root = i % n;
       d.in_place = i / 2;
-      if (!pair && i == 0) run_direct_case(w, &d); /* probes */
+      if (i == 0) run_direct_case(w, &d); /* probes: the first direct candidate */
       run_direct_case(w, &d);
-      reads += pair ? 0 : n - 1;
+      reads += n - 1;
       assert_int_equal(total_reads(n), reads);
     }
     d.count = 1001; /* past the cache */
@@ -1100,6 +1141,7 @@ int main(void) {
       cmocka_unit_test(test_gather_form),
       cmocka_unit_test(test_direct_form),
       cmocka_unit_test(test_direct_fallbacks),
+      cmocka_unit_test(test_direct_cheap_remembered),
       cmocka_unit_test(test_direct_allreduce),
       cmocka_unit_test(test_direct_cache_rules),
       cmocka_unit_test(test_direct_read_failure),
