@@ -11,11 +11,14 @@
  * faster, and a back-off says to try. Where the ring is the faster was
  * measured on the 2-core VM (README, issue 17), by whether the call fits
  * in the host's caches (peer_reads.cache_bytes):
- *   - allgather, 2 ranks, fits: direct (1.5x in place). Past the caches
- *     the kernel's copy runs at half of memcpy's streaming stores (11-15
- *     against 24-32 GB/s), and every rank writes its whole output
- *     through it. With 3 or more ranks each input has several readers at
- *     once (0.76-0.89x at 4 ranks).
+ *   - allgather, fits: direct (2 ranks 0.25-0.59x the ring's time at
+ *     128-512 KiB; 3 and 4 ranks 0.35-0.74x at 256 KiB - 8 MiB, with
+ *     each rank's reads at least half min_bytes, as below). Past the
+ *     caches the kernel's copy runs at half of memcpy's streaming stores
+ *     (11-15 against 24-32 GB/s), and every rank writes its whole output
+ *     through it. (3 and 4 ranks were first measured at 0.76-0.89x the
+ *     ring's speed, every input having several readers at once; on
+ *     today's tree they no longer are.)
  *   - broadcast, 2 ranks: direct. Past the caches the ring's root copies
  *     twice from memory (1.3-1.9x); within them the reader's one copy
  *     of 128 KiB - 16 MiB took 0.36-0.53x the ring's time out of place,

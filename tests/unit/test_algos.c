@@ -129,8 +129,9 @@ struct fake_peer {
   _Atomic int ranges, most_ranges;  /* over all reads; the most in one */
 };
 static struct fake_peer g_fake[MAX_RANKS];
-/* The direct executors' cache_bytes (worlds made while it is set). */
-static uint64_t g_cache_bytes;
+/* The direct executors' cache_bytes and min_bytes (worlds made while
+ * they are set; min_bytes 0 means 1). */
+static uint64_t g_cache_bytes, g_min_bytes;
 
 static void fake_identity(void *arg, uint8_t id[GCOLL_PEER_ID_BYTES]) {
   const struct fake_peer *f = arg;
@@ -216,7 +217,7 @@ static void make_exec(struct world *w, int rank, uint64_t timeout_ns) {
   cfg.gather_bytes[GCOLL_PROTO_SIMPLE] = cfg.gather_bytes[GCOLL_PROTO_LL] = 0;
   g_fake[rank].rank = rank;
   cfg.peer_reads = (struct gcoll_exec_peer_reads){
-      .min_bytes = 1, .cache_bytes = g_cache_bytes, .identity = fake_identity, .probe = fake_probe, .read = fake_read,
+      .min_bytes = g_min_bytes ? g_min_bytes : 1, .cache_bytes = g_cache_bytes, .identity = fake_identity, .probe = fake_probe, .read = fake_read,
       .cheap = fake_cheap, .arg = &g_fake[rank]};
   w->direct_exec[rank] = gcoll_host_exec_create(&cfg, err, sizeof(err));
   if (w->direct_exec[rank] == NULL) fail_msg("direct executor: %s", err);
@@ -1049,8 +1050,8 @@ static void test_direct_allreduce(void **state) {
 }
 
 /* Where the ring is the faster (host_direct.h), with a cache size set:
- * allgathers and allreduces direct only between 2 ranks that fit,
- * broadcasts between 2 ranks always, among 3 only within the cache. */
+ * allgathers direct where they fit, allreduces only between 2 ranks that
+ * fit, broadcasts between 2 ranks always, among 3 only within the cache. */
 static void test_direct_cache_rules(void **state) {
   (void)state;
   for (int n = 2; n <= 3; n++) {
@@ -1077,7 +1078,7 @@ static void test_direct_cache_rules(void **state) {
     d.coll = GCOLL_COLL_ALLGATHER;
     d.count = 4000 / (4 * (size_t)n); /* output fits */
     run_direct_case(w, &d);
-    reads += pair ? 2 : 0;
+    reads += n * (n - 1);
     assert_int_equal(total_reads(n), reads);
     d.count = 4000 / (4 * (size_t)n) + 1;
     run_direct_case(w, &d);
@@ -1090,6 +1091,49 @@ static void test_direct_cache_rules(void **state) {
     assert_int_equal(total_reads(n), reads);
     d.count = 1001;
     run_direct_case(w, &d);
+    assert_int_equal(total_reads(n), reads);
+    world_free(w);
+  }
+}
+
+/* Where min_bytes starts each form: broadcasts at it, allgathers among
+ * n > 2 ranks at n / 2 times it (each read half of it, as a pair's),
+ * 2-rank allreduces at GCOLL_DIRECT_ALLREDUCE_FACTOR times it. */
+static void test_direct_thresholds(void **state) {
+  (void)state;
+  for (int n = 2; n <= 4; n++) {
+    reset_fakes();
+    g_min_bytes = 1000;
+    struct world *w = world_new(n, 1, 4096, 20ull * 1000000000ull);
+    g_min_bytes = 0;
+    struct case_desc d = {.coll = GCOLL_COLL_BROADCAST, .algo = GCOLL_ALGO_RING,
+                          .dtype = gcollInt8, .op = gcollSum, .proto = GCOLL_PROTO_SIMPLE,
+                          .count = 1000, .nch = 1};
+    run_direct_case(w, &d); /* probes */
+    int reads = 0;
+    d.count = 999;
+    run_direct_case(w, &d);
+    assert_int_equal(total_reads(n), reads);
+    d.count = 1000;
+    run_direct_case(w, &d);
+    reads += n - 1;
+    assert_int_equal(total_reads(n), reads);
+    d.coll = GCOLL_COLL_ALLGATHER;
+    size_t need = n > 2 ? 1000 * (size_t)n / 2 : 1000; /* output bytes */
+    d.count = (need + (size_t)n - 1) / (size_t)n - 1;
+    run_direct_case(w, &d);
+    assert_int_equal(total_reads(n), reads);
+    d.count++;
+    run_direct_case(w, &d);
+    reads += n * (n - 1);
+    assert_int_equal(total_reads(n), reads);
+    d.coll = GCOLL_COLL_ALLREDUCE;
+    d.count = GCOLL_DIRECT_ALLREDUCE_FACTOR * 1000 - 1;
+    run_direct_case(w, &d);
+    assert_int_equal(total_reads(n), reads);
+    d.count++;
+    run_direct_case(w, &d);
+    reads += n * (n - 1); /* no cache size set: 3 and 4 ranks too */
     assert_int_equal(total_reads(n), reads);
     world_free(w);
   }
@@ -1142,6 +1186,7 @@ int main(void) {
       cmocka_unit_test(test_direct_form),
       cmocka_unit_test(test_direct_fallbacks),
       cmocka_unit_test(test_direct_cheap_remembered),
+      cmocka_unit_test(test_direct_thresholds),
       cmocka_unit_test(test_direct_allreduce),
       cmocka_unit_test(test_direct_cache_rules),
       cmocka_unit_test(test_direct_read_failure),
