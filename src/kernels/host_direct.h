@@ -3,31 +3,37 @@
  * reads its peers' buffers straight into its output, one copy, where the
  * ring moves every byte twice (into the FIFO, out of it).
  *
- * A call takes it when its bytes reach peer_reads.min_bytes (the runtime
- * sets that only when every rank is on this host; 128 KiB by default: at
- * 64 KiB 2-rank broadcasts and allgathers took 1.0-1.4x the ring's time,
- * the descriptors' and the status's round trips costing what the copy
- * saves, at 128 KiB 0.45-0.95x), the ring is not the
- * faster, and a back-off says to try. Where the ring is the faster was
- * measured on the 2-core VM (README, issue 17), by whether the call fits
- * in the host's caches (peer_reads.cache_bytes):
- *   - allgather, fits: direct (2 ranks 0.25-0.59x the ring's time at
- *     128-512 KiB; 3 and 4 ranks 0.35-0.74x at 256 KiB - 8 MiB, with
- *     each rank's reads at least half min_bytes, as below). Past the
- *     caches the kernel's copy runs at half of memcpy's streaming stores
- *     (11-15 against 24-32 GB/s), and every rank writes its whole output
- *     through it. (3 and 4 ranks were first measured at 0.76-0.89x the
- *     ring's speed, every input having several readers at once; on
- *     today's tree they no longer are.)
- *   - broadcast, 2 ranks: direct. Past the caches the ring's root copies
- *     twice from memory (1.3-1.9x); within them the reader's one copy
- *     of 128 KiB - 16 MiB took 0.36-0.53x the ring's time out of place,
- *     0.47-0.98x in place (3-4 alternating runs; Open MPI's broadcast
- *     reads its peer the same way from 64 KiB). An earlier measurement
- *     had the ring ahead in place within the caches; it no longer is.
- *   - broadcast, 3 or more ranks: direct within the caches (readers at
- *     once instead of a chain of ring hops: 0.32-0.84x from 128 KiB on
- *     3 ranks and on 4 sharing 2 cores), the ring past them.
+ * A call takes it when it is large enough, the ring is not the faster,
+ * and a back-off says to try. Large enough, from peer_reads.min_bytes
+ * (the runtime sets it only when every rank is on this host; 128 KiB by
+ * default), and where the ring is the faster, by whether the call fits
+ * in the host's caches (peer_reads.cache_bytes), measured on the 2-core
+ * VMs (README, issue 17: "Single copy from 128 KiB"):
+ *   - broadcast: from min_bytes. 2 ranks took 0.36-0.53x the ring's time
+ *     out of place and 0.47-0.98x in place at 128 KiB - 16 MiB (the ring
+ *     copies twice, into the FIFO and out of it; Open MPI's broadcast
+ *     reads its peer the same way from 64 KiB), 3 and 4 ranks 0.32-0.84x
+ *     within the caches (readers at once instead of a chain of ring
+ *     hops). At 64 KiB 2 ranks took 1.0-1.4x: the descriptors' and the
+ *     status's round trips cost what the copy saves. Past the caches 3
+ *     or more ranks keep the ring (below).
+ *   - allgather: within the caches, each rank's reads at least half
+ *     min_bytes, as a pair's at min_bytes (so from min_bytes x nranks / 2
+ *     beyond 2 ranks). 2 ranks took 0.25-0.59x the ring's time at
+ *     128-512 KiB, 3 and 4 ranks 0.47-0.78x at 256 KiB - 64 MiB
+ *     (1.00-1.10x at 128 KiB).
+ *   - allreduce's second half, below: 2 ranks whose vector fits in the
+ *     caches and is at least GCOLL_DIRECT_ALLREDUCE_FACTOR times
+ *     min_bytes.
+ * Past the caches the kernel's copy, which does not stream its stores
+ * past the cache as glibc's memcpy does, ran at 11-15 GB/s against
+ * memcpy's 24-32 on a VM with 32 MiB of L3 (where every rank writes its
+ * whole output through it, allgathers, and 3 or more ranks' broadcasts
+ * kept the ring); on one with 260 MiB, reads of 128-256 MiB took
+ * 0.62-1.01x the ring's time, so the rule costs little where it is
+ * wrong. That first VM also had the ring ahead for 2-rank broadcasts
+ * within the caches and for allgathers among 3 or more (every input
+ * having several readers at once); the second, on today's tree, did not.
  * Then the ranks allgather a 64-byte descriptor each (this process's
  * identity, the address peers read: the input's, an allreduce's output's;
  * flags) over channel 0's ring, and every
@@ -54,8 +60,7 @@
  * second half, which only copies: between 2 ranks whose vector fits in
  * the caches and is at least GCOLL_DIRECT_ALLREDUCE_FACTOR (16) times
  * min_bytes (256 KiB - 1 MiB measured 0.80-1.28x the ring), on one
- * channel, the ranks
- * run the ring's reduce-scatter half (gcoll_ring_allreduce_steps, the
+ * channel, the ranks run the ring's reduce-scatter half (gcoll_ring_allreduce_steps, the
  * same blocks and order, so the ring's bits), a first status exchange
  * says every block is reduced, and each rank reads its peer's blocks from
  * the peer's output in batches of ranges, one copy where the ring moves
