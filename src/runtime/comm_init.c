@@ -377,8 +377,8 @@ static gcollResult_t gather_limits(const struct gcollComm *comm, uint64_t *limit
 #define SINGLE_COPY_DEFAULT_BYTES (128u << 10)
 /* What fits in cache, for host_direct.h's verdict: a quarter of the
  * last-level cache (the caller's buffers, its peers' and the FIFOs share
- * it); measured here, 32 MiB of L3: allgathers gained up to 8 MiB and
- * lost from 16. Where the size is unknown, this machine's. */
+ * it); measured on a VM with 32 MiB of L3: allgathers gained up to 8 MiB
+ * and lost from 16. Where the size is unknown, that machine's. */
 #define SINGLE_COPY_CACHE_BYTES (8u << 20)
 static void peer_identity(void *comm, uint8_t id[GCOLL_PEER_ID_BYTES]) {
   (void)comm;
@@ -558,9 +558,10 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
     if (rc == gcollSuccess) rc = oneshot_board(comm, cfg.gather_bytes, &cfg);
     if (rc != gcollSuccess) return rc;
     if (cfg.peer_reads.min_bytes > 0)
-      gcoll_log_info(comm, "host allgather and broadcast from %llu B, and allreduce's second half "
-                           "from %llu B, read peers' buffers where that is the faster (in cache: "
-                           "up to %llu B; single copy, %s)",
+      gcoll_log_info(comm, "host broadcast and allgather from %llu B (allgather among n > 2 ranks "
+                           "from n / 2 times that), and 2-rank allreduce's second half from %llu B, "
+                           "read peers' buffers where that is the faster (in cache: up to %llu B; "
+                           "single copy, %s)",
                      (unsigned long long)cfg.peer_reads.min_bytes,
                      GCOLL_DIRECT_ALLREDUCE_FACTOR * (unsigned long long)cfg.peer_reads.min_bytes,
                      (unsigned long long)cfg.peer_reads.cache_bytes,
