@@ -30,7 +30,9 @@ static gcollResult_t choose_executor(struct gcollComm *comm, const struct call *
   const struct gcoll_exec_ops *cuda = gcoll_exec_ops_of(GCOLL_EXEC_CUDA);
   int dev_send = -1, dev_recv = -1;
   int send_dev = cuda != NULL && c->sendbuf != NULL && cuda->owns(c->sendbuf, &dev_send);
-  int recv_dev = cuda != NULL && c->recvbuf != NULL && cuda->owns(c->recvbuf, &dev_recv);
+  /* In place: one question (on a GPU machine each is a driver call). */
+  int recv_dev = c->recvbuf == c->sendbuf ? (dev_recv = dev_send, send_dev)
+                 : cuda != NULL && c->recvbuf != NULL && cuda->owns(c->recvbuf, &dev_recv);
   int root_only_send = c->coll == GCOLL_COLL_BROADCAST && comm->rank != c->root;
   int root_only_recv = c->coll == GCOLL_COLL_REDUCE && comm->rank != c->root;
   /* A buffer the call does not use on this rank has no say. */
