@@ -60,8 +60,9 @@
  * second half, which only copies: between 2 ranks whose vector fits in
  * the caches and is at least GCOLL_DIRECT_ALLREDUCE_FACTOR (16) times
  * min_bytes (256 KiB - 1 MiB measured 0.80-1.28x the ring), on one
- * channel, the ranks run the ring's reduce-scatter half (gcoll_ring_allreduce_steps, the
- * same blocks and order, so the ring's bits), a first status exchange
+ * channel, the ranks run the ring's reduce-scatter half
+ * (gcoll_ring_allreduce_steps, the same blocks and order, so the ring's
+ * bits), a first status exchange
  * says every block is reduced, and each rank reads its peer's blocks from
  * the peer's output in batches of ranges, one copy where the ring moves
  * every byte twice. 2-8 MiB then took 0.80-0.89x the ring's time, in and
