@@ -558,10 +558,10 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
     if (rc == gcollSuccess) rc = oneshot_board(comm, cfg.gather_bytes, &cfg);
     if (rc != gcollSuccess) return rc;
     if (cfg.peer_reads.min_bytes > 0)
-      gcoll_log_info(comm, "host broadcast and allgather from %llu B (allgather among n > 2 ranks "
-                           "from n / 2 times that), and 2-rank allreduce's second half from %llu B, "
-                           "read peers' buffers where that is the faster (in cache: up to %llu B; "
-                           "single copy, %s)",
+      gcoll_log_info(comm, "host broadcast and allgather from %llu B (allgather among n > 2 "
+                           "ranks from n / 2 times that), and 2-rank allreduce's second half from "
+                           "%llu B, read peers' buffers where that is the faster (in cache: up to "
+                           "%llu B; single copy, %s)",
                      (unsigned long long)cfg.peer_reads.min_bytes,
                      GCOLL_DIRECT_ALLREDUCE_FACTOR * (unsigned long long)cfg.peer_reads.min_bytes,
                      (unsigned long long)cfg.peer_reads.cache_bytes,

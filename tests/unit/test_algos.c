@@ -217,8 +217,13 @@ static void make_exec(struct world *w, int rank, uint64_t timeout_ns) {
   cfg.gather_bytes[GCOLL_PROTO_SIMPLE] = cfg.gather_bytes[GCOLL_PROTO_LL] = 0;
   g_fake[rank].rank = rank;
   cfg.peer_reads = (struct gcoll_exec_peer_reads){
-      .min_bytes = g_min_bytes ? g_min_bytes : 1, .cache_bytes = g_cache_bytes, .identity = fake_identity, .probe = fake_probe, .read = fake_read,
-      .cheap = fake_cheap, .arg = &g_fake[rank]};
+      .min_bytes = g_min_bytes ? g_min_bytes : 1,
+      .cache_bytes = g_cache_bytes,
+      .identity = fake_identity,
+      .probe = fake_probe,
+      .read = fake_read,
+      .cheap = fake_cheap,
+      .arg = &g_fake[rank]};
   w->direct_exec[rank] = gcoll_host_exec_create(&cfg, err, sizeof(err));
   if (w->direct_exec[rank] == NULL) fail_msg("direct executor: %s", err);
 }
