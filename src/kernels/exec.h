@@ -53,9 +53,20 @@ struct gcoll_exec_config {
   struct gcoll_exec_poll poll;    /* host: inline network polling (host_exec.h) */
   struct gcoll_exec_peer_reads peer_reads; /* host: single-copy reads (host_direct.h) */
   /* host: the one-shot board every rank of the host maps (host_oneshot.h),
-   * checked at create; NULL on every rank or on none. */
+   * checked at create; NULL on every rank or on none. With node.on, the
+   * board of this rank's node instead (NULL on a node of one rank). */
   void *oneshot_board;
   size_t oneshot_bytes;
+  /* host: the node form of small allreduces between 2 nodes (host_exec.h). */
+  struct gcoll_exec_node_form {
+    int on;                       /* the same on every rank */
+    const int *members;           /* this node's ranks, by board slot */
+    int nmembers, index;          /* how many; this rank's slot */
+    int entry;                    /* the slot of the node's first rank on channel 0's ring */
+    int is_entry, is_exit;        /* this rank receives, sends the step between the nodes */
+    int first;                    /* this node's partial comes first in the sum */
+    uint64_t max_bytes;           /* calls up to this size (the same on every rank) */
+  } node;
 };
 
 struct gcoll_exec;

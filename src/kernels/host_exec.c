@@ -47,7 +47,10 @@ struct gcoll_host_exec {
   void *gather;                     /* nranks x the largest gather_bytes */
   struct gcoll_exec_poll poll;
   struct gcoll_host_direct direct;  /* single-copy allgather and broadcast */
-  struct gcoll_oneshot oneshot;     /* the gather form's board, when every rank has it */
+  struct gcoll_oneshot oneshot;     /* the gather form's board, when every rank has it;
+                                       with node.on, this node's (NULL on a node of one) */
+  struct gcoll_exec_node_form node; /* members: owned copy */
+  void *node_scratch;               /* the other node's partial, node.max_bytes */
 
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
@@ -61,6 +64,7 @@ struct gcoll_host_exec {
     FORM_CHANNELS = 0,              /* ring or tree over the channels */
     FORM_GATHER,                    /* allreduce: the gather form around the ring */
     FORM_BOARD,                     /* through the one-shot board (host_oneshot.h) */
+    FORM_NODES,                     /* allreduce: the node form (host_exec.h) */
   } job_form;
   _Atomic int local_abort;          /* first failure, stops sibling channels */
   _Atomic int first_failed;         /* its channel, -1 when none */
@@ -127,6 +131,8 @@ void gcoll_host_exec_destroy(struct gcoll_host_exec *e) {
   free(e->ch);
   free(e->scratch_mem);
   free(e->gather);
+  free((void *)e->node.members);
+  free(e->node_scratch);
   gcoll_host_direct_free(&e->direct);
   gcoll_oneshot_unbind(&e->oneshot);
   free(e);
@@ -186,6 +192,34 @@ static int alloc_channels(struct gcoll_host_exec *e, const struct gcoll_exec_con
   return 0;
 }
 
+/* The node form's terms, checked, and its scratch (host_exec.h). */
+static int init_node_form(struct gcoll_host_exec *e, const struct gcoll_exec_config *cfg,
+                          char *err, size_t errlen) {
+  const struct gcoll_exec_node_form *n = &cfg->node;
+  if (n->members == NULL || n->nmembers < 1 || n->nmembers > cfg->nranks || n->index < 0 ||
+      n->index >= n->nmembers || n->members[n->index] != cfg->rank || n->entry < 0 ||
+      n->entry >= n->nmembers || (n->is_entry != (n->entry == n->index)) ||
+      (n->nmembers > 1) != (cfg->oneshot_board != NULL) || n->max_bytes == 0 ||
+      (cfg->oneshot_board != NULL &&
+       n->max_bytes > ((const struct gcoll_oneshot_header *)cfg->oneshot_board)->slot_bytes) ||
+      cfg->nchannels < 1 || cfg->nranks < 2) {
+    gcoll_errf(err, errlen, "invalid node form (members, slot, entry or board)");
+    return -1;
+  }
+  int *members = malloc((size_t)n->nmembers * sizeof(int));
+  if (members == NULL || posix_memalign(&e->node_scratch, 64, n->max_bytes) != 0) {
+    free(members);
+    e->node_scratch = NULL;
+    gcoll_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  memcpy(members, n->members, (size_t)n->nmembers * sizeof(int));
+  memset(e->node_scratch, 0, n->max_bytes);
+  e->node = *n;
+  e->node.members = members;
+  return 0;
+}
+
 struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_exec_config *cfg, char *err,
                                                size_t errlen) {
   struct gcoll_exec_frame frame;
@@ -223,13 +257,18 @@ struct gcoll_host_exec *gcoll_host_exec_create(const struct gcoll_exec_config *c
     gcoll_host_exec_destroy(e);
     return NULL;
   }
+  if (cfg->node.on && init_node_form(e, cfg, err, errlen) != 0) {
+    gcoll_host_exec_destroy(e);
+    return NULL;
+  }
   if (cfg->oneshot_board != NULL) {
-    if (gcoll_oneshot_check(cfg->oneshot_board, cfg->oneshot_bytes, cfg->nranks, err, errlen) !=
-        0) {
+    const int members = cfg->node.on ? cfg->node.nmembers : cfg->nranks;
+    if (gcoll_oneshot_check(cfg->oneshot_board, cfg->oneshot_bytes, members, err, errlen) != 0) {
       gcoll_host_exec_destroy(e);
       return NULL;
     }
-    if (gcoll_oneshot_bind(&e->oneshot, cfg->oneshot_board, cfg->rank) != 0) {
+    if (gcoll_oneshot_bind(&e->oneshot, cfg->oneshot_board,
+                           cfg->node.on ? cfg->node.index : cfg->rank) != 0) {
       gcoll_errf(err, errlen, "out of memory");
       gcoll_host_exec_destroy(e);
       return NULL;
@@ -358,8 +397,8 @@ static void reduce_as_ring(const struct channel *ch, const struct gcoll_host_col
  * on any path, and stay so. */
 static int takes_board(const struct gcoll_host_exec *e, const struct gcoll_host_coll *c,
                        int gather) {
-  if (e->oneshot.hdr == NULL || c->premul != GCOLL_PREMUL_NONE || c->algo != GCOLL_ALGO_RING ||
-      c->count == 0)
+  if (e->oneshot.hdr == NULL || e->node.on || c->premul != GCOLL_PREMUL_NONE ||
+      c->algo != GCOLL_ALGO_RING || c->count == 0)
     return 0;
   uint64_t nb = (uint64_t)c->count * gcoll_dtype_size(c->dtype);
   switch (c->coll) {
@@ -370,6 +409,26 @@ static int takes_board(const struct gcoll_host_exec *e, const struct gcoll_host_
     case GCOLL_COLL_REDUCESCATTER: return nb <= e->oneshot.slot_bytes / (uint64_t)e->frame.nranks;
     default: return 0;
   }
+}
+
+/* One call on the board; a failure names the rank waited for (a node
+ * board's slot is a member's). */
+static gcollResult_t board_call(struct channel *ch, const struct gcoll_oneshot_part *part,
+                                const char **area, size_t *slot) {
+  struct gcoll_host_exec *e = ch->exec;
+  int waited_for = -1;
+  uint64_t call = 0;
+  gcollResult_t r = gcoll_oneshot_run(&e->oneshot, &ch->wait, part, area, slot, &waited_for, &call);
+  if (r != gcollSuccess) {
+    ch->ring.fail_what = "rank";
+    ch->ring.fail_peer = e->node.on && waited_for >= 0 && waited_for < e->node.nmembers
+                             ? e->node.members[waited_for]
+                             : waited_for;
+    ch->ring.fail_step = call;
+    ch->ring.fail_unit = "call";
+    ch->failed = &ch->ring;
+  }
+  return r;
 }
 
 /* c through the board: the inputs it needs (every rank's; a broadcast's
@@ -392,19 +451,9 @@ static gcollResult_t run_board(struct channel *ch, const struct gcoll_host_coll 
   }
   const char *area = NULL;
   size_t slot = 0;
-  int waited_for = -1;
-  uint64_t call = 0;
   ch->phase = "one-shot";
-  gcollResult_t r =
-      gcoll_oneshot_run(&e->oneshot, &ch->wait, &part, &area, &slot, &waited_for, &call);
-  if (r != gcollSuccess) {
-    ch->ring.fail_what = "rank";
-    ch->ring.fail_peer = waited_for;
-    ch->ring.fail_step = call;
-    ch->ring.fail_unit = "call";
-    ch->failed = &ch->ring;
-    return r;
-  }
+  gcollResult_t r = board_call(ch, &part, &area, &slot);
+  if (r != gcollSuccess) return r;
   char *out = c->recvbuf;
   switch (c->coll) {
     case GCOLL_COLL_ALLREDUCE: reduce_as_ring(ch, c, area, slot); break;
@@ -423,6 +472,63 @@ static gcollResult_t run_board(struct channel *ch, const struct gcoll_host_coll 
       /* This rank's block, its chain ending at its own position. */
       reduce_chain(ch, c, area, slot, ch->conf.ring.pos, (size_t)me * c->count, c->count, out);
       break;
+  }
+  return gcollSuccess;
+}
+
+/* The node form (host_exec.h). avg sums here; run_channel divides. */
+static gcollResult_t run_nodes(struct channel *ch, const struct gcoll_host_coll *c) {
+  struct gcoll_host_exec *e = ch->exec;
+  const struct gcoll_exec_node_form *n = &e->node;
+  const size_t es = gcoll_dtype_size(c->dtype), nb = c->count * es;
+  char *out = c->recvbuf;
+  const char *area = NULL;
+  size_t slot = 0;
+  gcollResult_t r;
+  /* This node's partial, in slot order, in every member's output. */
+  if (n->nmembers > 1) {
+    struct gcoll_oneshot_part part = {
+        .src = c->sendbuf, .nbytes = nb, .sources = GCOLL_ONESHOT_ALL, .need = nb};
+    ch->phase = "node: partial";
+    if ((r = board_call(ch, &part, &area, &slot)) != gcollSuccess) return r;
+    gcoll_reduce(out, area, area + slot, c->count, c->dtype, c->op);
+    for (int i = 2; i < n->nmembers; i++)
+      gcoll_reduce(out, out, area + (size_t)i * slot, c->count, c->dtype, c->op);
+  } else if (out != c->sendbuf) {
+    memcpy(out, c->sendbuf, nb);
+  }
+  /* The one step between the nodes: this node's last rank on the ring
+   * sends, the other node's first receives (a node of one rank does
+   * both, its send first). */
+  if (n->is_exit || n->is_entry) {
+    ch->phase = "node: between the nodes";
+    if ((r = setup_ring(ch, c)) != gcollSuccess) return r;
+    gcoll_prims_bind(&ch->ring, out, e->node_scratch);
+    if (n->is_exit && (r = gcoll_prim_send(&ch->ring, 0, c->count)) != gcollSuccess) {
+      ch->failed = &ch->ring;
+      return r;
+    }
+    if (n->is_entry) {
+      if ((r = gcoll_prim_recv(&ch->ring, 0, c->count)) != gcollSuccess) {
+        ch->failed = &ch->ring;
+        return r;
+      }
+      const char *other = e->node_scratch;
+      if (n->first)
+        gcoll_reduce(out, out, other, c->count, c->dtype, c->op);
+      else
+        gcoll_reduce(out, other, out, c->count, c->dtype, c->op);
+    }
+  }
+  /* The sum, from the node's first rank to the others. */
+  if (n->nmembers > 1) {
+    struct gcoll_oneshot_part part = {.src = out,
+                                      .nbytes = n->is_entry ? nb : 0,
+                                      .sources = n->is_entry ? GCOLL_ONESHOT_NONE : n->entry,
+                                      .need = nb};
+    ch->phase = "node: sum";
+    if ((r = board_call(ch, &part, &area, &slot)) != gcollSuccess) return r;
+    if (!n->is_entry) memcpy(out, area + (size_t)n->entry * slot, nb);
   }
   return gcollSuccess;
 }
@@ -511,6 +617,7 @@ static gcollResult_t run_channel(struct channel *ch) {
   ch->failed = NULL;
   ch->phase = "setup";
   gcollResult_t r = e->job_form == FORM_BOARD    ? run_board(ch, c)
+                    : e->job_form == FORM_NODES  ? run_nodes(ch, c)
                     : e->job_form == FORM_GATHER ? run_gather(ch, c)
                     : c->algo == GCOLL_ALGO_TREE ? run_tree(ch, c)
                                                  : run_ring(ch, c);
@@ -637,6 +744,12 @@ static void run_collective(struct gcoll_host_exec *e, const struct gcoll_host_co
 /* The form of c on nch channels; the same on every rank (host_exec.h). */
 static enum job_form job_form(const struct gcoll_host_exec *e, const struct gcoll_host_coll *c,
                               int nch) {
+  /* Marked by the runtime for every rank alike; the executor's terms are
+   * the same on every rank too. */
+  if (c->node_form && e->node.on && c->coll == GCOLL_COLL_ALLREDUCE && c->count > 0 &&
+      c->premul == GCOLL_PREMUL_NONE &&
+      c->count * gcoll_dtype_size(c->dtype) <= e->node.max_bytes)
+    return FORM_NODES;
   int gather = c->coll == GCOLL_COLL_ALLREDUCE && c->algo == GCOLL_ALGO_RING && nch == 1 &&
                e->frame.nranks > 1 &&
                c->count * gcoll_dtype_size(c->dtype) <= e->gather_bytes[c->proto];

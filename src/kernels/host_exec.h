@@ -36,6 +36,17 @@
  * allgathers whose vector and reducescatters whose whole input fit a
  * board slot; the results are the ring's bits. A board call takes no FIFO
  * step on any rank, so FIFO positions stay consistent too.
+ *
+ * The node form (config node, calls marked node_form): an allreduce
+ * between 2 nodes whose ranks are each a run of channel 0's ring. Each
+ * node sums its members' vectors on its own board, in slot order; the
+ * node's last rank on the ring sends that partial to the other node's
+ * first, one ring step (the only FIFO step of the call, on the two edges
+ * between the nodes); each first rank adds the two partials, the first
+ * node's first, and hands the sum to its node on the board. So a call
+ * crosses the network once each way, at once, where the ring crosses it
+ * at each of its 2(nranks-1) steps. The bits are the form's own, the same
+ * on every rank and in every run (as the tree's are).
  */
 #ifndef GCOLL_KERNELS_HOST_EXEC_H
 #define GCOLL_KERNELS_HOST_EXEC_H
@@ -144,6 +155,7 @@ struct gcoll_host_coll {
   enum gcoll_premul_kind premul;
   uint64_t premul_k;              /* the scalar's bits, or its device address */
   int poll_inline;                /* waits drive the network (config's poll) */
+  int node_form;                  /* an allreduce in the node form (every rank alike) */
 };
 
 struct gcoll_host_exec;

@@ -117,6 +117,9 @@ struct gcollComm {
   void *oneshot_map;
   size_t oneshot_bytes;
   char oneshot_name[GCOLL_SHM_NAME_MAX];
+  /* Host allreduces up to this size take the node form (host_exec.h);
+   * 0: never. The same on every rank. */
+  uint64_t node_form_bytes;
 };
 
 /* A pre-mul-sum op as gcollRedOpCreatePreMulSum made it. */
@@ -144,10 +147,14 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
  * current GPU; else -1 (comm_connect.c). */
 int gcoll_comm_thread_gpu(const int *devlist, int i);
 
-/* Maps the board every rank of this one-host communicator shares, with
- * slots of slot_bytes (a multiple of 64): collective over the ranks; a
- * rank that cannot fails with one line (comm_oneshot.c). close unmaps it. */
-gcollResult_t gcoll_comm_oneshot_open(struct gcollComm *comm, uint64_t slot_bytes);
+/* Maps the board members (global ranks, in the order of their slots; the
+ * first creates it) share, with slots of slot_bytes (a multiple of 64):
+ * every rank of the communicator calls it at once, each with its own
+ * board's members (the whole one-host job, or its node's ranks; a node
+ * of one rank maps nothing). A rank that cannot fails with one line
+ * (comm_oneshot.c). close unmaps it. */
+gcollResult_t gcoll_comm_oneshot_open(struct gcollComm *comm, const int *members, int nmembers,
+                                      uint64_t slot_bytes);
 void gcoll_comm_oneshot_close(struct gcollComm *comm);
 
 /* Connects every edge the plan names for this rank (comm_connect.c). */

@@ -214,6 +214,12 @@ static void choose(const struct gcollComm *comm, const struct call *c, size_t by
   if (hc->algo == GCOLL_ALGO_TREE && hc->nchannels < 2 && comm->nchannels >= 2) hc->nchannels = 2;
   /* A reduce goes up channel 0's tree alone: the other trees have other roots. */
   if (tree_reduce) hc->nchannels = 1;
+  /* Small allreduces between 2 nodes: each node sums on its board, one
+   * step crosses between them (host_exec.h). The size and the plan's
+   * shape are the same on every rank; a forced algorithm keeps its own. */
+  hc->node_form = kind == GCOLL_EXEC_HOST && c->coll == GCOLL_COLL_ALLREDUCE &&
+                  comm->force_algo < 0 && hc->premul == GCOLL_PREMUL_NONE && bytes > 0 &&
+                  bytes <= comm->node_form_bytes;
 }
 
 /* After a deadline or a step out of protocol: was it because some rank
@@ -366,6 +372,7 @@ static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *str
   op.hc.premul = GCOLL_PREMUL_NONE;
   op.hc.premul_k = 0;
   op.hc.poll_inline = 0;
+  op.hc.node_form = 0;
   gcollResult_t rc = check_args(comm, c, stream, &bytes, &kind, &op.hc);
   if (rc != gcollSuccess) return gcoll_group_note(rc);
   op.exec = kind;
@@ -373,11 +380,12 @@ static gcollResult_t run(struct gcollComm *comm, const struct call *c, void *str
   op.hc.poll_inline = net_inline(comm, c->coll, bytes, kind);
   /* Tested here, not only inside: the arguments cost a call each. */
   if (comm->trace)
-    gcoll_log_trace(comm, "%s: %zu bytes, %s/%s on %d channels, %s executor, stream %p%s%s",
+    gcoll_log_trace(comm, "%s: %zu bytes, %s/%s on %d channels, %s executor, stream %p%s%s%s",
                     c->name, bytes, gcoll_algo_name(op.hc.algo), gcoll_proto_name(op.hc.proto),
                     op.hc.nchannels, kind == GCOLL_EXEC_CUDA ? "CUDA" : "host", stream,
                     op.hc.premul != GCOLL_PREMUL_NONE ? ", pre-mul-sum" : "",
-                    op.hc.poll_inline ? ", network steps inline" : "");
+                    op.hc.poll_inline ? ", network steps inline" : "",
+                    op.hc.node_form ? ", node form" : "");
   /* A host call that moves nothing returns once its arguments pass, as
    * NCCL's and Open MPI's do: no executor, no proxy wake-up, no wait (it
    * took 0.2-1.1 us, 10-50x Open MPI's, in compare-mpi.sh's 0-byte rows).

@@ -1,5 +1,7 @@
 /* The one-shot board (kernels/host_oneshot.h) of a communicator whose
- * ranks are all on this host: rank 0 creates it as the shm transport
+ * ranks are all on this host, or of the ranks of this node (members, in
+ * the order of their board slots; the first creates it): rank 0, or the
+ * node's first member, creates it as the shm transport
  * creates a FIFO (O_EXCL, mode 0600, a random name that says nothing about
  * the job) and sends the name to each rank through the authenticated
  * bootstrap; a rank maps only a regular file its own user created with
@@ -60,53 +62,63 @@ static gcollResult_t create_board(struct gcollComm *comm, size_t bytes, char *er
   return gcollSuccess;
 }
 
-static gcollResult_t attach_board(struct gcollComm *comm, const struct board_addr *a, char *err,
-                                  size_t errlen) {
+static gcollResult_t attach_board(struct gcollComm *comm, const struct board_addr *a,
+                                  int nmembers, char *err, size_t errlen) {
   int gone;
   void *map = gcoll_shm_attach(a->name, (size_t)a->bytes, 0, "rank 0", &gone, err, errlen);
   if (map == NULL) return gone ? gcollRemoteError : gcollSystemError;
   comm->oneshot_map = map;
   comm->oneshot_bytes = (size_t)a->bytes;
-  if (gcoll_oneshot_check(map, comm->oneshot_bytes, comm->nranks, err, errlen) != 0)
+  if (gcoll_oneshot_check(map, comm->oneshot_bytes, nmembers, err, errlen) != 0)
     return gcollSystemError;
   /* The page-table entries now, not at the first calls (a speed-up only). */
   (void)madvise(map, comm->oneshot_bytes, MADV_POPULATE_WRITE);
   struct gcoll_oneshot_header *h = map;
-  if (atomic_fetch_add(&h->attached, 1) + 1 == (uint32_t)comm->nranks - 1)
+  if (atomic_fetch_add(&h->attached, 1) + 1 == (uint32_t)nmembers - 1)
     shm_unlink(a->name);
   return gcollSuccess;
 }
 
-/* What a rank checks of rank 0's message before opening anything. */
-static gcollResult_t check_addr(const struct board_addr *a, size_t len, char *err,
+/* What a rank checks of the creator's message before opening anything. */
+static gcollResult_t check_addr(const struct board_addr *a, size_t len, int creator, char *err,
                                 size_t errlen) {
   if (len == sizeof(*a) && a->magic == 0)
-    snprintf(err, errlen, "rank 0 could not create it");
+    snprintf(err, errlen, "rank %d could not create it", creator);
   else if (len != sizeof(*a) || a->magic != GCOLL_ONESHOT_MAGIC ||
            a->version != GCOLL_ONESHOT_VERSION)
-    snprintf(err, errlen, "rank 0 sent no board address of this version (%zu bytes)", len);
+    snprintf(err, errlen, "rank %d sent no board address of this version (%zu bytes)", creator,
+             len);
   else if (memchr(a->name, '\0', sizeof(a->name)) == NULL || !gcoll_shm_name_valid(a->name))
-    snprintf(err, errlen, "rank 0 named segment '%.*s', not a gcoll segment name",
+    snprintf(err, errlen, "rank %d named segment '%.*s', not a gcoll segment name", creator,
              (int)strnlen(a->name, sizeof(a->name)), a->name);
   else
     return gcollSuccess;
   return gcollSystemError;
 }
 
-gcollResult_t gcoll_comm_oneshot_open(struct gcollComm *comm, uint64_t slot_bytes) {
-  char err[512], key[64];
-  size_t bytes = gcoll_oneshot_bytes(comm->nranks, slot_bytes);
+gcollResult_t gcoll_comm_oneshot_open(struct gcollComm *comm, const int *members, int nmembers,
+                                      uint64_t slot_bytes) {
+  char err[512], key[64], ferr[256];
+  uint64_t deadline = gcoll_bootstrap_deadline(comm->bs);
+  if (nmembers == 1) {
+    /* A node of one rank has no board, but the fences are everybody's. */
+    for (int i = 0; i < 2; i++)
+      if (gcoll_bootstrap_fence(comm->bs, deadline, ferr, sizeof(ferr)) != 0)
+        return gcoll_fail(gcollRemoteError, "one-shot board for small collectives: %s", ferr);
+    return gcollSuccess;
+  }
+  size_t bytes = gcoll_oneshot_bytes(nmembers, slot_bytes);
   if (bytes == 0)
     return gcoll_fail(gcollInternalError, "one-shot board: %d ranks with %llu-byte slots",
-                      comm->nranks, (unsigned long long)slot_bytes);
-  uint64_t deadline = gcoll_bootstrap_deadline(comm->bs);
+                      nmembers, (unsigned long long)slot_bytes);
   gcollResult_t rc = gcollSuccess;
   struct board_addr a;
   memset(&a, 0, sizeof(a));
-  if (comm->rank == 0) {
+  const int creator = members[0], me = comm->rank;
+  if (me == creator) {
     rc = create_board(comm, bytes, err, sizeof(err));
     if (rc == gcollSuccess) {
-      gcoll_oneshot_format(comm->oneshot_map, comm->nranks, slot_bytes);
+      gcoll_oneshot_format(comm->oneshot_map, nmembers, slot_bytes);
       a.magic = GCOLL_ONESHOT_MAGIC;
       a.version = GCOLL_ONESHOT_VERSION;
       a.bytes = bytes;
@@ -114,48 +126,50 @@ gcollResult_t gcoll_comm_oneshot_open(struct gcollComm *comm, uint64_t slot_byte
     }
     /* A rank waiting for the name gets it or, when creating failed, a
      * zero magic and a line of its own instead of a deadline. */
-    for (int r = 1; r < comm->nranks; r++) {
-      board_key(key, sizeof(key), r);
+    for (int i = 1; i < nmembers; i++) {
+      board_key(key, sizeof(key), members[i]);
       char perr[256];
-      if (gcoll_bootstrap_put_to(comm->bs, r, key, &a, sizeof(a), perr, sizeof(perr)) != 0 &&
+      if (gcoll_bootstrap_put_to(comm->bs, members[i], key, &a, sizeof(a), perr, sizeof(perr)) !=
+              0 &&
           rc == gcollSuccess) {
-        snprintf(err, sizeof(err), "sending its name to rank %d: %s", r, perr);
+        snprintf(err, sizeof(err), "sending its name to rank %d: %s", members[i], perr);
         rc = gcollRemoteError;
       }
     }
   }
   /* The bootstrap's contract: puts are visible after the next fence
    * (comm_connect.c fences the same way; with endpoints from the plan the
-   * value went straight to its reader and the fence waits for nothing). */
-  char ferr[256];
+   * value went straight to its reader and the fence waits for nothing).
+   * Every rank of the communicator fences, members of every board. */
   if (gcoll_bootstrap_fence(comm->bs, deadline, ferr, sizeof(ferr)) != 0 && rc == gcollSuccess) {
     snprintf(err, sizeof(err), "%s", ferr);
     rc = gcollRemoteError;
   }
-  if (comm->rank != 0 && rc == gcollSuccess) {
+  if (me != creator && rc == gcollSuccess) {
     size_t len = 0;
     /* Tests only: a rank that comes late to the board (test_coll.sh). */
     const char *late = getenv("GCOLL_TEST_ONESHOT_LATE_MS");
     if (late != NULL) usleep((useconds_t)strtoul(late, NULL, 10) * 1000u);
-    board_key(key, sizeof(key), comm->rank);
-    if (gcoll_bootstrap_get_from(comm->bs, 0, key, &a, sizeof(a), &len, deadline, err,
+    board_key(key, sizeof(key), me);
+    if (gcoll_bootstrap_get_from(comm->bs, creator, key, &a, sizeof(a), &len, deadline, err,
                                  sizeof(err)) != 0)
       rc = gcollRemoteError;
-    else if ((rc = check_addr(&a, len, err, sizeof(err))) == gcollSuccess)
-      rc = attach_board(comm, &a, err, sizeof(err));
+    else if ((rc = check_addr(&a, len, creator, err, sizeof(err))) == gcollSuccess)
+      rc = attach_board(comm, &a, nmembers, err, sizeof(err));
   }
-  /* Rank 0 finishes only once every rank has mapped the board (or said it
-   * could not): a broadcast's root returns at once, and its
+  /* The creator finishes only once every member has mapped the board (or
+   * said it could not): a broadcast's root returns at once, and its
    * gcollCommDestroy right after (a program sharing an NCCL id that way)
    * removed the name before a slower rank had opened it. Every rank acks
    * and fences whatever happened, so none waits for a deadline. */
-  if (comm->rank != 0) {
+  if (me != creator) {
     uint8_t mapped = rc == gcollSuccess;
     char aerr[256];
-    ack_key(key, sizeof(key), comm->rank);
-    if (gcoll_bootstrap_put_to(comm->bs, 0, key, &mapped, sizeof(mapped), aerr, sizeof(aerr)) != 0 &&
+    ack_key(key, sizeof(key), me);
+    if (gcoll_bootstrap_put_to(comm->bs, creator, key, &mapped, sizeof(mapped), aerr,
+                               sizeof(aerr)) != 0 &&
         rc == gcollSuccess) {
-      snprintf(err, sizeof(err), "telling rank 0 it mapped the board: %s", aerr);
+      snprintf(err, sizeof(err), "telling rank %d it mapped the board: %s", creator, aerr);
       rc = gcollRemoteError;
     }
   }
@@ -163,15 +177,15 @@ gcollResult_t gcoll_comm_oneshot_open(struct gcollComm *comm, uint64_t slot_byte
     snprintf(err, sizeof(err), "%s", ferr);
     rc = gcollRemoteError;
   }
-  for (int r = 1; comm->rank == 0 && rc == gcollSuccess && r < comm->nranks; r++) {
+  for (int i = 1; me == creator && rc == gcollSuccess && i < nmembers; i++) {
     uint8_t mapped = 0;
     size_t len = 0;
-    ack_key(key, sizeof(key), r);
-    if (gcoll_bootstrap_get_from(comm->bs, r, key, &mapped, sizeof(mapped), &len, deadline, err,
-                                 sizeof(err)) != 0) {
+    ack_key(key, sizeof(key), members[i]);
+    if (gcoll_bootstrap_get_from(comm->bs, members[i], key, &mapped, sizeof(mapped), &len,
+                                 deadline, err, sizeof(err)) != 0) {
       rc = gcollRemoteError;
     } else if (len != sizeof(mapped) || mapped != 1) {
-      snprintf(err, sizeof(err), "rank %d could not map it", r);
+      snprintf(err, sizeof(err), "rank %d could not map it", members[i]);
       rc = gcollRemoteError;
     }
   }

@@ -3,6 +3,8 @@
  *
  *   coll_check matrix [--full]   every collective x type x op x size, in and
  *                                out of place, against a serial reference
+ *   coll_check matrix --sizes N,N,... [--allreduce]  the same at these
+ *                                counts (of allreduce alone)
  *   coll_check die RANK ITER [COUNT [COLL]]  RANK SIGKILLs itself in
  *                                iteration ITER of an allreduce loop (COLL
  *                                reduce: of reduces to rank 0; allgather,
@@ -260,7 +262,7 @@ static int parse_sizes(const char *list, size_t *sizes) {
   return n;
 }
 
-static int matrix(gcollComm_t comm, int full, const char *size_list) {
+static int matrix(gcollComm_t comm, int full, const char *size_list, int allreduce_only) {
   static const size_t sizes_quick[] = {0, 1, 7, 1023, 4097, 65539};
   static const size_t sizes_full[] = {0, 1, 7, 1023, 4097, (1u << 20) + 3, 17u << 20};
   size_t listed[MAX_SIZES];
@@ -289,7 +291,7 @@ static int matrix(gcollComm_t comm, int full, const char *size_list) {
   b.block = xmalloc((size_t)nranks * BLOCK * 8);
   long wrong = 0, calls = 0;
   uint64_t seed = 12345;
-  for (int coll = 0; coll < 5; coll++)
+  for (int coll = 0; coll < (allreduce_only ? 1 : 5); coll++)
     for (int t = 0; t < gcollNumTypes; t++)
       for (int op = 0; op < gcollNumOps; op++) {
         if ((coll == 1 || coll == 3) && op > 0) continue;   /* no op: once per type */
@@ -828,7 +830,8 @@ int main(int argc, char **argv) {
   int status;
   if (strcmp(argv[1], "matrix") == 0)
     status = matrix(comm, argc > 2 && strcmp(argv[2], "--full") == 0,
-                    argc > 3 && strcmp(argv[2], "--sizes") == 0 ? argv[3] : NULL);
+                    argc > 3 && strcmp(argv[2], "--sizes") == 0 ? argv[3] : NULL,
+                    argc > 4 && strcmp(argv[4], "--allreduce") == 0);
   else if (strcmp(argv[1], "die") == 0 && argc >= 4 && argc <= 6 &&
            (argc < 6 || strcmp(argv[5], "allreduce") == 0 || strcmp(argv[5], "reduce") == 0 ||
             strcmp(argv[5], "allgather") == 0 || strcmp(argv[5], "broadcast") == 0))

@@ -82,6 +82,8 @@ gather_limit() {  # PROTO GCOLLRUN-ARGS...: the limit in bytes the ranks report
 }
 # Between two nodes (comm_init.c) the limit is at most 8 KiB: above that the
 # ring measured faster over TCP; 3 ranks on 2 nodes is the uneven split.
+# There the ring is forced: the node form (below) takes small allreduces
+# otherwise.
 for nk in "2 1" "3 1" "4 1" "5 1" "8 1" "4 2" "3 2"; do
   read -r n k <<<"$nk"
   for proto in simple ll; do
@@ -96,9 +98,50 @@ for nk in "2 1" "3 1" "4 1" "5 1" "8 1" "4 2" "3 2"; do
     for d in 8 4 2 1; do
       c=$((lim / d)); [ "$c" -gt 1 ] && sizes=$sizes,$((c - 1)),$c,$((c + 1))
     done
-    GCOLL_PROTO=$proto matrix "n=$n nodes=$k $proto around the gather limit $lim B" \
+    algo=; [ "$k" -gt 1 ] && algo=ring
+    GCOLL_ALGO=$algo GCOLL_PROTO=$proto matrix "n=$n nodes=$k $proto around the gather limit $lim B" \
       -n "$n" --nodes "$k" "$CHECK" matrix --sizes "$sizes"
   done
+done
+
+# The node form of small allreduces between 2 nodes (host_exec.h): every
+# rank says so at init, with the same limit, and allreduces of every type
+# and op, in and out of place, at counts up to and across that limit for
+# 1-, 2-, 4- and 8-byte types (above 64 KiB its step goes through the proxy
+# thread), on splits of 1+1, 2+1, 3+2 and 3+3 (a node of one rank has no
+# board; a node of 3 has a rank that neither sends nor receives), SIMPLE
+# steps between the nodes and, on 2+1 and 3+3, LL ones; and with the ring
+# forced, no rank takes it. (The other collectives' matrix on 2 nodes is
+# above.)
+for nk in "2 2" "3 2" "5 2" "6 2"; do
+  read -r n k <<<"$nk"
+  lim=$(GCOLL_DEBUG=INFO timeout 60 "$RUN" -n "$n" --nodes "$k" "$CHECK" init 2>&1 |
+    sed -n "s/.*host allreduces up to \([0-9]*\) B between the 2 nodes.*/\1/p" | sort -u)
+  if [ "$(echo "$lim" | wc -w)" -ne 1 ] || [ "$lim" -lt 64 ]; then
+    bad "n=$n nodes=$k: node form limits at init: '$lim'"; continue
+  fi
+  sizes=0,1,2,3,5,7,1021
+  for d in 8 4 2 1; do
+    c=$((lim / d)); sizes=$sizes,$((c - 1)),$c,$((c + 1))
+  done
+  protos=simple; [ "$n" -eq 3 ] || [ "$n" -eq 6 ] && protos="simple ll"
+  for proto in $protos; do
+    GCOLL_DEBUG=INFO GCOLL_PROTO=$proto matrix "n=$n nodes=$k $proto node form up to $lim B" \
+      -n "$n" --nodes "$k" "$CHECK" matrix --sizes "$sizes" --allreduce
+    said=$(grep -c "host allreduces up to $lim B between the 2 nodes" "$tmp/out")
+    [ "$said" -eq "$n" ] || bad "n=$n nodes=$k: $said of $n ranks took the node form at init"
+  done
+  GCOLL_DEBUG=TRACE timeout 60 "$RUN" -n "$n" --nodes "$k" "$CHECK" matrix --sizes 1,7 \
+    >"$tmp/out" 2>&1 || bad "n=$n nodes=$k: traced run failed"
+  took=$(grep -c "gcollAllReduce: 4 bytes, .*, node form" "$tmp/out")
+  GCOLL_ALGO=ring GCOLL_DEBUG=TRACE timeout 60 "$RUN" -n "$n" --nodes "$k" "$CHECK" matrix \
+    --sizes 1,7 >"$tmp/out" 2>&1 || bad "n=$n nodes=$k: GCOLL_ALGO=ring run failed"
+  forced=$(grep -c "gcollAllReduce: .*, node form" "$tmp/out")
+  if [ "$took" -gt 0 ] && [ "$forced" -eq 0 ]; then
+    ok; echo "ok: n=$n nodes=$k: $took 4-byte allreduces in the node form, none with GCOLL_ALGO=ring"
+  else
+    bad "n=$n nodes=$k: $took 4-byte allreduces in the node form, $forced with GCOLL_ALGO=ring"
+  fi
 done
 
 # alltoall, gather and scatter: every type, counts 0 to 65537 in 4 KiB FIFO
@@ -175,9 +218,10 @@ for shape in "4 2" "3 2"; do
 done
 
 # A rank killed while the others' small collectives move their network
-# steps themselves (1 float: the gather form; 16384 floats: the ring, still
-# inline): reported with its rank, no hang.
-for spec in "4 2 1 1" "4 2 2 16384" "3 2 2 7"; do
+# steps themselves (1 and 7 floats: the node form, the victim a node's
+# sender, receiver, a rank that does neither, or a node of its own;
+# 16384 floats: the ring, still inline): reported with its rank, no hang.
+for spec in "4 2 1 1" "4 2 2 16384" "3 2 2 7" "6 2 1 1" "6 2 3 1" "5 2 4 7"; do
   set -- $spec
   n=$1 nodes=$2 victim=$3 count=$4
   t0=$(date +%s%N)
