@@ -4,11 +4,14 @@
 #   - 4 and 8 ranks on 2 nodes: every rank's init sends 0 requests to the
 #     store (its INFO line says so and gcollrun's store served 0), the
 #     ranks' messages to each other are exactly one per receiving edge plus
-#     the closing wave (2 (N - 1) over the plan's tree), and the
-#     collectives are right (coll_check matrix: 0 wrong bytes);
+#     the closing wave (2 (N - 1) over the plan's tree), plus each node's
+#     board of the node form (host_exec.h: its name to each member but the
+#     first, an ack back), and the collectives are right (coll_check
+#     matrix: 0 wrong bytes);
 #   - the fallback: an endpoints file that is missing, of another job, for
 #     another rank count, or a listener that is not the rank's, sends the
-#     job to the store (its connections + 4 requests, as before), the INFO
+#     job to the store (its connections + 4 requests, as before, + 4 for
+#     its node's board), the INFO
 #     line says why, and the results are still right; a rank alone whose
 #     listener does not match fails the job at GCOLL_TIMEOUT, in one line,
 #     instead of hanging;
@@ -62,14 +65,16 @@ for n in 4 8; do
     [ "$(timings | grep -Ec "$zero_re")" -eq "$n" ]
   check "$n ranks: gcollrun's store served 0 requests" \
     grep -Eq "^gcollrun: the store served 0 requests for $n ranks \(0 keys\)" "$tmp/err"
-  # One message per receiving edge (half the connections) and the wave's
-  # 2 (n - 1) over channel 0's tree: exact, summed over the ranks.
+  # One message per receiving edge (half the connections), the wave's
+  # 2 (n - 1) over channel 0's tree, and the node boards' name and ack for
+  # each rank but a node's first, 2 (n - 2) on 2 nodes: exact, summed over
+  # the ranks.
   conns=$(sed -n 's/^gcoll rank [0-9]*: joined .* \([0-9]*\) connections,.*/\1/p' "$tmp/err" |
           awk '{ s += $1 } END { print s + 0 }')
   msgs=$(timings | sed -n 's/.* endpoints from the plan.s endpoints file: \([0-9]*\) messages.*/\1/p' |
          awk '{ s += $1 } END { print s + 0 }')
-  check "$n ranks: messages ($msgs) = connections / 2 ($conns / 2) + 2 (n - 1)" \
-    [ "$msgs" -eq $((conns / 2 + 2 * (n - 1))) ]
+  check "$n ranks: messages ($msgs) = connections / 2 ($conns / 2) + 2 (n - 1) + 2 (n - 2)" \
+    [ "$msgs" -eq $((conns / 2 + 2 * (n - 1) + 2 * (n - 2))) ]
   check "$n ranks: gcollrun removed the endpoints file and its plan dir" \
     [ -z "$(ls -A "$TMPDIR")" ]
 done
@@ -108,9 +113,11 @@ fallback() {
   for ((r = 0; r < 4; r++)); do
     conns=$(sed -n "s/^gcoll rank $r: joined .* \([0-9]*\) connections,.*/\1/p" "$tmp/err")
     reqs=$(sed -n "s/^gcoll rank $r: init timings: .*; bootstrap requests \([0-9]*\): .*/\1/p" "$tmp/err")
-    [ -n "$conns" ] && [ -n "$reqs" ] && [ "$reqs" -eq $((conns + 4)) ] || per_rank_ok=0
+    # + 4 for the node's board, 2 ranks a node: a name put or got, an ack
+    # got or put, 2 fences.
+    [ -n "$conns" ] && [ -n "$reqs" ] && [ "$reqs" -eq $((conns + 8)) ] || per_rank_ok=0
   done
-  check "fallback ($name): each rank sent the store its connections + 4 requests" \
+  check "fallback ($name): each rank sent the store its connections + 4 + 4 requests" \
     [ "$per_rank_ok" -eq 1 ]
 }
 fallback "no file" ".*/missing\.yaml: .*" 'export GCOLL_ENDPOINTS=$(dirname "$GCOLL_ENDPOINTS")/missing.yaml'
