@@ -1,22 +1,24 @@
 /* The one-shot board (kernels/host_oneshot.h) of a communicator whose
- * ranks are all on this host, or of the ranks of this node (members, in
- * the order of their board slots; the first creates it): rank 0, or the
- * node's first member, creates it as the shm transport
- * creates a FIFO (O_EXCL, mode 0600, a random name that says nothing about
- * the job) and sends the name to each rank through the authenticated
- * bootstrap; a rank maps only a regular file its own user created with
- * mode 0600 and the announced size, so a segment planted by another user
- * is refused. The last rank to map it removes the name, and rank 0 removes
- * it again at close (ENOENT expected), which covers a rank that never came;
- * gcoll_shm_cleanup() covers a whole job that died before that.
+ * ranks are all on this host, or of the ranks of one node (the node form,
+ * host_exec.h): its members, in the order of their board slots. The first
+ * member (rank 0, or the node's first rank) creates it as the shm
+ * transport creates a FIFO (O_EXCL, mode 0600, a random name that says
+ * nothing about the job) and sends the name to each member through the
+ * authenticated bootstrap; a member maps only a regular file its own user
+ * created with mode 0600 and the announced size, so a segment planted by
+ * another user is refused. The last member to map it removes the name,
+ * and the creator removes it again at close (ENOENT expected), which
+ * covers a member that never came; gcoll_shm_cleanup() covers a whole job
+ * that died before that.
  *
- * Every rank maps the board or init fails on the rank that could not: the
- * executors must all take it or all not (a rank taking the ring while its
- * peers wait on the board would stall them until their deadline). Each
- * rank tells rank 0 whether it mapped it, and rank 0's init ends only then
- * (failing, naming the rank, if one could not): otherwise a root that
- * broadcast at once and destroyed the communicator removed the name before
- * a slower rank opened it (seen in CI under load). */
+ * Every member maps the board or init fails on the one that could not:
+ * the executors must all take it or all not (a rank taking the ring while
+ * its peers wait on the board would stall them until their deadline).
+ * Each member tells the creator whether it mapped it, and the creator's
+ * init ends only then (failing, naming the rank, if one could not):
+ * otherwise a root that broadcast at once and destroyed the communicator
+ * removed the name before a slower rank opened it (seen in CI under
+ * load). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
