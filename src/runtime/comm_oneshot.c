@@ -65,9 +65,11 @@ static gcollResult_t create_board(struct gcollComm *comm, size_t bytes, char *er
 }
 
 static gcollResult_t attach_board(struct gcollComm *comm, const struct board_addr *a,
-                                  int nmembers, char *err, size_t errlen) {
+                                  int creator, int nmembers, char *err, size_t errlen) {
   int gone;
-  void *map = gcoll_shm_attach(a->name, (size_t)a->bytes, 0, "rank 0", &gone, err, errlen);
+  char who[32];
+  snprintf(who, sizeof(who), "rank %d", creator);
+  void *map = gcoll_shm_attach(a->name, (size_t)a->bytes, 0, who, &gone, err, errlen);
   if (map == NULL) return gone ? gcollRemoteError : gcollSystemError;
   comm->oneshot_map = map;
   comm->oneshot_bytes = (size_t)a->bytes;
@@ -157,7 +159,7 @@ gcollResult_t gcoll_comm_oneshot_open(struct gcollComm *comm, const int *members
                                  sizeof(err)) != 0)
       rc = gcollRemoteError;
     else if ((rc = check_addr(&a, len, creator, err, sizeof(err))) == gcollSuccess)
-      rc = attach_board(comm, &a, nmembers, err, sizeof(err));
+      rc = attach_board(comm, &a, creator, nmembers, err, sizeof(err));
   }
   /* The creator finishes only once every member has mapped the board (or
    * said it could not): a broadcast's root returns at once, and its
