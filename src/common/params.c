@@ -81,6 +81,9 @@ static const struct gcoll_param gcoll_params[] = {
      "one-host allgather/broadcast from this size read peers' buffers (0: never; same on all ranks)"},
     {"GCOLL_SINGLE_COPY_PAGES", USER, "huge|any", "huge", NULL,
      "read peers' buffers only in huge pages, or in any pages (kernels before 6.7 cannot tell)"},
+    {"GCOLL_SINGLE_COPY_TUNE", USER, "0|1", "1", NULL,
+     "1: time the ring and single copy on each size class's first calls and keep the faster; "
+     "0: fixed rules (same on all ranks)"},
     {"GCOLL_SLOT_BYTES", USER, "bytes", "131072", "NCCL_BUFFSIZE",
      "bytes per FIFO slot (8 slots per FIFO, allocated once at init)"},
     {"GCOLL_SOCKET_IFADDR", USER, "address|interface", "the first up, non-loopback, non-bridge one",

@@ -1,11 +1,13 @@
 /* The direct form of host allgather and broadcast (see host_direct.h). */
 #include "kernels/host_direct.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/errf.h"
 #include "kernels/reduce.h"
+#include "kernels/wait.h"
 
 enum {
   DIRECT_PROBED = 1u << 0,  /* this rank has probed every peer */
@@ -30,11 +32,18 @@ int gcoll_host_direct_init(struct gcoll_host_direct *d, const struct gcoll_exec_
     return -1;
   }
   d->ops = *ops;
+  for (int k = 0; k < GCOLL_DIRECT_TUNE_KINDS; k++)
+    for (int i = 0; i < GCOLL_DIRECT_TUNE_CLASSES; i++)
+      d->tune[k][i] = (struct gcoll_direct_tune){.ring_ns = UINT32_MAX, .direct_ns = UINT32_MAX};
   return 0;
 }
 
 void gcoll_host_direct_free(struct gcoll_host_direct *d) {
-  if (d->calls > 0 && d->ops.report != NULL) d->ops.report(d->ops.arg, d->calls, d->taken);
+  if (d->calls > 0 && d->ops.report != NULL) {
+    char tuned[512];
+    gcoll_host_direct_tuned(d, tuned, sizeof(tuned));
+    d->ops.report(d->ops.arg, d->calls, d->taken, tuned);
+  }
   d->calls = 0;
   free(d->descs);
   free(d->status);
@@ -62,6 +71,101 @@ static int ring_faster(const struct gcoll_host_direct *d, const struct gcoll_hos
   return !pair && !fits; /* broadcast: pairs always, larger groups within it */
 }
 
+static const char *const tune_kind_names[GCOLL_DIRECT_TUNE_KINDS] = {
+    "broadcast", "broadcast in place", "allgather", "allgather in place", "allreduce",
+    "allreduce in place"};
+
+/* A call's row of d->tune: its collective, in place or not (host_direct.h). */
+static int tune_kind(const struct gcoll_host_direct *d, const struct gcoll_host_coll *c) {
+  size_t own = c->coll == GCOLL_COLL_ALLGATHER
+                   ? (size_t)d->rank * c->count * gcoll_dtype_size(c->dtype)
+                   : 0;
+  int in_place = (const char *)c->recvbuf + own == (const char *)c->sendbuf;
+  int coll = c->coll == GCOLL_COLL_BROADCAST ? 0 : c->coll == GCOLL_COLL_ALLGATHER ? 1 : 2;
+  return 2 * coll + in_place;
+}
+
+/* The tuning entry of a call of `bytes` (at least need, where its form
+ * may start): classes are powers of two from need (host_direct.h). */
+static struct gcoll_direct_tune *tune_class(struct gcoll_host_direct *d,
+                                            const struct gcoll_host_coll *c, size_t bytes,
+                                            uint64_t need) {
+  int k = 0;
+  while (k < GCOLL_DIRECT_TUNE_CLASSES - 1 && bytes / 2 >= (need << k)) k++;
+  return &d->tune[tune_kind(d, c)][k];
+}
+
+static uint64_t tune_now(const struct gcoll_host_direct *d) {
+  return d->ops.clock != NULL ? d->ops.clock(d->ops.arg) : gcoll_wait_now_ns();
+}
+
+/* Keeps a timed call's time (since d->t0) as its form's fastest. */
+static void tune_record(struct gcoll_host_direct *d) {
+  if (d->timing == 0 || d->cur == NULL) return;
+  uint64_t dt = tune_now(d) - d->t0;
+  uint32_t ns = dt >= UINT32_MAX ? UINT32_MAX - 1 : (uint32_t)dt;
+  uint32_t *best = d->timing == GCOLL_DIRECT_TUNE_RING ? &d->cur->ring_ns : &d->cur->direct_ns;
+  if (ns < *best) *best = ns;
+  d->timing = 0;
+}
+
+/* The form a tuning call of an open class runs (1 direct, 0 ring), the
+ * direct form being possible: the schedule of host_direct.h, and at its
+ * end the verdict from every rank's figures in d->descs. */
+static int tune_step(struct gcoll_host_direct *d) {
+  struct gcoll_direct_tune *t = d->cur;
+  const uint32_t k = t->calls++, timed_end = 2 * (GCOLL_DIRECT_TUNE_SAMPLES + 1);
+  if (k < timed_end) {
+    int direct = k % 2 == 0;
+    d->timing = k < 2 ? 0 : direct ? GCOLL_DIRECT_TUNE_DIRECT : GCOLL_DIRECT_TUNE_RING;
+    return direct;
+  }
+  uint32_t ring = 0, direct = 0;
+  for (int q = 0; q < d->nranks; q++) {
+    if (d->descs[q].ring_ns > ring) ring = d->descs[q].ring_ns;
+    if (d->descs[q].direct_ns > direct) direct = d->descs[q].direct_ns;
+  }
+  t->choice = direct < ring ? GCOLL_DIRECT_TUNE_DIRECT : GCOLL_DIRECT_TUNE_RING;
+  return t->choice == GCOLL_DIRECT_TUNE_DIRECT;
+}
+
+/* "128K", "3M": a class's first size, for the log. */
+static void size_text(uint64_t b, char *out, size_t len) {
+  static const char unit[] = " KMG";
+  int u = 0;
+  while (u < 3 && b >= 1024 && b % 1024 == 0) b >>= 10, u++;
+  if (u == 0) snprintf(out, len, "%llu", (unsigned long long)b);
+  else snprintf(out, len, "%llu%c", (unsigned long long)b, unit[u]);
+}
+
+void gcoll_host_direct_tuned(const struct gcoll_host_direct *d, char *out, size_t len) {
+  size_t used = 0;
+  if (len > 0) out[0] = '\0';
+  for (int k = 0; k < GCOLL_DIRECT_TUNE_KINDS; k++) {
+    /* Where the kind's classes start (gcoll_host_direct_candidate). */
+    uint64_t need = d->ops.min_bytes;
+    if (k / 2 == 2) need *= GCOLL_DIRECT_ALLREDUCE_FACTOR;
+    if (k / 2 == 1 && d->nranks > 2) need = need * (uint64_t)d->nranks / 2;
+    int named = 0;
+    for (int i = 0; i < GCOLL_DIRECT_TUNE_CLASSES && used + 1 < len; i++) {
+      const struct gcoll_direct_tune *t = &d->tune[k][i];
+      if (t->choice == GCOLL_DIRECT_TUNE_OPEN) continue;
+      char size[24];
+      size_text(need << i, size, sizeof(size));
+      const char *form = t->choice == GCOLL_DIRECT_TUNE_DIRECT ? "direct" : "ring";
+      int w = named ? snprintf(out + used, len - used, ", %s %s", size, form)
+                    : snprintf(out + used, len - used, "%s%s %s %s", used ? "; " : "",
+                               tune_kind_names[k], size, form);
+      if (w < 0 || (size_t)w >= len - used) {
+        used = len - 1;
+        break;
+      }
+      used += (size_t)w;
+      named = 1;
+    }
+  }
+}
+
 int gcoll_host_direct_candidate(struct gcoll_host_direct *d, const struct gcoll_host_coll *c,
                                 int one_channel) {
   if (d->ops.min_bytes == 0 || d->off) return 0;
@@ -78,7 +182,13 @@ int gcoll_host_direct_candidate(struct gcoll_host_direct *d, const struct gcoll_
   if (c->coll == GCOLL_COLL_ALLREDUCE) need *= GCOLL_DIRECT_ALLREDUCE_FACTOR;
   if (c->coll == GCOLL_COLL_ALLGATHER && d->nranks > 2) need = need * (uint64_t)d->nranks / 2;
   if (bytes < need) return 0;
-  if (ring_faster(d, c, bytes)) return 0;
+  d->cur = NULL;
+  if (d->ops.tune) {
+    d->cur = tune_class(d, c, bytes, need);
+    if (d->cur->choice == GCOLL_DIRECT_TUNE_RING) return 0;
+  } else if (ring_faster(d, c, bytes)) {
+    return 0;
+  }
   if (d->skip > 0) {
     d->skip--;
     return 0;
@@ -226,8 +336,15 @@ gcollResult_t gcoll_host_direct_begin(struct gcoll_host_direct *d, struct gcoll_
                                       const struct gcoll_ring_work *ring,
                                       const struct gcoll_host_coll *c, int *taken) {
   *taken = 1; /* a failed exchange fails the call */
+  const int tuning = d->cur != NULL && d->cur->choice == GCOLL_DIRECT_TUNE_OPEN;
+  d->timing = 0;
+  if (tuning) d->t0 = tune_now(d);
   struct gcoll_direct_desc mine;
   memset(&mine, 0, sizeof(mine));
+  if (tuning) {
+    mine.ring_ns = d->cur->ring_ns;
+    mine.direct_ns = d->cur->direct_ns;
+  }
   d->ops.identity(d->ops.arg, mine.id);
   /* What peers read: an allreduce's reduced blocks are in its output. */
   const void *readable = c->coll == GCOLL_COLL_ALLREDUCE ? c->recvbuf : c->sendbuf;
@@ -242,8 +359,18 @@ gcollResult_t gcoll_host_direct_begin(struct gcoll_host_direct *d, struct gcoll_
   if (r != gcollSuccess) return r;
   int direct = verdict(d, c);
   if (d->probed == 0) probe_peers(d); /* for the next call's descriptor */
+  if (direct && tuning) {
+    direct = tune_step(d);
+    /* The ring's time is its run alone (host_direct.h). */
+    if (d->timing == GCOLL_DIRECT_TUNE_RING) d->t0 = tune_now(d);
+  }
   *taken = direct;
   return gcollSuccess;
+}
+
+void gcoll_host_direct_ring_done(struct gcoll_host_direct *d, gcollResult_t r) {
+  if (d->timing == GCOLL_DIRECT_TUNE_RING && r == gcollSuccess) tune_record(d);
+  d->timing = 0;
 }
 
 gcollResult_t gcoll_host_direct_finish(struct gcoll_host_direct *d, struct gcoll_prims *p,
@@ -258,8 +385,15 @@ gcollResult_t gcoll_host_direct_finish(struct gcoll_host_direct *d, struct gcoll
     return r;
   status = read_peers(d, ring, c, chunk_max);
   r = exchange(p, ring, &status, d->status, sizeof(status));
-  if (r != gcollSuccess) return r;
+  if (r != gcollSuccess) {
+    d->timing = 0;
+    return r;
+  }
   d->taken++;
+  int clean = 1;
+  for (int q = 0; q < d->nranks; q++) clean &= d->status[q] == 0;
+  if (d->timing == GCOLL_DIRECT_TUNE_DIRECT && clean) tune_record(d);
+  d->timing = 0;
   for (int q = 0; q < d->nranks; q++) {
     uint64_t s = d->status[q];
     if (s == 0) continue;

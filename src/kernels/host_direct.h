@@ -6,9 +6,11 @@
  * A call takes it when it is large enough, the ring is not the faster,
  * and a back-off says to try. Large enough, from peer_reads.min_bytes
  * (the runtime sets it only when every rank is on this host; 128 KiB by
- * default), and where the ring is the faster, by whether the call fits
- * in the host's caches (peer_reads.cache_bytes), measured on the 2-core
- * VMs (README, issue 17: "Single copy from 128 KiB"):
+ * default). Where the ring is the faster is timed on each size class's
+ * first calls (peer_reads.tune, the default; "Tuning" below), or, with
+ * tuning off, judged by whether the call fits in the host's caches
+ * (peer_reads.cache_bytes), as measured on one of the 2-core VMs (README,
+ * issue 17: "Single copy from 128 KiB"):
  *   - broadcast: from min_bytes. 2 ranks took 0.36-0.53x the ring's time
  *     out of place and 0.47-0.98x in place at 128 KiB - 16 MiB (the ring
  *     copies twice, into the FIFO and out of it; Open MPI's broadcast
@@ -80,10 +82,46 @@ struct gcoll_direct_desc {
   uint8_t id[GCOLL_PEER_ID_BYTES];  /* peer_reads.identity */
   uint64_t src;                     /* what peers read: the input, an allreduce's output */
   uint32_t flags;                   /* DIRECT_* (host_direct.c) */
+  /* While the call's size class is tuned: this rank's fastest timed call
+   * of each form so far, in ns (UINT32_MAX: none). */
+  uint32_t ring_ns, direct_ns;
   uint32_t unused;
-  uint64_t reserved[2];
+  uint64_t reserved;
 };
 _Static_assert(sizeof(struct gcoll_direct_desc) == 64, "one cache line per rank");
+
+/* Tuning (peer_reads.tune): which form is the faster depends on the
+ * machine more than on anything the ranks can read off it. On two VMs of
+ * this project's with the same 2 cores, a 2-rank 1 MiB in-place broadcast
+ * read its peer in 0.6x the ring's time on one (260 MiB of L3) and 1.4x
+ * on the other (32 MiB; the kernel's copy there ran at 33 GB/s against
+ * the ring's pipelined memcpy at 45). So each (collective, size class)
+ * (in place or not) of a communicator times both forms on its first candidate calls and
+ * keeps the faster: calls 0 and 1 of a class run the direct form and the
+ * ring untimed (first touches, the probe's aftermath), the next
+ * 2 x GCOLL_DIRECT_TUNE_SAMPLES alternate them timed, and the call after
+ * decides. Each rank keeps its fastest time of each form (the least
+ * disturbed by other work on the machine) and puts it in its descriptor;
+ * the deciding call's exchange gives every rank every rank's figures,
+ * and each takes the form whose slowest rank was the faster: the same
+ * figures, the same verdict on every rank. The ring's time is its run
+ * alone, since a class decided for the ring skips the descriptor
+ * exchange; the direct form's includes its exchanges. Size classes are
+ * powers of two from where the form may start (a call's class: the
+ * floor of log2(bytes / start)), the last one open-ended. */
+#define GCOLL_DIRECT_TUNE_SAMPLES 3
+#define GCOLL_DIRECT_TUNE_CLASSES 20
+/* broadcast, allgather, allreduce, each out of place and in place (an
+ * out-of-place ring broadcast's root copies its input twice, into the
+ * FIFO and its output, where the direct form's root copies once while
+ * its readers read) */
+#define GCOLL_DIRECT_TUNE_KINDS 6
+enum { GCOLL_DIRECT_TUNE_OPEN = 0, GCOLL_DIRECT_TUNE_RING, GCOLL_DIRECT_TUNE_DIRECT };
+struct gcoll_direct_tune {
+  uint32_t calls;                   /* tuning calls of this class so far */
+  uint32_t ring_ns, direct_ns;      /* this rank's fastest timed call of each; UINT32_MAX: none */
+  int choice;                       /* GCOLL_DIRECT_TUNE_* */
+};
 
 /* Buffers this rank found in huge pages: peer_reads.cheap asks the
  * kernel (PAGEMAP_SCAN, about 1 us), and the root's answer is on every
@@ -110,6 +148,10 @@ struct gcoll_host_direct {
   struct gcoll_direct_desc *descs;  /* nranks */
   uint64_t *status;                 /* nranks */
   uint64_t calls, taken;            /* candidates and direct calls, for the log */
+  struct gcoll_direct_tune tune[GCOLL_DIRECT_TUNE_KINDS][GCOLL_DIRECT_TUNE_CLASSES];
+  struct gcoll_direct_tune *cur;    /* the candidate's class (tuning on), else NULL */
+  int timing;                       /* the running call is timed: 0, or the form's choice value */
+  uint64_t t0;                      /* when the timed part began */
 };
 
 /* Allocates the descriptors; d->ops.min_bytes == 0 leaves it off. */
@@ -137,6 +179,16 @@ gcollResult_t gcoll_host_direct_begin(struct gcoll_host_direct *d, struct gcoll_
  * half (gcoll_ring_allreduce_steps with gather 0, chunk_max elements a
  * block) ran on every rank: a first exchange says so. A failed read puts
  * its line in err. */
+/* After the ring ran a candidate call that begin gave back (*taken 0):
+ * its time, if tuning timed it (r: the call's result; a failed call's
+ * time is not kept). */
+void gcoll_host_direct_ring_done(struct gcoll_host_direct *d, gcollResult_t r);
+
+/* The tuned classes' verdicts, for the log: "broadcast 128K ring, 512K
+ * direct; broadcast in place 128K ring; ..." (empty when nothing was
+ * decided). */
+void gcoll_host_direct_tuned(const struct gcoll_host_direct *d, char *out, size_t len);
+
 gcollResult_t gcoll_host_direct_finish(struct gcoll_host_direct *d, struct gcoll_prims *p,
                                        const struct gcoll_ring_work *ring,
                                        const struct gcoll_host_coll *c, size_t chunk_max,

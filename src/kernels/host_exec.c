@@ -722,9 +722,8 @@ static void describe_failure(const struct gcoll_host_exec *e, gcollResult_t r,
    * decides the steps and differs between ranks. */
   const char *hint = r != gcollInternalError ? ""
                      : " (the ranks took different steps: is a setting that must match, such as "
-                       "GCOLL_ALGO, GCOLL_PROTO, GCOLL_TUNING, GCOLL_SINGLE_COPY_BYTES or "
-                       "GCOLL_HOST_ONESHOT, "
-                       "different on some rank?)";
+                       "GCOLL_ALGO, GCOLL_PROTO, GCOLL_TUNING, GCOLL_SINGLE_COPY_BYTES, "
+                       "GCOLL_SINGLE_COPY_TUNE or GCOLL_HOST_ONESHOT, different on some rank?)";
   if (p == NULL || p->fail_what == NULL) {
     gcoll_errf(err, errlen, "channel %d (%s): %s (result %d)%s", idx, ch->phase,
                reason_text(ch, r), (int)r, hint);
@@ -803,9 +802,15 @@ gcollResult_t gcoll_host_exec_run(struct gcoll_host_exec *e,
   if (errlen > 0) err[0] = '\0';
   int taken = 0;
   /* run_direct records a failure as a channel's would be, or in err. */
-  if (gcoll_host_direct_candidate(&e->direct, c, nch == 1 && form == FORM_CHANNELS))
-    run_direct(&e->ch[0], c, &taken, err, errlen);
-  if (!taken) run_collective(e, c, nch, form);
+  const int candidate =
+      gcoll_host_direct_candidate(&e->direct, c, nch == 1 && form == FORM_CHANNELS);
+  if (candidate) run_direct(&e->ch[0], c, &taken, err, errlen);
+  if (!taken) {
+    run_collective(e, c, nch, form);
+    /* A candidate's ring run may be a tuning sample (host_direct.h). */
+    if (candidate)
+      gcoll_host_direct_ring_done(&e->direct, (gcollResult_t)atomic_load(&e->local_abort));
+  }
 
   if (inline_poll && e->poll.end != NULL) e->poll.end(e->poll.arg);
   r = (gcollResult_t)atomic_load(&e->local_abort);

@@ -133,9 +133,16 @@ struct gcoll_exec_peer_reads {
   int (*read)(void *arg, const uint8_t id[GCOLL_PEER_ID_BYTES], const struct gcoll_peer_range *r,
               int n);
   int (*cheap)(void *arg, const void *p, size_t n);
-  /* At destroy, when some call was a candidate: how many, and how many
-   * read their peers (NULL: not told). */
-  void (*report)(void *arg, uint64_t candidates, uint64_t direct);
+  /* At destroy, when some call was a candidate: how many, how many read
+   * their peers, and the tuned classes' verdicts (host_direct.h:
+   * gcoll_host_direct_tuned; NULL: not told). */
+  void (*report)(void *arg, uint64_t candidates, uint64_t direct, const char *tuned);
+  /* 1: each (collective, size class) times both forms on its first calls
+   * and keeps the faster (host_direct.h); 0: the static rules
+   * (cache_bytes). The same on every rank. */
+  int tune;
+  /* Tuning's clock in ns (NULL: CLOCK_MONOTONIC). */
+  uint64_t (*clock)(void *arg);
   void *arg;
 };
 

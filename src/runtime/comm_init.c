@@ -414,9 +414,10 @@ static int any_pages(void *comm, const void *p, size_t n) {
   (void)n;
   return 1;
 }
-static void peer_report(void *comm, uint64_t candidates, uint64_t direct) {
-  gcoll_log_info(comm, "single copy: %llu of %llu candidate calls read their peers' buffers",
-                 (unsigned long long)direct, (unsigned long long)candidates);
+static void peer_report(void *comm, uint64_t candidates, uint64_t direct, const char *tuned) {
+  gcoll_log_info(comm, "single copy: %llu of %llu candidate calls read their peers' buffers%s%s",
+                 (unsigned long long)direct, (unsigned long long)candidates,
+                 tuned[0] != '\0' ? "; tuned: " : "", tuned);
 }
 
 /* The largest cache of CPU 0, in bytes, from sysfs (what the kernel was
@@ -452,10 +453,14 @@ static gcollResult_t peer_reads(struct gcollComm *comm, struct gcoll_exec_peer_r
   if (pages != NULL && *pages != '\0' && strcmp(pages, "huge") != 0 && strcmp(pages, "any") != 0)
     return gcoll_fail(gcollInvalidArgument, "GCOLL_SINGLE_COPY_PAGES=%s: expected huge or any",
                       pages);
+  long tune = 1;
+  if (gcoll_setting_long("GCOLL_SINGLE_COPY_TUNE", 0, 1, &tune, why, sizeof(why)) < 0)
+    return gcoll_fail(gcollInvalidArgument, "%s", why);
   uint64_t llc = last_level_cache();
   *reads = (struct gcoll_exec_peer_reads){
       .min_bytes = (uint64_t)bytes,
       .cache_bytes = llc > 0 ? llc / 4 : SINGLE_COPY_CACHE_BYTES,
+      .tune = (int)tune,
       .identity = peer_identity,
       .probe = peer_probe,
       .read = peer_read,
@@ -634,7 +639,15 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
     if (rc == gcollSuccess) rc = peer_reads(comm, &cfg.peer_reads);
     if (rc == gcollSuccess) rc = oneshot_board(comm, cfg.gather_bytes, &cfg);
     if (rc != gcollSuccess) return rc;
-    if (cfg.peer_reads.min_bytes > 0)
+    if (cfg.peer_reads.min_bytes > 0 && cfg.peer_reads.tune)
+      gcoll_log_info(comm, "host broadcast and allgather from %llu B (allgather among n > 2 "
+                           "ranks from n / 2 times that), and 2-rank allreduce's second half from "
+                           "%llu B, read peers' buffers where that is the faster, as timed on each "
+                           "size class's first calls (single copy, %s)",
+                     (unsigned long long)cfg.peer_reads.min_bytes,
+                     GCOLL_DIRECT_ALLREDUCE_FACTOR * (unsigned long long)cfg.peer_reads.min_bytes,
+                     cfg.peer_reads.cheap == peer_cheap ? "buffers in huge pages" : "any pages");
+    else if (cfg.peer_reads.min_bytes > 0)
       gcoll_log_info(comm, "host broadcast and allgather from %llu B (allgather among n > 2 "
                            "ranks from n / 2 times that), and 2-rank allreduce's second half from "
                            "%llu B, read peers' buffers where that is the faster (in cache: up to "

@@ -240,13 +240,14 @@ done
 # Single-copy reads (kernels/host_direct.h): allgathers and broadcasts on
 # one node read their peers' buffers (process_vm_readv) from
 # GCOLL_SINGLE_COPY_BYTES when those are in huge pages and the ring is not
-# the faster. With 1 byte and any pages (coll_check's buffers are
-# malloc's) the matrix's allgathers between 2 ranks and broadcasts among 3
-# and 5 (all fit in cache) read their peers: in and out of place, roots
-# rotating, every type, counts 0 to past 64 KiB, checked against the
-# serial reference; every rank's count at destroy must show direct calls.
-# Then a rank killed during direct allgathers and broadcasts is named by
-# every survivor.
+# the faster. With 1 byte, any pages (coll_check's buffers are malloc's)
+# and the fixed rules (GCOLL_SINGLE_COPY_TUNE=0: the calls' sizes all fit
+# in cache) the matrix's allgathers between 2 ranks and broadcasts among 3
+# and 5 read their peers: in and out of place, roots rotating, every type,
+# counts 0 to past 64 KiB, checked against the serial reference; every
+# rank's count at destroy must show direct calls. Then a rank killed
+# during direct allgathers and broadcasts is named by every survivor.
+export GCOLL_SINGLE_COPY_TUNE=0
 for n in 2 3 5; do
   GCOLL_SINGLE_COPY_BYTES=1 GCOLL_SINGLE_COPY_PAGES=any GCOLL_DEBUG=INFO \
     matrix "n=$n single copy" -n "$n" "$CHECK" matrix --sizes 0,1,2,3,13,1021,4099,16385
@@ -281,6 +282,34 @@ for spec in "3 1 broadcast 4096 single-copy" "4 2 broadcast 4096 single-copy" \
   else
     bad "kill rank $victim of $n in $form ${coll}s: rc $rc, $reported of $((n - 1)) survivors reported, ${dt} ms, $steps board waits named a step"
     cat "$tmp/out"
+  fi
+done
+
+unset GCOLL_SINGLE_COPY_TUNE
+
+# Tuned single copy (the default): each size class, in place or not, times
+# the ring and the direct form on its first calls and keeps the faster,
+# from every rank's figures alike. gcoll-perf's buffers are in huge pages,
+# so the direct form really reads its peers; whichever form each class
+# keeps, every result is checked (#wrong 0), every rank reports the same
+# verdicts, and there are some.
+for spec in "2 broadcast" "3 allgather" "2 allreduce"; do
+  set -- $spec
+  b=128K e=1M
+  [ "$2" = allreduce ] && b=2M e=4M
+  GCOLL_DEBUG=INFO timeout 120 "$RUN" -n "$1" "$PERF" -o "$2" -b $b -e $e -f 2 -w 2 -n 12 -c 1 \
+    >"$tmp/out" 2>&1
+  rc=$?
+  wrong=$(awk '$1 ~ /^[0-9]+$/ && NF == 13 && ($9 != 0 || $13 != 0)' "$tmp/out" | wc -l)
+  rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 13' "$tmp/out" | wc -l)
+  verdicts=$(sed -n 's/.*single copy: .*; tuned: //p' "$tmp/out" | sort -u)
+  nv=$(grep -c "single copy: .*; tuned: $2 " "$tmp/out")
+  if [ "$rc" -eq 0 ] && [ "$wrong" -eq 0 ] && [ "$rows" -gt 0 ] && [ "$nv" -eq "$1" ] &&
+     [ "$(printf '%s\n' "$verdicts" | wc -l)" -eq 1 ]; then
+    ok; echo "ok: n=$1 tuned single-copy ${2}s, $rows sizes 0 wrong, every rank kept: $verdicts"
+  else
+    bad "n=$1 tuned single-copy ${2}s: rc $rc, $wrong wrong rows of $rows, $nv of $1 ranks tuned, verdicts: $verdicts"
+    tail -20 "$tmp/out"
   fi
 done
 

@@ -99,7 +99,8 @@ done
 # read the peer's reduced blocks (host_direct.h): the ring's bits, and
 # the INFO line says how many calls read.
 GCOLL_MAX_NCHANNELS=1 GCOLL_SINGLE_COPY_BYTES=0 digests "ring, -n 2" "$tmp/s0" -n 2 &&
-  GCOLL_MAX_NCHANNELS=1 GCOLL_SINGLE_COPY_BYTES=1 GCOLL_SINGLE_COPY_PAGES=any GCOLL_DEBUG=INFO \
+  GCOLL_MAX_NCHANNELS=1 GCOLL_SINGLE_COPY_BYTES=1 GCOLL_SINGLE_COPY_PAGES=any \
+    GCOLL_SINGLE_COPY_TUNE=0 GCOLL_DEBUG=INFO \
     digests "single copy, -n 2" "$tmp/s1" -n 2
 read_calls=$(grep -c "single copy: [1-9][0-9]* of [0-9]* candidate calls" "$tmp/s1.err")
 if cmp -s "$tmp/s0" "$tmp/s1" && [ "$read_calls" -eq 2 ]; then

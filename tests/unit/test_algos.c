@@ -127,11 +127,20 @@ struct fake_peer {
   int fail_read;       /* reads fail (EFAULT) */
   _Atomic int reads, probes;
   _Atomic int ranges, most_ranges;  /* over all reads; the most in one */
+  /* Tuning's clock (fake_clock): 1 us a reading, plus read_ns a read.
+   * A negative read_ns makes a direct call take less than the ring's,
+   * which is how a test makes the direct form the faster without timing
+   * anything real. Only the rank's own thread uses it. */
+  uint64_t clock;
+  int64_t read_ns;
+  uint64_t candidates;              /* what the executor reported at destroy */
+  char tuned[512];
 };
 static struct fake_peer g_fake[MAX_RANKS];
 /* The direct executors' cache_bytes and min_bytes (worlds made while
- * they are set; min_bytes 0 means 1). */
+ * they are set; min_bytes 0 means 1), and whether they tune. */
 static uint64_t g_cache_bytes, g_min_bytes;
+static int g_tune;
 
 static void fake_identity(void *arg, uint8_t id[GCOLL_PEER_ID_BYTES]) {
   const struct fake_peer *f = arg;
@@ -155,7 +164,19 @@ static int fake_read(void *arg, const uint8_t id[GCOLL_PEER_ID_BYTES],
   if (n < 1 || n > GCOLL_PEER_RANGES_MAX) return EINVAL;
   if (f->fail_read) return EFAULT;
   for (int i = 0; i < n; i++) memcpy(r[i].dst, (const void *)(uintptr_t)r[i].addr, r[i].n);
+  f->clock += (uint64_t)f->read_ns;
   return 0;
+}
+static uint64_t fake_clock(void *arg) {
+  struct fake_peer *f = arg;
+  f->clock += 1000;
+  return f->clock;
+}
+static void fake_report(void *arg, uint64_t candidates, uint64_t direct, const char *tuned) {
+  struct fake_peer *f = arg;
+  (void)direct;
+  f->candidates = candidates;
+  snprintf(f->tuned, sizeof(f->tuned), "%s", tuned);
 }
 static int fake_cheap(void *arg, const void *p, size_t n) {
   (void)p;
@@ -172,6 +193,10 @@ static void reset_fakes(void) {
     g_fake[r].cheap = 1;
     g_fake[r].reads = g_fake[r].probes = g_fake[r].cheap_asks = 0;
     g_fake[r].ranges = g_fake[r].most_ranges = 0;
+    g_fake[r].clock = 1000000000ull;
+    g_fake[r].read_ns = 0;
+    g_fake[r].candidates = 0;
+    g_fake[r].tuned[0] = '\0';
   }
 }
 
@@ -223,6 +248,9 @@ static void make_exec(struct world *w, int rank, uint64_t timeout_ns) {
       .probe = fake_probe,
       .read = fake_read,
       .cheap = fake_cheap,
+      .report = fake_report,
+      .tune = g_tune,
+      .clock = fake_clock,
       .arg = &g_fake[rank]};
   w->direct_exec[rank] = gcoll_host_exec_create(&cfg, err, sizeof(err));
   if (w->direct_exec[rank] == NULL) fail_msg("direct executor: %s", err);
@@ -1144,6 +1172,65 @@ static void test_direct_thresholds(void **state) {
   }
 }
 
+/* Tuning (host_direct.h): a class's first calls alternate the direct
+ * form and the ring, then every rank keeps the form whose slowest rank
+ * was the faster, and a class kept for the ring exchanges no descriptors
+ * any more. Allgathers, where every rank reads (fake_clock charges
+ * read_ns a read): with reads cheap everywhere the direct form wins; with
+ * one rank's dear, the ring wins on every rank alike (a rank that went
+ * its own way would leave the others waiting: the 20 s deadline fails the
+ * test). Another size class, and in place, tune anew. */
+static void test_direct_tuning(void **state) {
+  (void)state;
+  const int schedule = 2 * (GCOLL_DIRECT_TUNE_SAMPLES + 1), after = 4;
+  for (int n = 2; n <= 4; n++) {
+    for (int dear = -1; dear <= 0; dear++) {
+      reset_fakes();
+      for (int r = 0; r < n; r++) g_fake[r].read_ns = r == dear ? 3000 : -100;
+      g_tune = 1;
+      struct world *w = world_new(n, 1, 4096, 20ull * 1000000000ull);
+      g_tune = 0;
+      const int direct_wins = dear < 0, per_call = n * (n - 1);
+      struct case_desc d = {.coll = GCOLL_COLL_ALLGATHER, .algo = GCOLL_ALGO_RING,
+                            .dtype = gcollInt8, .op = gcollSum, .proto = GCOLL_PROTO_SIMPLE,
+                            .count = 1000, .nch = 1};
+      run_direct_case(w, &d); /* probes: the ring, no tuning call */
+      int reads = 0;
+      assert_int_equal(total_reads(n), reads);
+      for (int i = 0; i < schedule; i++) {
+        run_direct_case(w, &d);
+        if (i % 2 == 0) reads += per_call;
+        assert_int_equal(total_reads(n), reads);
+      }
+      for (int i = 0; i < after; i++) { /* the first of these decides */
+        run_direct_case(w, &d);
+        if (direct_wins) reads += per_call;
+        assert_int_equal(total_reads(n), reads);
+      }
+      d.count = 2000; /* the next class: its first call is direct */
+      run_direct_case(w, &d);
+      reads += per_call;
+      assert_int_equal(total_reads(n), reads);
+      d.count = 1000;
+      d.in_place = 1; /* in place: its own row */
+      run_direct_case(w, &d);
+      reads += per_call;
+      assert_int_equal(total_reads(n), reads);
+      world_free(w);
+      const uint64_t candidates = 1 + (uint64_t)schedule + (direct_wins ? after : 1) + 2;
+      for (int r = 0; r < n; r++) {
+        assert_int_equal(g_fake[r].candidates, candidates);
+        assert_string_equal(g_fake[r].tuned, g_fake[0].tuned);
+      }
+      const char *want = direct_wins ? " direct" : " ring";
+      if (strncmp(g_fake[0].tuned, "allgather ", 10) != 0 || strstr(g_fake[0].tuned, want) == NULL ||
+          strchr(g_fake[0].tuned, ',') != NULL || strchr(g_fake[0].tuned, ';') != NULL)
+        fail_msg("n=%d, dear rank %d: tuned \"%s\", expected one allgather class,%s", n, dear,
+                 g_fake[0].tuned, want);
+    }
+  }
+}
+
 /* A failed read fails the call on every rank, with the reader and the
  * peer named, and leaves the connections in step for the next call. */
 static void test_direct_read_failure(void **state) {
@@ -1192,6 +1279,7 @@ int main(void) {
       cmocka_unit_test(test_direct_fallbacks),
       cmocka_unit_test(test_direct_cheap_remembered),
       cmocka_unit_test(test_direct_thresholds),
+      cmocka_unit_test(test_direct_tuning),
       cmocka_unit_test(test_direct_allreduce),
       cmocka_unit_test(test_direct_cache_rules),
       cmocka_unit_test(test_direct_read_failure),
