@@ -46,7 +46,7 @@ struct gcoll_proxy {
    * the lock; only used under the lock, so grown directly by add(). */
   _Atomic int inline_users;
   struct poll_set inl;
-  _Atomic uint64_t rounds, sleeps, yields, inline_rounds;
+  _Atomic uint64_t rounds, sleeps, yields, inline_rounds, inline_fds;
   /* Set by the first collective or send/recv (gcoll_proxy_wake, inline
    * begin): until then only connections are being made, whose progress
    * comes with fd events, so the thread neither spins nor polls often. */
@@ -146,9 +146,13 @@ static void check_all(struct gcoll_proxy *p) {
  * left with work only a later round can do (a socket that took part of a
  * step wants POLLOUT; a busy entry waits on its executor). */
 static int inline_round(struct gcoll_proxy *p, int *pending) {
+  const uint64_t round = atomic_load_explicit(&p->inline_rounds, memory_order_relaxed);
+  /* The hot entries' fds, and every fd now and then (proxy.h). */
+  const int all = round % GCOLL_PROXY_COLD_ROUNDS == 0;
   int n = 0;
   for (struct gcoll_proxy_entry *e = p->entries; e != NULL; e = e->next) {
-    if (e->fd >= 0 && e->events != 0) poll_set_put(&p->inl, &n, e->fd, e->events, e);
+    if (e->fd >= 0 && e->events != 0 && (all || e->hot_until > round))
+      poll_set_put(&p->inl, &n, e->fd, e->events, e);
   }
   int r = n > 0 ? poll(p->inl.pfd, (nfds_t)n, 0) : 0;
   int moved = 0, i = 0;
@@ -162,10 +166,13 @@ static int inline_round(struct gcoll_proxy *p, int *pending) {
       i++;
     }
     if (e->progress == NULL) continue;
-    if (e->progress(e, rev)) moved = 1;
+    int m = e->progress(e, rev);
+    if (m || rev != 0) e->hot_until = round + GCOLL_PROXY_HOT_ROUNDS;
+    moved |= m;
     if (pending != NULL && (e->busy || (e->events & POLLOUT))) *pending = 1;
   }
   atomic_fetch_add_explicit(&p->inline_rounds, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&p->inline_fds, (uint64_t)n, memory_order_relaxed);
   return moved;
 }
 
@@ -451,4 +458,5 @@ void gcoll_proxy_get_stats(struct gcoll_proxy *p, struct gcoll_proxy_stats *st) 
   st->rounds = atomic_load_explicit(&p->rounds, memory_order_relaxed);
   st->sleeps = atomic_load_explicit(&p->sleeps, memory_order_relaxed);
   st->yields = atomic_load_explicit(&p->yields, memory_order_relaxed);
+  st->inline_fds = atomic_load_explicit(&p->inline_fds, memory_order_relaxed);
 }

@@ -1165,6 +1165,79 @@ static void test_inline_poll(void **state) {
   }
 }
 
+/* An entry on a pipe: progress reads what the pipe holds. */
+struct pipe_entry {
+  struct gcoll_proxy_entry e; /* first: progress gets &e */
+  int rfd, wfd;
+  int got;
+};
+static int pipe_progress(struct gcoll_proxy_entry *e, short revents) {
+  struct pipe_entry *pe = (struct pipe_entry *)e;
+  if (!(revents & POLLIN)) return 0;
+  char buf[64];
+  ssize_t n = read(pe->rfd, buf, sizeof(buf));
+  if (n <= 0) return 0;
+  pe->got += (int)n;
+  return 1;
+}
+
+/* Inline rounds poll the fds of the entries that moved lately every round
+ * and the others every GCOLL_PROXY_COLD_ROUNDS rounds (proxy.h): with one
+ * entry of 16 moving, about one fd a round is polled, yet a byte arriving
+ * on an idle entry is read within GCOLL_PROXY_COLD_ROUNDS rounds (the
+ * proxy thread, standing back meanwhile, may read it first: either way
+ * it is not left there). */
+static void test_inline_poll_hot_entries(void **state) {
+  (void)state;
+  enum { N = 16 };
+  char err[256];
+  struct gcoll_proxy *p = NULL;
+  assert_int_equal(gcoll_proxy_create(&p, err, sizeof(err)), 0);
+  struct pipe_entry pe[N];
+  memset(pe, 0, sizeof(pe));
+  for (int i = 0; i < N; i++) {
+    int fds[2];
+    assert_int_equal(pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+    pe[i].rfd = fds[0];
+    pe[i].wfd = fds[1];
+    pe[i].e.fd = fds[0];
+    pe[i].e.events = POLLIN;
+    pe[i].e.progress = pipe_progress;
+    assert_int_equal(gcoll_proxy_add(p, &pe[i].e, err, sizeof(err)), 0);
+  }
+  gcoll_proxy_inline_begin(p);
+  struct gcoll_proxy_stats s0, s1;
+  gcoll_proxy_get_stats(p, &s0);
+  const int rounds = 20 * GCOLL_PROXY_COLD_ROUNDS;
+  for (int r = 0; r < rounds; r++) {
+    assert_int_equal(write(pe[0].wfd, "x", 1), 1);
+    gcoll_proxy_poll(p);
+  }
+  gcoll_proxy_get_stats(p, &s1);
+  uint64_t made = s1.inline_rounds - s0.inline_rounds, fds = s1.inline_fds - s0.inline_fds;
+  /* The hot fd every round, all N once every GCOLL_PROXY_COLD_ROUNDS. */
+  uint64_t most = made + (made / GCOLL_PROXY_COLD_ROUNDS + 1) * N;
+  if (made < (uint64_t)rounds / 2 || fds > most || pe[0].got < rounds - 1)
+    fail_msg("%llu inline rounds polled %llu fds (at most %llu), the hot entry read %d of %d",
+             (unsigned long long)made, (unsigned long long)fds, (unsigned long long)most,
+             pe[0].got, rounds);
+  /* A byte on an idle entry. */
+  assert_int_equal(write(pe[5].wfd, "y", 1), 1);
+  int r = 0;
+  while (pe[5].got == 0 && r < (int)GCOLL_PROXY_COLD_ROUNDS) {
+    gcoll_proxy_poll(p);
+    r++;
+  }
+  if (pe[5].got != 1) fail_msg("an idle entry's byte was not read in %d inline rounds", r);
+  gcoll_proxy_inline_end(p);
+  for (int i = 0; i < N; i++) {
+    gcoll_proxy_remove(p, &pe[i].e);
+    close(pe[i].rfd);
+    close(pe[i].wfd);
+  }
+  gcoll_proxy_destroy(p);
+}
+
 /* The proxy may be destroyed before or after the connections are closed. */
 static void test_proxy_outlives_or_not(void **state) {
   (void)state;
@@ -1223,6 +1296,7 @@ int main(void) {
       cmocka_unit_test(test_idle_proxy_sleeps),
       cmocka_unit_test(test_stalled_consumer),
       cmocka_unit_test(test_inline_poll),
+      cmocka_unit_test(test_inline_poll_hot_entries),
       cmocka_unit_test(test_proxy_outlives_or_not),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
