@@ -639,23 +639,22 @@ gcollResult_t gcoll_comm_executor(struct gcollComm *comm, enum gcoll_exec_kind k
     if (rc == gcollSuccess) rc = peer_reads(comm, &cfg.peer_reads);
     if (rc == gcollSuccess) rc = oneshot_board(comm, cfg.gather_bytes, &cfg);
     if (rc != gcollSuccess) return rc;
-    if (cfg.peer_reads.min_bytes > 0 && cfg.peer_reads.tune)
+    if (cfg.peer_reads.min_bytes > 0) {
+      char judged[96];
+      if (cfg.peer_reads.tune)
+        snprintf(judged, sizeof(judged), "as timed on each size class's first calls");
+      else
+        snprintf(judged, sizeof(judged), "in cache: up to %llu B",
+                 (unsigned long long)cfg.peer_reads.cache_bytes);
       gcoll_log_info(comm, "host broadcast and allgather from %llu B (allgather among n > 2 "
                            "ranks from n / 2 times that), and 2-rank allreduce's second half from "
-                           "%llu B, read peers' buffers where that is the faster, as timed on each "
-                           "size class's first calls (single copy, %s)",
+                           "%llu B, read peers' buffers where that is the faster (%s; single "
+                           "copy, %s)",
                      (unsigned long long)cfg.peer_reads.min_bytes,
                      GCOLL_DIRECT_ALLREDUCE_FACTOR * (unsigned long long)cfg.peer_reads.min_bytes,
+                     judged,
                      cfg.peer_reads.cheap == peer_cheap ? "buffers in huge pages" : "any pages");
-    else if (cfg.peer_reads.min_bytes > 0)
-      gcoll_log_info(comm, "host broadcast and allgather from %llu B (allgather among n > 2 "
-                           "ranks from n / 2 times that), and 2-rank allreduce's second half from "
-                           "%llu B, read peers' buffers where that is the faster (in cache: up to "
-                           "%llu B; single copy, %s)",
-                     (unsigned long long)cfg.peer_reads.min_bytes,
-                     GCOLL_DIRECT_ALLREDUCE_FACTOR * (unsigned long long)cfg.peer_reads.min_bytes,
-                     (unsigned long long)cfg.peer_reads.cache_bytes,
-                     cfg.peer_reads.cheap == peer_cheap ? "buffers in huge pages" : "any pages");
+    }
     gcoll_log_info(comm, "host allreduce gathers whole vectors up to %llu B (simple), %llu B (ll)",
                    (unsigned long long)cfg.gather_bytes[GCOLL_PROTO_SIMPLE],
                    (unsigned long long)cfg.gather_bytes[GCOLL_PROTO_LL]);
