@@ -71,6 +71,21 @@ static int ring_faster(const struct gcoll_host_direct *d, const struct gcoll_hos
   return !pair && !fits; /* broadcast: pairs always, larger groups within it */
 }
 
+/* Where coll's direct form may start, in output bytes: min_bytes; for an
+ * allreduce GCOLL_DIRECT_ALLREDUCE_FACTOR times it; for an allgather
+ * among more than 2, n / 2 times it (each of its reads at least half
+ * min_bytes, as a pair's: 3 and 4 ranks at 128 KiB took 1.00-1.10x the
+ * ring's time, at 256 KiB 0.53-0.65x). */
+static uint64_t form_start(const struct gcoll_host_direct *d, enum gcoll_coll coll) {
+  uint64_t need = d->ops.min_bytes;
+  if (coll == GCOLL_COLL_ALLREDUCE) need *= GCOLL_DIRECT_ALLREDUCE_FACTOR;
+  if (coll == GCOLL_COLL_ALLGATHER && d->nranks > 2) need = need * (uint64_t)d->nranks / 2;
+  return need;
+}
+
+static const enum gcoll_coll tune_kind_colls[GCOLL_DIRECT_TUNE_KINDS / 2] = {
+    GCOLL_COLL_BROADCAST, GCOLL_COLL_ALLGATHER, GCOLL_COLL_ALLREDUCE};
+
 static const char *const tune_kind_names[GCOLL_DIRECT_TUNE_KINDS] = {
     "broadcast", "broadcast in place", "allgather", "allgather in place", "allreduce",
     "allreduce in place"};
@@ -142,10 +157,7 @@ void gcoll_host_direct_tuned(const struct gcoll_host_direct *d, char *out, size_
   size_t used = 0;
   if (len > 0) out[0] = '\0';
   for (int k = 0; k < GCOLL_DIRECT_TUNE_KINDS; k++) {
-    /* Where the kind's classes start (gcoll_host_direct_candidate). */
-    uint64_t need = d->ops.min_bytes;
-    if (k / 2 == 2) need *= GCOLL_DIRECT_ALLREDUCE_FACTOR;
-    if (k / 2 == 1 && d->nranks > 2) need = need * (uint64_t)d->nranks / 2;
+    const uint64_t need = form_start(d, tune_kind_colls[k / 2]);
     int named = 0;
     for (int i = 0; i < GCOLL_DIRECT_TUNE_CLASSES && used + 1 < len; i++) {
       const struct gcoll_direct_tune *t = &d->tune[k][i];
@@ -175,12 +187,7 @@ int gcoll_host_direct_candidate(struct gcoll_host_direct *d, const struct gcoll_
     return 0;
   }
   size_t bytes = call_bytes(d, c);
-  /* An allgather among more than 2 reads an nth of its output from each
-   * peer: at least half min_bytes, as a pair's reads (3 and 4 ranks at
-   * 128 KiB: 1.00-1.10x the ring's time; at 256 KiB 0.53-0.65x). */
-  uint64_t need = d->ops.min_bytes;
-  if (c->coll == GCOLL_COLL_ALLREDUCE) need *= GCOLL_DIRECT_ALLREDUCE_FACTOR;
-  if (c->coll == GCOLL_COLL_ALLGATHER && d->nranks > 2) need = need * (uint64_t)d->nranks / 2;
+  const uint64_t need = form_start(d, c->coll);
   if (bytes < need) return 0;
   d->cur = NULL;
   if (d->ops.tune) {
@@ -338,10 +345,10 @@ gcollResult_t gcoll_host_direct_begin(struct gcoll_host_direct *d, struct gcoll_
   *taken = 1; /* a failed exchange fails the call */
   const int tuning = d->cur != NULL && d->cur->choice == GCOLL_DIRECT_TUNE_OPEN;
   d->timing = 0;
-  if (tuning) d->t0 = tune_now(d);
   struct gcoll_direct_desc mine;
   memset(&mine, 0, sizeof(mine));
   if (tuning) {
+    d->t0 = tune_now(d);
     mine.ring_ns = d->cur->ring_ns;
     mine.direct_ns = d->cur->direct_ns;
   }
